@@ -1,0 +1,1 @@
+"""The campaign-bot webhook service: GitHub deliveries in, evidence checks, GitHub writes out."""

@@ -1,0 +1,591 @@
+"""The evidence bundle format: pydantic v2 models for scope, receipts, status snapshots,
+media reports and findings.
+
+Every document carries a ``schema`` field of the form ``campaign-bot/NAME@VERSION`` (for
+example ``campaign-bot/receipt@1``).  A document with an unknown NAME or VERSION is refused
+with an error naming the field, never coerced.  Frozen receipts are never edited: a new rule
+comes as a new schema or validator version (DESIGN.md, "Rules the seeds insist on").
+
+Units: every ``*_s`` field is seconds, ``*_bytes`` bytes, ``*_mb`` mebibytes, ``*_db``
+decibels, timestamps are RFC 3339 UTC.  Durations must be finite and non-negative.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _finite_nonneg(v: float) -> float:
+    if not math.isfinite(v):
+        raise ValueError("must be a finite number (NaN and infinity are not durations)")
+    if v < 0:
+        raise ValueError("must not be negative")
+    return v
+
+
+def _sha256_hex(v: str) -> str:
+    if v.startswith("sha256:"):
+        v = v[len("sha256:") :]
+    if not SHA256_RE.match(v):
+        raise ValueError("must be 64 lowercase hex digits (optionally prefixed 'sha256:')")
+    return v
+
+
+Seconds = Annotated[float, AfterValidator(_finite_nonneg)]
+"""A finite, non-negative duration in seconds."""
+Sha256 = Annotated[str, AfterValidator(_sha256_hex)]
+"""A SHA-256 digest as 64 lowercase hex digits (a ``sha256:`` prefix is accepted and dropped)."""
+
+
+class Strict(BaseModel):
+    """Base for documents we write: unknown fields are an error (a typo is not silently lost)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def schema_field(name: str, version: int) -> Any:
+    """A ``schema`` field that accepts exactly ``campaign-bot/NAME@VERSION``."""
+    sid = f"campaign-bot/{name}@{version}"
+    return Field(default=sid, alias="schema", description=f"Schema id, exactly '{sid}'.")
+
+
+def _check_schema(value: str, expected: str) -> str:
+    if value != expected:
+        name = expected.split("@")[0]
+        if value.startswith(name + "@"):
+            raise ValueError(
+                f"unknown schema version {value!r}; this campaign-bot reads {expected!r}"
+            )
+        raise ValueError(f"expected schema {expected!r}, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- campaign scope
+
+
+class EngineSource(Strict):
+    """The engine under test, pinned: ``repo@commit`` plus the package version it reports."""
+
+    repo: str = Field(description="Source repository, e.g. 'vllm-project/vllm-omni'.")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$", description="Commit id (hex).")
+    version: str | None = Field(default=None, description="Version string, e.g. '0.30.0'.")
+
+
+class Checkpoint(Strict):
+    """Model checkpoint identity: name and content digest."""
+
+    name: str
+    digest: Sha256 = Field(description="SHA-256 of the checkpoint content (e.g. its index).")
+
+
+class HardwarePool(Strict):
+    """A reservation of whole machines that screens of one campaign share, one at a time."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    device_model: str = Field(description="e.g. 'Ascend910B1', 'H200'.")
+    device_count: int = Field(ge=1)
+    memory_gib_per_device: float = Field(gt=0)
+    runner_labels: list[str] = Field(
+        default_factory=list, description="GitHub Actions self-hosted runner labels."
+    )
+    device_ids: list[int] = Field(
+        default_factory=list, description="Device indices used (ASCEND_RT_VISIBLE_DEVICES)."
+    )
+
+
+class InputFile(Strict):
+    """An input file pinned by digest; ``path`` is relative to the campaign directory."""
+
+    path: str | None = Field(default=None, description="Path; None when external.")
+    sha256: Sha256
+    mime: str | None = Field(default=None, description="MIME type sent on upload.")
+
+
+class Inputs(Strict):
+    """Request inputs: prompt (inline text or file) plus the reference video and audio."""
+
+    prompt: str | None = None
+    prompt_file: InputFile | None = None
+    prompt_sha256: Sha256 | None = Field(
+        default=None, description="SHA-256 of the UTF-8 prompt text."
+    )
+    reference_video: InputFile
+    reference_audio: InputFile
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> Inputs:
+        if (self.prompt is None) == (self.prompt_file is None):
+            raise ValueError("give exactly one of 'prompt' or 'prompt_file'")
+        return self
+
+
+class Workload(Strict):
+    """Generation parameters (DESIGN.md: 1344x768, 24 fps, seed, steps, flow shifts)."""
+
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    fps: int = Field(gt=0)
+    seed: int
+    num_inference_steps: int = Field(gt=0)
+    flow_shift: float
+    audio_flow_shift: float | None = None
+    concurrency: int = Field(default=1, ge=1)
+    task: str = "ref2va"
+
+
+class Serving(Strict):
+    """Server command line and environment of the control arm."""
+
+    model: str = Field(description="Model argument of `vllm serve`.")
+    flags: list[str] = Field(default_factory=list, description="Server flags, one per item.")
+    env: dict[str, str] = Field(default_factory=dict)
+    port: int = Field(default=8091, ge=1, le=65535)
+
+
+class Track(Strict):
+    """One independently judged target, e.g. ``5s-lossless``."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    duration_s: Seconds
+    expected_frames: int = Field(gt=0)
+    quality_mode: Literal["lossless", "lossy"]
+    target_reduction: float = Field(
+        gt=0, lt=1, description="Required latency reduction, 0.30 = 30 % lower E2E latency."
+    )
+
+
+class Protocol(Strict):
+    """A/B protocol, frozen before any candidate is observed (seed 001: 'prospectively frozen
+    independent-server, ordering, warmup and repeat protocol')."""
+
+    order: str = Field(
+        default="ABBAAB",
+        pattern=r"^[AB]+$",
+        description="Session order, A = control, B = candidate.",
+    )
+    warmups_per_session: int = Field(default=1, ge=0)
+    measured_requests_per_session: int = Field(default=1, ge=1)
+    min_measured_sessions_per_arm: int = Field(default=3, ge=1)
+    independent_server_per_session: bool = True
+    request_timeout_s: Seconds = 3600.0
+    shutdown_timeout_s: Seconds = 60.0
+    init_timeout_s: Seconds = 1800.0
+    idle_wait_s: Seconds = Field(
+        default=10.0, description="Wait after a server exit before the next start (HCCL)."
+    )
+    futility_ratio: float = Field(
+        default=1.10,
+        gt=1.0,
+        description="Screening: REJECT when candidate/control exceeds this in the first pair.",
+    )
+
+
+class Gate(Strict):
+    """One quality threshold with the source it comes from."""
+
+    threshold: float
+    source: str = Field(description="Where the threshold comes from (spec, seed, test).")
+
+
+class RangeGate(Strict):
+    """An inclusive [low, high] range with its source."""
+
+    low: float
+    high: float
+    source: str
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeGate:
+        if self.low > self.high:
+            raise ValueError("low must not exceed high")
+        return self
+
+
+class QualityGates(Strict):
+    """Perceptual gates for lossy tracks (SSIM/PSNR in ffmpeg's convention, LPIPS, audio)."""
+
+    ssim_min: Gate
+    psnr_min_db: Gate
+    lpips_max: Gate
+    audio_spectral_cosine_min: Gate
+    audio_rms_ratio: RangeGate
+    audio_latent_rate_hz: Gate
+
+
+class Budget(Strict):
+    """Campaign budget; failures and retries are always charged (seed 001)."""
+
+    candidate_directions: int = Field(ge=0)
+    wall_hours: float = Field(ge=0)
+    device_hours: float = Field(ge=0)
+    failures_and_retries_included: Literal[True] = True
+
+
+class Candidate(Strict):
+    """A named set of server flag and environment changes against the control."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    description: str = ""
+    add_flags: list[str] = Field(default_factory=list)
+    remove_flags: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    source: str | None = Field(default=None, description="Attribution: PR, commit or upstream.")
+
+
+class CampaignScope(Strict):
+    """``campaign.toml``: the frozen RunSpec of one campaign."""
+
+    schema_: str = schema_field("campaign", 1)
+    id: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    title: str
+    issue: int | None = Field(default=None, description="Campaign issue number.")
+    engine: EngineSource
+    image_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    checkpoint: Checkpoint
+    pool: HardwarePool
+    inputs: Inputs
+    workload: Workload
+    serving: Serving
+    tracks: list[Track] = Field(min_length=1)
+    protocol: Protocol
+    quality_gates: QualityGates
+    budget: Budget
+    requesters: list[str] = Field(min_length=1, description="GitHub logins.")
+    candidates: list[Candidate] = Field(default_factory=list)
+    evidence_paths: list[str] = Field(
+        default_factory=lambda: ["results", "receipts"],
+        description="Directories (relative) that hold this campaign's evidence.",
+    )
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        return _check_schema(v, "campaign-bot/campaign@1")
+
+    @model_validator(mode="after")
+    def _unique(self) -> CampaignScope:
+        ids = [t.id for t in self.tracks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"track ids must be unique, got {ids}")
+        names = [c.name for c in self.candidates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"candidate names must be unique, got {names}")
+        return self
+
+    def track(self, track_id: str) -> Track:
+        """Return the track with ``track_id``; raises KeyError naming the valid ids."""
+        for t in self.tracks:
+            if t.id == track_id:
+                return t
+        raise KeyError(f"unknown track {track_id!r}; valid: {[t.id for t in self.tracks]}")
+
+    def candidate(self, name: str) -> Candidate:
+        """Return the candidate called ``name``; raises KeyError naming the valid names."""
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"unknown candidate {name!r}; valid: {[c.name for c in self.candidates]}")
+
+
+# --------------------------------------------------------------------------------- receipt
+
+
+class RequestRecord(Strict):
+    """One HTTP request of a session. A failed request is recorded, never dropped."""
+
+    index: int = Field(ge=0, description="Order within the session, from 0.")
+    kind: Literal["warmup", "measured"]
+    http_status: int | None = Field(
+        default=None, description="HTTP status; None when no response arrived."
+    )
+    client_wall_s: Seconds | None = Field(
+        default=None, description="Seconds from first upload byte to last MP4 byte."
+    )
+    server_inference_s: Seconds | None = Field(
+        default=None, description="Server header X-Inference-Time-S."
+    )
+    stage_durations: dict[str, Seconds] = Field(
+        default_factory=dict, description="X-Stage-Durations, stage -> seconds."
+    )
+    request_id: str | None = Field(default=None, description="X-Request-Id.")
+    peak_memory_mb: float | None = Field(default=None, description="X-Peak-Memory-MB.")
+    output_path: str | None = Field(default=None, description="Bundle-relative MP4 path.")
+    output_sha256: Sha256 | None = None
+    output_bytes: int | None = Field(default=None, ge=0)
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the request returned HTTP 200 without an error."""
+        return self.http_status == 200 and self.error is None
+
+
+class WorkerExit(Strict):
+    """How one engine worker process ended."""
+
+    rank: int | None = None
+    pid: int = Field(ge=0)
+    name: str | None = Field(default=None, description="Process title, e.g. DiffusionWorker.")
+    state: Literal["exited", "gone", "alive"] = Field(
+        description="exited: exit status read; gone: ended, status unreadable; alive: still "
+        "running after the grace period."
+    )
+    exit_code: int | None = None
+    signal: int | None = None
+
+    @property
+    def clean(self) -> bool:
+        """Exit 0, no signal."""
+        return self.state == "exited" and self.exit_code == 0 and self.signal is None
+
+
+class DeviceCheck(Strict):
+    """Result of a device idle check (npu-smi / nvidia-smi)."""
+
+    idle: bool
+    checked_at: datetime | None = None
+    detail: str | None = None
+
+
+class Lifecycle(Strict):
+    """Server and worker lifecycle of one session (DESIGN.md: a run whose workers did not all
+    exit cleanly, or whose container exited non-zero, does not qualify)."""
+
+    workers: list[WorkerExit] = Field(default_factory=list)
+    terminate_actions: int = Field(default=0, ge=0)
+    kill_actions: int = Field(default=0, ge=0)
+    forced_actions: list[str] = Field(
+        default_factory=list, description="Each forced action, human-readable."
+    )
+    log_markers: list[str] = Field(
+        default_factory=list, description="Shutdown-ladder log lines seen."
+    )
+    server_exit_code: int | None = None
+    server_signal: int | None = None
+    container_exit_code: int | None = None
+    devices_idle_before: DeviceCheck | None = None
+    devices_idle_after: DeviceCheck | None = None
+    interrupted: bool = False
+
+    def problems(self) -> list[str]:
+        """Reasons this lifecycle does not qualify; empty when clean."""
+        out: list[str] = []
+        if not self.workers:
+            out.append("no worker exits recorded")
+        for w in self.workers:
+            if not w.clean:
+                who = f"worker rank {w.rank}" if w.rank is not None else f"worker pid {w.pid}"
+                out.append(
+                    f"{who} {w.state}, exit {w.exit_code}, signal {w.signal}"
+                )
+        if self.terminate_actions:
+            out.append(f"{self.terminate_actions} terminate action(s)")
+        if self.kill_actions:
+            out.append(f"{self.kill_actions} kill action(s)")
+        if self.server_exit_code != 0 or self.server_signal is not None:
+            out.append(f"server exit {self.server_exit_code}, signal {self.server_signal}")
+        if self.container_exit_code not in (None, 0):
+            out.append(f"container exit {self.container_exit_code}")
+        checks = (("before", self.devices_idle_before), ("after", self.devices_idle_after))
+        for label, chk in checks:
+            if chk is None or not chk.idle:
+                out.append(f"devices not shown idle {label}")
+        if self.interrupted:
+            out.append("session interrupted")
+        return out
+
+    @property
+    def clean(self) -> bool:
+        """True when :meth:`problems` is empty."""
+        return not self.problems()
+
+
+class Receipt(Strict):
+    """``campaign-bot/receipt@1``: the record of one server session."""
+
+    schema_: str = schema_field("receipt", 1)
+    screen_id: str
+    session_id: str
+    campaign: str
+    track: str
+    arm: Literal["control", "candidate"]
+    candidate: str | None = Field(default=None, description="Candidate name (candidate arm).")
+    slot: int = Field(ge=0, description="0-based position in the screen's session order.")
+    order: str | None = Field(default=None, pattern=r"^[AB]+$", description="e.g. 'ABBAAB'.")
+    engine_revision: str
+    engine_version: str | None = None
+    config_digest: Sha256 = Field(description="SHA-256 of the canonical server command + env.")
+    input_digests: dict[str, Sha256] = Field(
+        default_factory=dict, description="name -> SHA-256 of prompt/reference inputs."
+    )
+    pool: str | None = None
+    devices: list[str] = Field(default_factory=list)
+    started_at: datetime
+    ready_at: datetime | None = None
+    stopped_at: datetime | None = None
+    requests: list[RequestRecord] = Field(default_factory=list)
+    lifecycle: Lifecycle
+    media_reports: list[str] = Field(
+        default_factory=list, description="Bundle-relative paths of media reports."
+    )
+    server_log: str | None = Field(default=None, description="Bundle-relative log path.")
+    notes: str | None = None
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        return _check_schema(v, "campaign-bot/receipt@1")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Receipt:
+        if self.arm == "candidate" and not self.candidate:
+            raise ValueError("a candidate-arm receipt must name its candidate")
+        idx = [r.index for r in self.requests]
+        if len(set(idx)) != len(idx):
+            raise ValueError("request indexes must be unique")
+        return self
+
+    @property
+    def warmups(self) -> list[RequestRecord]:
+        """Warmup requests (never counted)."""
+        return [r for r in self.requests if r.kind == "warmup"]
+
+    @property
+    def measured(self) -> list[RequestRecord]:
+        """Measured (post-warmup) requests."""
+        return [r for r in self.requests if r.kind == "measured"]
+
+
+# ------------------------------------------------------------------------- status snapshot
+
+
+class StatusSnapshot(Strict):
+    """``campaign-bot/status@1``: where a campaign says it is.  A snapshot that contradicts
+    newer receipts is stale unless ``frozen`` (seed 000, the P2 review finding)."""
+
+    schema_: str = schema_field("status", 1)
+    campaign: str
+    execution: Literal["planned", "queued", "running", "completed", "failed", "cancelled"]
+    samples: dict[str, int] = Field(
+        default_factory=dict, description="track id -> measured sessions completed."
+    )
+    as_of: datetime
+    frozen: bool = Field(default=False, description="A historical snapshot, not current state.")
+    superseded_by: str | None = Field(
+        default=None, description="What supersedes a frozen snapshot (path or URL)."
+    )
+    note: str | None = None
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        return _check_schema(v, "campaign-bot/status@1")
+
+    @model_validator(mode="after")
+    def _frozen_needs_successor(self) -> StatusSnapshot:
+        if self.frozen and not self.superseded_by:
+            raise ValueError("a frozen snapshot must say what supersedes it ('superseded_by')")
+        return self
+
+
+# ---------------------------------------------------------------------------- media report
+
+
+class MediaCheck(Strict):
+    """One structural check: what was expected, what was seen."""
+
+    name: str
+    passed: bool
+    expected: str | None = None
+    actual: str | None = None
+    detail: str | None = None
+
+
+class MediaMetric(Strict):
+    """One metric with its gate. ``passed`` is None when the metric has no gate here."""
+
+    name: str = Field(description="e.g. 'ssim_all', 'psnr_avg_db', 'lpips', 'audio_rms_ratio'.")
+    value: float | None = Field(description="None when not computed; inf for identical PSNR.")
+    op: Literal[">=", "<=", "in", "=="] | None = None
+    threshold: float | list[float] | None = None
+    passed: bool | None = None
+    source: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class BitExact(Strict):
+    """Lossless comparison: compressed packets, then decoded planes and PCM."""
+
+    packets_equal: dict[str, bool] = Field(default_factory=dict, description="stream -> equal")
+    frames_equal: bool
+    first_differing_frame: int | None = None
+    pcm_equal: bool | None = None
+    decoder_build: str | None = Field(default=None, description="FFmpeg/libav build compared.")
+
+
+class MediaReport(Strict):
+    """``campaign-bot/media-report@1``: a control/candidate comparison, by a versioned
+    validator (a newer validator writes a new report, never rewrites an older one)."""
+
+    schema_: str = schema_field("media-report", 1)
+    validator_version: str = Field(description="e.g. 'media-gates/2'.")
+    control: InputFile
+    candidate: InputFile
+    mode: Literal["lossless", "lossy", "structural"]
+    device: str = "cpu"
+    frame_stride: int = Field(default=1, ge=1, description="LPIPS frame subsampling, 1 = all.")
+    structural: list[MediaCheck] = Field(default_factory=list)
+    bit_exact: BitExact | None = None
+    metrics: list[MediaMetric] = Field(default_factory=list)
+    passed: bool
+    reasons: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        return _check_schema(v, "campaign-bot/media-report@1")
+
+
+# -------------------------------------------------------------------------------- findings
+
+Severity = Literal["P0", "P1", "P2", "P3"]
+
+
+class Finding(Strict):
+    """A review result (DESIGN.md 'finding'): P0 blocks, P1 wrong evidence, P2 ambiguous
+    evidence, P3 nit."""
+
+    rule: str = Field(description="Rule id, e.g. 'STALE_STATUS', 'MANIFEST_MISMATCH'.")
+    severity: Severity
+    path: str = Field(description="Bundle- or repo-relative path the finding concerns.")
+    line: int | None = Field(default=None, ge=1, description="1-based line, when known.")
+    field: str | None = Field(default=None, description="Field path, e.g. 'requests.0.kind'.")
+    message: str = Field(description="What is wrong.")
+    resolution: str | None = Field(default=None, description="What would resolve it.")
+
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "campaign": CampaignScope,
+    "receipt": Receipt,
+    "status": StatusSnapshot,
+    "media-report": MediaReport,
+    "finding": Finding,
+}
+"""Models exported by ``campaign-bot schema NAME`` and committed under evidence/schemas/."""
