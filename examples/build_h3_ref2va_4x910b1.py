@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the embedded campaign.toml keeps its long lines readable)
 """Build ``examples/h3-ref2va-4x910b1/``: seed 000's four-device Ascend910B1 MiniMax-H3 Ref2VA
 campaign as campaign-bot evidence (scope, receipts, a stale status, BagIt bags and the
 preflight integrity map).
