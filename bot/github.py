@@ -284,6 +284,25 @@ class GitHubPort(Protocol):
 # ----------------------------------------------------------------- PyGithub adapter
 
 
+class BoundedGithubRetry(GithubRetry):
+    """``GithubRetry`` whose ``Retry-After`` sleeps are bounded too.
+
+    PyGithub applies ``max_rate_limit_wait`` to rate-limit resets only; a 403/429 carrying
+    ``Retry-After`` is slept by urllib3 for whatever the header says.  Here a longer wait
+    raises ``RateLimitExceededExceedsMaxWait`` (mapped to :class:`GitHubRetryableError` with
+    ``retry_after``), so the delivery is retried later instead of a worker sleeping.
+    """
+
+    def get_retry_after(self, response: Any) -> float | None:  # type: ignore[override]
+        wait = super().get_retry_after(response)
+        limit = self.max_rate_limit_wait
+        if wait is not None and limit is not None and wait > limit:
+            raise RateLimitExceededExceedsMaxWait(
+                response.status, {"message": "Retry-After exceeds max_rate_limit_wait"},
+                dict(response.headers), wait=wait)
+        return wait
+
+
 def make_retry(
     *,
     total: int = 4,
@@ -291,7 +310,7 @@ def make_retry(
     secondary_rate_wait: float = 60.0,
     max_rate_limit_wait: float = 120.0,
 ) -> GithubRetry:
-    """A ``GithubRetry`` that retries reads only.
+    """A :class:`BoundedGithubRetry` that retries reads only.
 
     ``total`` attempts after the first; ``backoff_factor`` seconds grow exponentially
     between 5xx retries; a secondary rate limit without ``Retry-After`` waits
@@ -299,7 +318,7 @@ def make_retry(
     longer than ``max_rate_limit_wait`` s raises instead of sleeping (so a webhook worker
     does not sleep for an hour; the delivery is retried later instead).
     """
-    return GithubRetry(
+    return BoundedGithubRetry(
         total=total,
         backoff_factor=backoff_factor,
         allowed_methods=READ_METHODS,
