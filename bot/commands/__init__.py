@@ -256,7 +256,7 @@ async def _run(ctx: CommandContext, fn: CommandFn) -> None:
         loaded = await load(ctx.gh)
         if loaded.config is None:
             await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                            problems=[str(p) for p in loaded.problems])
+                            problems=loaded.problems)
             return
         ctx.config = loaded.config
     pr_author = None
