@@ -10,6 +10,8 @@ from typing import Any
 from github import Auth
 from github_double import GitHubDouble
 
+import bot.commands  # noqa: F401 - registers the command handlers on the router
+import bot.review  # noqa: F401 - registers the review handler
 from bot.github import PyGithubPort, make_client, make_retry
 from bot.router import Event
 

@@ -263,6 +263,7 @@ class GitHubDouble:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else 40 ms delayed-ACK stalls per request
 
             def log_message(self, *args: Any) -> None:  # silence stderr
                 return None
