@@ -857,9 +857,10 @@ def context_for(
 
 @dataclass
 class IntendedWrite:
-    """A write :class:`RecordingGitHub` did not make: operation name and arguments."""
+    """A write :class:`RecordingGitHub` did not make: ``op`` (the port method) and its
+    arguments."""
 
-    operation: str
+    op: str
     args: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -869,7 +870,7 @@ class IntendedWrite:
             if isinstance(v, str) and len(v) > 80:
                 v = v[:77] + "..."
             parts.append(f"{k}={v!r}")
-        return f"{self.operation} " + " ".join(parts)
+        return f"{self.op} " + " ".join(parts)
 
 
 class RecordingGitHub:

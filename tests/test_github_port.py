@@ -186,7 +186,7 @@ async def test_recording_port_reads_through_and_records_writes(gh_repo) -> None:
     pr = await rec.get_pull(2)
     c = await rec.create_issue_comment(2, "would post")
     await rec.create_review(2, pr.head_sha, "b", [InlineComment("README.md", 2, "x")])
-    assert c.id < 0 and [w.operation for w in rec.writes] == ["create_issue_comment",
+    assert c.id < 0 and [w.op for w in rec.writes] == ["create_issue_comment",
                                                                "create_review"]
     assert "would post" in rec.writes[0].describe()
     assert gh_repo.writes() == []
