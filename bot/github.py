@@ -802,8 +802,9 @@ def context_for(
     and the repository's ``.github/campaign-bot.toml`` from the default branch (None when
     absent or broken; see :mod:`bot.repo_config`).
 
-    Clients are cached per installation (installation tokens refresh themselves).  Raises
-    :class:`GitHubError` when neither App credentials nor a token are configured.
+    Clients are cached per installation (installation tokens refresh themselves).  The
+    factory raises :class:`GitHubError` for an event when neither App credentials nor a token
+    are configured (the service still starts: deliveries are stored and can be retried).
     """
     from bot import repo_config
 
@@ -815,9 +816,6 @@ def context_for(
     token = _token_of(settings)
     clients: dict[Any, tuple[Github, Auth.Auth]] = {}
     app_auth = Auth.AppAuth(int(app_id), pem) if app_id and pem else None
-    if app_auth is None and not token:
-        raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
-                          "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
 
     def client_for(event: Event) -> tuple[Github, Auth.Auth]:
         if app_auth is None:
@@ -840,6 +838,9 @@ def context_for(
     async def factory(event: Event) -> tuple[GitHubPort, RepoConfig | None]:
         if not event.repo_full_name:
             return NoRepositoryPort(bot_login), None  # type: ignore[return-value]
+        if app_auth is None and not token:
+            raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
+                              "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
         try:
             client, auth = await asyncio.to_thread(client_for, event)
         except Exception as exc:  # noqa: BLE001 - translated

@@ -177,8 +177,10 @@ async def test_app_installation_auth_through_context_for(gh_repo) -> None:
 
 
 async def test_context_without_credentials_is_refused() -> None:
+    payload = fixture("webhooks-derived/issue_comment/created.on-pull-request.json")
+    factory = context_for(Settings(webhook_secret="s"))
     with pytest.raises(Exception, match="CAMPAIGN_BOT_TOKEN"):
-        context_for(Settings(webhook_secret="s"))
+        await factory(Event("d", "issue_comment", payload))
 
 
 async def test_recording_port_reads_through_and_records_writes(gh_repo) -> None:
