@@ -168,11 +168,12 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if model == "pools":
             model = PoolSection
             continue
-        f = model.model_fields.get(part) if isinstance(model, type) else None
+        is_model = isinstance(model, type) and issubclass(model, BaseModel)
+        f = model.model_fields.get(part) if is_model else None
         if f is None:
             return None
         model = f.annotation if isinstance(f.annotation, type) else None
-    return model if isinstance(model, type) else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
