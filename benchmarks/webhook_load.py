@@ -266,6 +266,8 @@ def main() -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    # SIGTERM ends the run through the finally below, so the servers are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     console = Console()
     body = sorted(FIXTURE.glob("*.json"))[0].read_bytes()
     names = ["bare FastAPI 202", "campaign-bot serve"]

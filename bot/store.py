@@ -229,18 +229,35 @@ def queue_heads(engine: Engine) -> list[Delivery]:
                      event=r.event, action=r.action) for r in rows]
 
 
-def complete_unhandled(engine: Engine, seq: int) -> bool:
-    """Mark a queued delivery that no handler matches ``done`` in one statement (counts one
-    attempt); False when it was not queued any more."""
+def queued_of_key(engine: Engine, key: str, limit: int = 500) -> list[Delivery]:
+    """The oldest ``limit`` queued deliveries of ``key`` in order (seq, event, action,
+    not_before, delivery_id only)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Delivery.seq, Delivery.event, Delivery.action, Delivery.not_before,
+                   Delivery.delivery_id)
+            .where(Delivery.status == "queued", Delivery.key == key)
+            .order_by(Delivery.seq)
+            .limit(limit)
+        ).all()
+    return [Delivery(seq=r.seq, key=key, event=r.event, action=r.action,
+                     not_before=r.not_before, delivery_id=r.delivery_id) for r in rows]
+
+
+def complete_unhandled(engine: Engine, seqs: Sequence[int]) -> int:
+    """Mark queued deliveries that no handler matches ``done`` in one statement (each counts
+    one attempt); returns how many were still queued and are now done."""
+    if not seqs:
+        return 0
     now = utcnow()
     with engine.begin() as conn:
         res = conn.execute(
             update(Delivery)
-            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .where(Delivery.seq.in_(list(seqs)), Delivery.status == "queued")
             .values(status="done", attempts=Delivery.attempts + 1, started_at=now,
                     finished_at=now)
         )
-        return res.rowcount == 1
+        return res.rowcount or 0
 
 
 def claim(engine: Engine, seq: int) -> Delivery | None:
