@@ -85,7 +85,8 @@ def load_delivery_file(path: Path) -> SavedDelivery:
         raise ReplayInputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{path}: expected a JSON object with headers and body")
-    src = doc.get("request") if isinstance(doc.get("request"), dict) else doc
+    req = doc.get("request")
+    src: dict[str, Any] = req if isinstance(req, dict) else doc
     headers = src.get("headers")
     if not isinstance(headers, dict):
         raise ReplayInputError(f"{path}: no 'headers' object (or 'request.headers')")
@@ -178,8 +179,8 @@ def _describe(w: Any) -> tuple[str, str]:
         return op, rest
     if isinstance(w, dict):
         op = str(w.get("op") or w.get("method") or w.get("name") or "?")
-        rest = {k: v for k, v in w.items() if k not in ("op", "method", "name")}
-        return op, json.dumps(rest, default=str)[:2000]
+        extra = {k: v for k, v in w.items() if k not in ("op", "method", "name")}
+        return op, json.dumps(extra, default=str)[:2000]
     for a in ("op", "method", "name"):
         if hasattr(w, a):
             d = getattr(w, "__dict__", {})

@@ -34,6 +34,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    insert,
     select,
     update,
 )
@@ -175,15 +176,15 @@ def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
     """
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as upsert
     elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+        from sqlalchemy.dialects.postgresql import insert as upsert  # type: ignore[assignment]
     else:  # pragma: no cover - only the two supported dialects
         raise ValueError(f"unsupported database dialect {dialect!r}")
     out = []
     for r in rows:
         stmt = (
-            insert(Delivery)
+            upsert(Delivery)
             .values(
                 delivery_id=r.delivery_id, event=r.event, action=r.action, repo=r.repo,
                 key=r.key, headers=r.headers, body=r.body, received_at=r.received_at,
@@ -293,7 +294,7 @@ def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: boo
     """Record one handler run (committed at once, so a crash after it does not repeat it)."""
     with engine.begin() as conn:
         conn.execute(
-            HandlerRun.__table__.insert().values(
+            insert(HandlerRun).values(
                 delivery_seq=seq, attempt=attempt, handler=handler, ok=ok, error=error,
                 finished_at=utcnow(),
             )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import importlib
 import importlib.util
 import logging
@@ -260,7 +261,7 @@ class Worker:
                 break
             task = asyncio.create_task(self._process(h.seq), name=f"delivery-{h.delivery_id}")
             self._inflight[h.key] = task
-            task.add_done_callback(lambda _t, k=h.key: self._finished(k))
+            task.add_done_callback(functools.partial(self._finished, h.key))
         return max(wait, 0.0)
 
     def _handled(self, d: store.Delivery) -> bool:
@@ -280,7 +281,7 @@ class Worker:
         if n:
             self.metrics.inc_processed(failed=False, count=n)
 
-    def _finished(self, key: str) -> None:
+    def _finished(self, key: str, _task: object = None) -> None:
         self._inflight.pop(key, None)
         if self._wake is not None:
             self._wake.set()
