@@ -17,6 +17,7 @@ Other issues add their tables to :data:`Base` and a new migration revision under
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,63 @@ def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
         )
         # RETURNING, not rowcount: psycopg reports no rowcount for this statement.
         out.append(conn.execute(stmt).first() is not None)
+    return out
+
+
+INTERNAL_PREFIX = "internal:"
+
+
+def enqueue_internal(engine: Engine, event: str, payload: dict[str, Any], *,
+                     delivery_id: str | None = None) -> bool:
+    """Queue a delivery the bot makes itself (e.g. a scheduled refresh job), processed by
+    the worker through the router like a GitHub delivery and serialised with the
+    deliveries of the same installation/repository (same :func:`bot.webhook.delivery_key`).
+
+    ``delivery_id`` (default a new ``internal:<uuid>``) deduplicates like
+    ``X-GitHub-Delivery``; returns False when it was already queued.  The worker process is
+    woken by its poll (at most ``poll_interval`` later)."""
+    import uuid
+
+    from bot.webhook import delivery_key, repo_of
+
+    did = delivery_id or f"{INTERNAL_PREFIX}{uuid.uuid4()}"
+    action = payload.get("action")
+    row = NewDelivery(
+        delivery_id=did, event=event, action=action if isinstance(action, str) else None,
+        repo=repo_of(payload), key=delivery_key(payload),
+        headers={"x-github-event": event, "x-github-delivery": did,
+                 "content-type": "application/json", "user-agent": "campaign-bot/internal"},
+        body=json.dumps(payload, separators=(",", ":")).encode(), received_at=utcnow(),
+    )
+    with engine.begin() as conn:
+        return insert_deliveries(conn, [row])[0]
+
+
+_SQLITE_INSERT = (
+    "INSERT INTO deliveries (delivery_id, event, action, repo, key, headers, body, received_at,"
+    " status, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0)"
+    " ON CONFLICT (delivery_id) DO NOTHING RETURNING seq"
+)
+
+
+def insert_deliveries_sqlite(dbapi_conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
+    """:func:`insert_deliveries` for SQLite on a raw ``sqlite3`` connection (the caller
+    commits): the webhook acknowledgement path, where SQLAlchemy's per-statement overhead
+    (~0.55 ms CPU of ~0.67 ms per insert, measured) is most of the cost.  Values are stored
+    exactly as SQLAlchemy's SQLite types store them (JSON text; UTC datetime text), so the
+    ORM reads them back unchanged."""
+    out = []
+    cur = dbapi_conn.cursor()
+    try:
+        for r in rows:
+            t = r.received_at.astimezone(dt.UTC).replace(tzinfo=None)
+            cur.execute(_SQLITE_INSERT, (
+                r.delivery_id, r.event, r.action, r.repo, r.key, json.dumps(r.headers),
+                r.body, t.strftime("%Y-%m-%d %H:%M:%S.%f"),
+            ))
+            out.append(cur.fetchone() is not None)
+    finally:
+        cur.close()
     return out
 
 
