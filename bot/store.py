@@ -256,6 +256,60 @@ def insert_deliveries_sqlite(dbapi_conn: Any, rows: Sequence[NewDelivery]) -> li
     return out
 
 
+class ServiceLock:
+    """Held by the one ``campaign-bot serve`` that may use a database (see :func:`recover`):
+    an ``flock`` on ``<sqlite file>.serve.lock``, or a PostgreSQL session advisory lock keyed
+    on the schema the tables live in.  Both are released by the kernel/server when the
+    process dies, ``kill -9`` included."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._fh: Any = None
+        self._conn: Any = None
+        self.where = ""
+
+    def acquire(self) -> bool:
+        """Take the lock; False when another process holds it."""
+        if self.engine.dialect.name == "sqlite":
+            db = self.engine.url.database
+            if not db or db == ":memory:":
+                return True
+            import fcntl
+
+            self.where = f"{Path(db).resolve()}.serve.lock"
+            self._fh = open(self.where, "a+")  # noqa: SIM115 - held for the process lifetime
+            try:
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._fh.close()
+                self._fh = None
+                return False
+            return True
+        from sqlalchemy import text
+
+        self._conn = self.engine.connect()
+        schema = self._conn.execute(text("SELECT current_schema()")).scalar()
+        self.where = f"PostgreSQL advisory lock on schema {schema}"
+        got = self._conn.execute(
+            text("SELECT pg_try_advisory_lock(hashtext('campaign-bot serve ' || :s))"),
+            {"s": schema},
+        ).scalar()
+        self._conn.commit()
+        if not got:
+            self._conn.close()
+            self._conn = None
+        return bool(got)
+
+    def release(self) -> None:
+        """Give the lock back."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
 def recover(engine: Engine) -> int:
     """Put deliveries left ``processing`` by a crashed or killed process back in the queue.
 

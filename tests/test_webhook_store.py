@@ -301,3 +301,15 @@ def test_raw_sqlite_insert_reads_back_like_the_orm(tmp_path: Path) -> None:
     assert a.received_at.replace(tzinfo=dt.UTC) == new.received_at
     assert type(a.received_at) is type(b.received_at)
     assert [h.delivery_id for h in store.queue_heads(eng)] == ["raw-1"]
+
+
+def test_only_one_service_lock_per_database(engine: Engine) -> None:
+    first, second = store.ServiceLock(engine), store.ServiceLock(engine)
+    assert first.acquire()
+    try:
+        assert not second.acquire()
+        assert "lock" in second.where
+    finally:
+        first.release()
+    assert second.acquire()
+    second.release()
