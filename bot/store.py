@@ -306,6 +306,8 @@ class ServiceLock:
             self._fh.close()
             self._fh = None
         if self._conn is not None:
+            # a pooled connection would keep the session, and with it the lock
+            self._conn.invalidate()
             self._conn.close()
             self._conn = None
 
