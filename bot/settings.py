@@ -21,7 +21,9 @@ Every variable (README "webhook service" lists them with defaults)::
                                      handlers on ``bot.router.router``)
     CAMPAIGN_BOT_RUN_WORKER          false: only receive and store (no processing)
     CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
-    CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
+    CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous``: NORMAL (default; a stored
+                                     delivery survives a killed process, not a power loss)
+                                     or FULL (fsync per commit: survives power loss too)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
 """
 
@@ -52,7 +54,7 @@ class DatabaseSettings(BaseSettings):
     )
 
     database_url: str = DEFAULT_DATABASE_URL
-    sqlite_synchronous: str = "FULL"
+    sqlite_synchronous: str = "NORMAL"
 
     @field_validator("sqlite_synchronous")
     @classmethod
