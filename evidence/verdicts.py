@@ -340,6 +340,14 @@ def lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
     return out
 
 
+def hard_lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
+    """:func:`lifecycle_issues` without the merely missing device idle checks (a check that
+    was never recorded is ambiguous evidence; a check that found busy devices is a failure)."""
+    return [(f, t) for f, t in lifecycle_issues(lc)
+            if not (f.startswith("lifecycle.devices_idle_") and getattr(
+                lc, f.split(".")[1]) is None)]
+
+
 def request_issues(r: Receipt) -> list[tuple[str, str]]:
     """(field path, problem) for every failed request and every measured request without a
     finite client wall time."""

@@ -203,8 +203,8 @@ GATE_CASES: list[tuple[str, Any, str, str]] = [
      "INCONCLUSIVE", "CONFIG_MISMATCH"),
     ("validity-candidate-is-control", lambda: screen(*FAST, cand_kw={"config_digest": CTRL_CFG}),
      "INCONCLUSIVE", "CANDIDATE_IS_CONTROL"),
-    ("validity-unknown-candidate", lambda: screen(*FAST, cand_kw={"candidate": "mystery"}), "INCONCLUSIVE",
-     "CANDIDATE_UNKNOWN"),
+    ("validity-unknown-candidate", lambda: screen(*FAST, cand_kw={"candidate": "mystery"}),
+     "INCONCLUSIVE", "CANDIDATE_UNKNOWN"),
     ("validity-inputs-differ", lambda: _with(screen(*FAST), 1, input_digests={
         "prompt": sha("other prompt")}), "INCONCLUSIVE", "INPUTS_DIFFER"),
     ("validity-pool", lambda: _with(screen(*FAST), 2, pool="8x910b1"), "INCONCLUSIVE",
