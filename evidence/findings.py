@@ -49,6 +49,12 @@ from evidence.verdicts import (
 )
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+REVIEW_RULES = frozenset({
+    "STALE_STATUS", "FROZEN_RECEIPT_CHANGED", "LIFECYCLE_FAILED", "REQUEST_FAILED",
+    "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
+    "UNTRACEABLE_CLAIM",
+})
+"""The rule ids of issue 3's review findings (the loader's and manifests' are issue 2's)."""
 
 STALE_FIX = (
     'either mark this snapshot historical ("frozen": true, "superseded_by": "{receipt}") or '

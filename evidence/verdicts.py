@@ -1001,6 +1001,8 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
                 target_reduction=t.target_reduction, theta0=1 - t.target_reduction,
                 reasons=[Reason(code="NO_SESSIONS", gate="validity",
                                 text="no receipts for this track yet")]))
+    order = {t.id: i for i, t in enumerate(scope.tracks)}
+    out.sort(key=lambda v: (order.get(v.track, len(order)), v.track, v.candidate or ""))
     return out
 
 
