@@ -253,7 +253,8 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
     for name, tracks in sorted(per_track.items()):
         digests = {t: it.receipt.input_digests[name] for t, it in tracks.items()}
         if len(set(digests.values())) > 1 and name not in pinned:
-            first, *rest = sorted(tracks)
+            order = {t.id: i for i, t in enumerate(ev.scope.tracks)}
+            first, *rest = sorted(tracks, key=lambda t: (order.get(t, len(order)), t))
             for t in rest:
                 if digests[t] != digests[first]:
                     it = tracks[t]
