@@ -169,6 +169,7 @@ class TrackVerdict(BaseModel):
     confidence: float | None = None
     two_sided_confidence: float | None = None
     u: int | None = None
+    u_method: Literal["exact", "asymptotic"] = "exact"
     pairs: int = 0
     pairs_at_or_above_theta0: int | None = None
     pairs_at_or_below_theta0: int | None = None
@@ -668,6 +669,8 @@ def decide(control: Sequence[float], candidate: Sequence[float], theta0: float,
         lower, upper = ratios[u], ratios[k - 1 - u]
         conf, conf2 = 1 - p_u, 1 - 2 * p_u
         bounds = f"bounds [{lower:.4f}, {upper:.4f}] at {conf:.1%} each"
+        if stats.u_method(m, n) != "exact":
+            bounds += " (normal approximation: beyond the exact limit)"
         if above <= u:
             verdict = "SUPPORTED"
             reasons.append(Reason(
@@ -962,6 +965,7 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.ratio, v.lower, v.upper = dec.ratio, dec.lower, dec.upper
             v.confidence, v.two_sided_confidence, v.u = (dec.confidence,
                                                          dec.two_sided_confidence, dec.u)
+            v.u_method = stats.u_method(v.m, v.n)  # type: ignore[assignment]
             v.pairs, v.pairs_at_or_above_theta0 = dec.pairs, dec.above
             v.pairs_at_or_below_theta0 = dec.below
             v.best_confidence, v.more_pairs_needed = dec.best_confidence, dec.more_pairs_needed
