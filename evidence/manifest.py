@@ -487,7 +487,7 @@ class _Verifier:
         if listed.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", listed):
             self.unsafe(summ, line, f"absolute path {listed!r}")
             return None
-        parts = PurePosixPath(listed.replace("\\", "/")).parts
+        parts = PurePosixPath(listed).parts
         if ".." in parts:
             self.unsafe(summ, line, f"path {listed!r} contains '..'")
             return None
@@ -844,8 +844,8 @@ def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
     if container:
         return out
     digests = [k for k, v in obj.items() if _looks_digest(v)]
-    if not digests:
-        return None
+    if not digests or not all("/" in k or "." in k for k in digests):
+        return None  # e.g. {"commit": HEX}: a digest-valued field, not a path map
     for k, v in obj.items():
         if k in _META_KEYS and not _looks_digest(v):
             continue
