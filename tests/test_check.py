@@ -146,3 +146,21 @@ def test_wheel_ships_every_package_and_the_schemas(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["title"] == "Receipt"
+
+
+def test_progress_bar_appears_only_after_the_delay() -> None:
+    import io
+
+    from rich.console import Console
+
+    from evidence.cli import _LazyProgress
+
+    buf = io.StringIO()
+    slow = _LazyProgress(Console(file=buf, force_terminal=True, width=100), delay_s=3600)
+    slow(10, 100)
+    slow.stop()
+    assert slow.bar is None and buf.getvalue() == ""
+    fast = _LazyProgress(Console(file=buf, force_terminal=True, width=100), delay_s=0)
+    fast(50 << 20, 100 << 20)
+    fast.stop()
+    assert "hashing" in buf.getvalue()
