@@ -484,6 +484,9 @@ class _Verifier:
         if not listed:
             self.malformed(summ, line, "empty path")
             return None
+        if "\0" in listed:
+            self.malformed(summ, line, "path contains a NUL byte")
+            return None
         if listed.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", listed):
             self.unsafe(summ, line, f"absolute path {listed!r}")
             return None
