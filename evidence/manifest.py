@@ -101,6 +101,8 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
     view = memoryview(buf)
     size = 0
     with open(path, "rb", buffering=0) as f:
+        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
             n = f.readinto(buf)
             if not n:
