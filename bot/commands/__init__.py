@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import tomllib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.commands.parser import Command, new_commands, parse
-from bot.github import GitHubError, GitHubPort
+from bot.github import GitHubPort
 from bot.payloads import IssueCommentPayload
 from bot.render import marker, render
 from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
@@ -291,18 +290,12 @@ async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
         await ctx.reply("unknown.md.j2", known=known)
 
 
-def valid_login(login: str) -> bool:
-    """GitHub login syntax (letters, digits, hyphens; ``[bot]`` suffix for Apps)."""
-    return bool(re.fullmatch(r"[A-Za-z0-9-]+(\[bot\])?", login))
-
-
 __all__ = [
     "REGISTRY",
     "Command",
     "CommandContext",
     "CommandSpec",
     "Decision",
-    "GitHubError",
     "UserError",
     "Who",
     "authorize",
