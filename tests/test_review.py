@@ -191,6 +191,15 @@ async def test_rate_limited_reads_back_off_and_complete(campaign_pr) -> None:
     assert [w for w, _ in double.write_summary()][:3] == [w for w, _ in OPENED_WRITES]
 
 
+async def test_token_without_checks_permission_still_reviews(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/check-runs", 403,
+                  message="Resource not accessible by personal access token")
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert double.write_summary() == OPENED_WRITES[1:]
+
+
 async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
     github_double.add_repo(REPO, example_files())
     pull = github_double.add_pull(REPO, 2, {"README.md": "docs\n"})
