@@ -557,7 +557,13 @@ class PyGithubPort:
             c = self._r().get_issue(number).create_comment(body)
             return Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
 
-        return await self._call(f"comment on #{number}", "POST", fn)
+        out = await self._call(f"comment on #{number}", "POST", fn)
+        if out.user != self.bot_login:
+            # the bot finds its own comments by login: a wrong setting means duplicates
+            log.error("GitHub says this bot writes as %r but CAMPAIGN_BOT_BOT_LOGIN is %r: "
+                      "set it to %r, or the bot will not find (and so repeat) its comments",
+                      out.user, self.bot_login, out.user)
+        return out
 
     async def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
         """Replace comment ``comment_id``'s body."""
