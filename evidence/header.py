@@ -331,14 +331,17 @@ def build_header(
     all_receipts = [r for s in srcs for r in s.receipts]
     budget_lines = list(budget) if budget is not None else budget_from_receipts(scope, all_receipts)
     track_ids = [t.id for t in scope.tracks]
+    for s in srcs:
+        for v in s.verdicts:
+            scope.track(v.track)
+        for d in s.screens:
+            scope.track(d.track)
 
     # ---- board
     board: list[BoardRow] = []
     baseline_problems = _baseline_problems(scope, all_receipts)
     for t in scope.tracks:
         tv = [(s, v) for s in srcs for v in s.verdicts if v.track == t.id]
-        for _s, v in tv:
-            scope.track(v.track)
         best = _best(tv)
         clean = _clean_controls(all_receipts, t.id)
         base = f"{clean} clean control session(s)"
