@@ -1,0 +1,946 @@
+"""Campaign issues keep a true status header by themselves (issue 8).
+
+The header sits between hidden markers at the top of the campaign issue body
+(:mod:`bot.header_block`); its content is computed from evidence by
+:func:`evidence.header.build_header` and rendered by ``templates/campaign_header.md.j2``.
+
+Grammar (comments on a campaign issue; a command starts a line)::
+
+    /campaign refresh          re-read the evidence now and rewrite the header if it changed
+    /campaign history [N]      reply with the last N header changes (default 5, at most 20)
+
+Examples: ``/campaign refresh``, ``/campaign history 10``.  Anyone who may comment may ask;
+both commands only read evidence and write the bot's own text.
+
+Triggers of a refresh:
+
+- ``push`` to the default branch whose commits touch a campaign directory (the commit SHA and
+  time of the last such commit become the header's "Updated from evidence at ...");
+- ``pull_request`` opened / synchronize / reopened / closed / edited on a PR whose files touch
+  a campaign directory (such a PR is a *candidate PR* of that campaign);
+- ``workflow_run`` completed (a screen result: the screen workflow finished);
+- ``/campaign refresh`` and, as a safety net, a scheduler job every 30 minutes that skips a
+  campaign whose input key (content hash of everything the header reads) has not changed.
+
+Economy: the input key needs one read (the directory listing that holds the campaign's git
+tree SHA); candidate PRs and the screen queue come from the database.  With nothing changed
+a refresh makes exactly 2 reads (listing, issue) and no write; the scheduler makes 1 read.
+
+Safety of the body: the body is read right before the write and only the marked block is
+replaced; an unchanged block is not written.  Deleted or broken markers are never re-inserted
+silently: the bot says so once in a comment (again only after the markers came back and went
+missing anew).  The bot's own ``issues.edited`` events are ignored.
+
+The GitHub port needed (:class:`StatusPort`) is a subset of ``bot.github.GitHubPort``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import inspect
+import json
+import logging
+import posixpath
+import re
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot.header_block import END, START, BlockState, MarkersMissing, locate, splice
+from bot.header_render import render_header, text_filter
+from bot.header_store import CampaignHeader, CandidatePR, HeaderChange
+from bot.router import Event, router
+from evidence.header import (
+    BudgetLine,
+    EvidenceRef,
+    EvidenceSource,
+    HeaderContent,
+    QueueItem,
+    build_header,
+)
+from evidence.models import CampaignScope
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_MINUTES = 30
+"""Safety-net refresh interval (issue 8)."""
+HISTORY_DEFAULT = 5
+HISTORY_MAX = 20
+CAMPAIGN_FILE = "campaign.toml"
+MAX_EVIDENCE_FILE_BYTES = 1024 * 1024
+"""The contents API serves files up to 1 MB as JSON (GITHUB.md 4.2); larger files (media) are
+not read for the header."""
+TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
+
+MARKERS_NOTICE = (
+    "<!-- campaign-bot:header-notice -->\n"
+    "campaign-bot keeps this campaign's status header between the hidden markers "
+    f"`{START}` and `{END}` at the top of the issue body, but {{reason}}. "
+    "I will not put them back by myself, so the header is no longer updated. To get it back, "
+    "paste the two marker lines where the header should go (the next refresh fills them), "
+    "or leave them out if this issue should have no header."
+)
+
+
+class StatusPort(Protocol):
+    """The GitHub calls this module makes (each method may be sync or async).
+
+    ``repo`` is ``owner/name``.  ``list_dir`` returns entries ``{"path", "type" ("file" |
+    "dir"), "sha", "size"}`` of one directory at ``ref`` (an empty list when it does not
+    exist); ``get_file`` the bytes of one file at ``ref``.
+    """
+
+    def get_issue_body(self, repo: str, number: int) -> str | None: ...
+    def edit_issue_body(self, repo: str, number: int, body: str) -> None: ...
+    def create_issue_comment(self, repo: str, number: int, body: str) -> Any: ...
+    def list_dir(self, repo: str, path: str, ref: str) -> list[dict[str, Any]]: ...
+    def get_file(self, repo: str, path: str, ref: str) -> bytes: ...
+    def list_pull_files(self, repo: str, number: int) -> list[str]: ...
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    out = fn(*args, **kw)
+    if inspect.isawaitable(out):
+        return await out
+    return out
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware UTC now."""
+    return dt.datetime.now(dt.UTC)
+
+
+def _aware(t: dt.datetime | None) -> dt.datetime | None:
+    if t is None or t.tzinfo is not None:
+        return t
+    return t.replace(tzinfo=dt.UTC)
+
+
+# ------------------------------------------------------------------------------ evidence
+
+
+Evaluator = Callable[[Any, str, int | None], EvidenceSource]
+"""``(loaded_campaign, sha, pr) -> EvidenceSource``: the verdict engine applied to one loaded
+campaign (default :func:`evidence.header.source_from_campaign`)."""
+Loader = Callable[[Path], Any]
+"""``(directory) -> LoadedCampaign`` (default ``evidence.bundle.load_campaign``)."""
+QueueAndBudget = tuple[list[QueueItem] | None, list[BudgetLine] | None]
+QueueProvider = Callable[[Session, str, CampaignScope], QueueAndBudget]
+"""``(db, repo, scope) -> (queue, budget)`` from the bot's screen queue and budget ledger;
+None for either means "not available" (the header then says the queue is unknown, and
+computes the budget from receipts)."""
+
+
+def _default_loader(path: Path) -> Any:
+    from evidence.bundle import load_campaign  # issue 2
+
+    return load_campaign(path)
+
+
+def _default_evaluator(loaded: Any, sha: str, pr: int | None) -> EvidenceSource:
+    from evidence.header import source_from_campaign  # uses issue 3's verdict engine
+
+    return source_from_campaign(loaded, sha=sha, pr=pr)
+
+
+def _default_queue(db: Session, repo: str, scope: CampaignScope) -> QueueAndBudget:
+    try:
+        from bot.header_queue import queue_and_budget  # issue 7's screens and budget
+    except ImportError:
+        return None, None
+    return queue_and_budget(db, repo, scope)
+
+
+@dataclass
+class RefreshResult:
+    """What one refresh did: ``outcome`` is ``written``, ``unchanged``, ``skipped`` (input
+    key unchanged, scheduler), ``markers-missing`` or ``notice-posted``; ``reads``/``writes``
+    count the GitHub calls this refresh made through the port."""
+
+    outcome: str
+    reads: int = 0
+    writes: int = 0
+    header: str | None = None
+
+
+class _Counting:
+    """Wraps a port and counts calls, reads and writes, per refresh."""
+
+    READS = ("get_issue_body", "list_dir", "get_file", "list_pull_files")
+
+    def __init__(self, gh: Any) -> None:
+        self.gh = gh
+        self.reads = 0
+        self.writes = 0
+
+    async def call(self, name: str, *args: Any) -> Any:
+        if name in self.READS:
+            self.reads += 1
+        else:
+            self.writes += 1
+        return await _call(getattr(self.gh, name), *args)
+
+
+@dataclass
+class HeaderService:
+    """Computes, writes and records campaign status headers.
+
+    ``engine``: the bot database (tables of :mod:`bot.header_store`, migrated).
+    ``bot_login``: the bot's own login (its ``issues.edited`` events are ignored).
+    ``html_base``: GitHub's web base URL for evidence links.
+    ``loader``/``evaluator``/``queue``: the evidence loader, verdict engine adapter and
+    queue/budget provider (replaceable in tests; defaults use issues 2, 3 and 7).
+    """
+
+    engine: Engine
+    bot_login: str = "campaign-bot[bot]"
+    html_base: str = "https://github.com"
+    loader: Loader = _default_loader
+    evaluator: Evaluator = _default_evaluator
+    queue: QueueProvider = _default_queue
+    blob_cache: dict[str, bytes] = field(default_factory=dict)
+    _locks: dict[tuple[str, int], asyncio.Lock] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    # ---------------------------------------------------------------- registry
+
+    def register(
+        self, repo: str, path: str, campaign_id: str, issue: int, default_branch: str = "main"
+    ) -> CampaignHeader:
+        """Record (or update) that ``repo``'s campaign at ``path`` lives in ``issue``."""
+        path = path.strip("/")
+        with self.sessions.begin() as db:
+            row = db.scalar(
+                select(CampaignHeader).where(
+                    CampaignHeader.repo == repo, CampaignHeader.path == path
+                )
+            )
+            if row is None:
+                row = CampaignHeader(
+                    repo=repo, path=path, campaign_id=campaign_id, issue=issue,
+                    default_branch=default_branch, inserted=False,
+                )
+                db.add(row)
+            else:
+                if row.issue != issue:
+                    row.inserted = False
+                    row.markers_notice_at = None
+                    row.input_key = None
+                row.campaign_id, row.issue, row.default_branch = campaign_id, issue, default_branch
+            db.flush()
+            db.expunge(row)
+            return row
+
+    def campaigns(self, repo: str | None = None) -> list[CampaignHeader]:
+        """Known campaigns (of ``repo``, or all)."""
+        with self.sessions() as db:
+            q = select(CampaignHeader)
+            if repo is not None:
+                q = q.where(CampaignHeader.repo == repo)
+            return list(db.scalars(q.order_by(CampaignHeader.id)))
+
+    def campaigns_of_issue(self, repo: str, issue: int) -> list[CampaignHeader]:
+        """Campaigns whose header lives in ``issue``."""
+        return [c for c in self.campaigns(repo) if c.issue == issue]
+
+    async def discover(self, gh: Any, repo: str, roots: Sequence[str], ref: str) -> list[str]:
+        """Find campaign directories under ``roots`` at ``ref`` (a directory holding
+        ``campaign.toml`` directly under a root, or a root that holds one), read each scope,
+        and register those with an ``issue`` number.  Returns the paths registered.
+        Unreadable scopes are logged and skipped (their PR review reports them)."""
+        found: list[str] = []
+        for root in roots:
+            root = root.strip("/")
+            entries = await _call(gh.list_dir, repo, root, ref)
+            names = {posixpath.basename(e["path"]): e for e in entries}
+            dirs = [root] if CAMPAIGN_FILE in names else [
+                e["path"] for e in entries if e.get("type") == "dir"
+            ]
+            for d in dirs:
+                try:
+                    raw = await _call(gh.get_file, repo, posixpath.join(d, CAMPAIGN_FILE), ref)
+                except Exception:  # noqa: BLE001 - a directory without a campaign.toml
+                    continue
+                scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
+                if scope is None or scope.issue is None:
+                    continue
+                self.register(repo, d, scope.id, scope.issue, ref)
+                found.append(d)
+        return found
+
+    # ---------------------------------------------------------------- events
+
+    def record_push(self, repo: str, payload: dict[str, Any]) -> list[CampaignHeader]:
+        """Note a push to the default branch; returns the campaigns whose directory one of
+        its commits touched, with their evidence SHA/time set to the last such commit."""
+        touched: list[CampaignHeader] = []
+        commits = payload.get("commits") or []
+        for c in self.campaigns(repo):
+            last = None
+            for commit in commits:
+                files = [
+                    *(commit.get("added") or []),
+                    *(commit.get("modified") or []),
+                    *(commit.get("removed") or []),
+                ]
+                if any(_under(f, c.path) for f in files):
+                    last = commit
+            if last is None:
+                continue
+            when = _parse_time(last.get("timestamp"))
+            with self.sessions.begin() as db:
+                row = db.get(CampaignHeader, c.id)
+                assert row is not None
+                row.evidence_sha = str(last.get("id") or payload.get("after") or "")
+                row.evidence_at = when or utcnow()
+                row.evidence_tree = None  # the next tree read belongs to this commit
+            touched.append(c)
+        return touched
+
+    async def record_pull(self, gh: Any, repo: str, pr: dict[str, Any]) -> list[CampaignHeader]:
+        """Note a PR's head and state; reads its files once per head SHA.  Returns the
+        campaigns it touches now or touched before (both need a refresh)."""
+        number = int(pr["number"])
+        head = str((pr.get("head") or {}).get("sha") or "")
+        state = "open" if pr.get("state") == "open" else "closed"
+        title = str(pr.get("title") or "")[:500]
+        with self.sessions() as db:
+            row = db.scalar(
+                select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
+            )
+            before = list(row.touches) if row is not None else []
+            known_sha = row.files_sha if row is not None else None
+        touches = before
+        if state == "open" and head and head != known_sha:
+            files = await _call(gh.list_pull_files, repo, number)
+            touches = sorted(
+                {c.path for c in self.campaigns(repo) if any(_under(f, c.path) for f in files)}
+            )
+        with self.sessions.begin() as db:
+            row = db.scalar(
+                select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
+            )
+            if row is None:
+                row = CandidatePR(repo=repo, number=number, touches=[])
+                db.add(row)
+            row.title, row.head_sha, row.state = title, head, state
+            row.touches, row.files_sha, row.updated_at = touches, head, utcnow()
+        paths = set(touches) | set(before)
+        return [c for c in self.campaigns(repo) if c.path in paths]
+
+    def candidate_prs(self, repo: str, path: str) -> list[CandidatePR]:
+        """Open PRs whose files touch the campaign at ``path``, by number."""
+        with self.sessions() as db:
+            rows = db.scalars(
+                select(CandidatePR)
+                .where(CandidatePR.repo == repo, CandidatePR.state == "open")
+                .order_by(CandidatePR.number)
+            )
+            return [r for r in rows if path in (r.touches or [])]
+
+    # ---------------------------------------------------------------- refresh
+
+    async def refresh(
+        self,
+        gh: Any,
+        campaign: CampaignHeader,
+        *,
+        trigger: str,
+        delivery_id: str | None = None,
+        skip_if_unchanged: bool = False,
+    ) -> RefreshResult:
+        """Recompute the header of ``campaign`` and write it if the block changed.
+
+        ``skip_if_unchanged`` (the scheduler): stop after the input key when it equals the
+        last one, without reading the issue.  Writes are serialised per issue in this process
+        (the worker serialises per issue across deliveries).
+        """
+        lock = self._locks.setdefault((campaign.repo, campaign.issue), asyncio.Lock())
+        async with lock:
+            return await self._refresh(gh, campaign, trigger, delivery_id, skip_if_unchanged)
+
+    async def _refresh(
+        self,
+        gh: Any,
+        campaign: CampaignHeader,
+        trigger: str,
+        delivery_id: str | None,
+        skip_if_unchanged: bool,
+    ) -> RefreshResult:
+        port = _Counting(gh)
+        with self.sessions() as db:
+            row = db.get(CampaignHeader, campaign.id)
+            assert row is not None, f"campaign {campaign.path} is not registered"
+        repo, path, ref = row.repo, row.path, row.default_branch
+        # read 1: the campaign directory's git tree SHA, from its parent's listing
+        parent = posixpath.dirname(path)
+        entries = await port.call("list_dir", repo, parent, ref)
+        tree = next((e.get("sha") for e in entries if e.get("path", "").strip("/") == path), None)
+        if tree is None:
+            log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
+            return RefreshResult("campaign-missing", port.reads, port.writes)
+        if row.evidence_tree is None or row.evidence_tree != tree:
+            with self.sessions.begin() as db:
+                r = db.get(CampaignHeader, row.id)
+                assert r is not None
+                if r.evidence_tree is not None or r.evidence_sha is None:
+                    # the tree changed without a push we saw (or no push seen yet): the
+                    # tree SHA identifies the evidence, dated when the bot first read it
+                    r.evidence_sha, r.evidence_at = None, utcnow()
+                r.evidence_tree = tree
+                row = _detached(r, db)
+        prs = self.candidate_prs(repo, path)
+        scope_for_queue = None
+        key_parts: dict[str, Any] = {
+            "tree": tree,
+            "evidence": [row.evidence_sha, _iso(row.evidence_at)],
+            "prs": [[p.number, p.head_sha, p.title] for p in prs],
+            "template": _template_digest(),
+        }
+        cached_scope = _scope_cache.get((repo, path, tree))
+        if cached_scope is not None:
+            scope_for_queue = cached_scope
+            key_parts["queue"] = self._queue_digest(repo, cached_scope)
+        key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+        if row.input_key == key and row.header_text is not None:
+            if skip_if_unchanged:
+                return RefreshResult("skipped", port.reads, port.writes, row.header_text)
+            header = row.header_text
+        else:
+            content = await self._compute(port, row, tree, prs)
+            header = render_header(content)
+            scope_for_queue = _scope_cache.get((repo, path, tree))
+            if scope_for_queue is not None:
+                key_parts["queue"] = self._queue_digest(repo, scope_for_queue)
+                key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+        with self.sessions.begin() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            r.input_key, r.header_text, r.refreshed_at = key, header, utcnow()
+        return await self._write(port, row, header, trigger, delivery_id)
+
+    async def _write(
+        self,
+        port: _Counting,
+        row: CampaignHeader,
+        header: str,
+        trigger: str,
+        delivery_id: str | None,
+    ) -> RefreshResult:
+        # re-read right before writing: a human edit made meanwhile is in this body
+        body = await port.call("get_issue_body", row.repo, row.issue)
+        try:
+            new = splice(body, header, inserted_before=row.inserted)
+        except MarkersMissing as exc:
+            return await self._markers_missing(port, row, exc.reason, trigger, delivery_id)
+        if new is None:
+            with self.sessions.begin() as db:
+                r = db.get(CampaignHeader, row.id)
+                assert r is not None
+                r.inserted = True
+                r.markers_notice_at = None
+            return RefreshResult("unchanged", port.reads, port.writes, header)
+        await port.call("edit_issue_body", row.repo, row.issue, new)
+        now = utcnow()
+        with self.sessions.begin() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            previous = _previous_header(db, row)
+            r.inserted, r.written_at, r.markers_notice_at = True, now, None
+            db.add(
+                HeaderChange(
+                    repo=row.repo, issue=row.issue, campaign_id=row.campaign_id, at=now,
+                    kind="write", trigger=trigger, delivery_id=delivery_id,
+                    evidence_sha=row.evidence_sha or row.evidence_tree,
+                    summary=summarise_change(previous, header), header_text=header,
+                )
+            )
+        return RefreshResult("written", port.reads, port.writes, header)
+
+    async def _markers_missing(
+        self,
+        port: _Counting,
+        row: CampaignHeader,
+        reason: str,
+        trigger: str,
+        delivery_id: str | None,
+    ) -> RefreshResult:
+        with self.sessions() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            already = r.markers_notice_at is not None
+        if already:
+            return RefreshResult("markers-missing", port.reads, port.writes)
+        await port.call(
+            "create_issue_comment", row.repo, row.issue, MARKERS_NOTICE.format(reason=reason)
+        )
+        now = utcnow()
+        with self.sessions.begin() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            r.markers_notice_at = now
+            db.add(
+                HeaderChange(
+                    repo=row.repo, issue=row.issue, campaign_id=row.campaign_id, at=now,
+                    kind="markers-missing", trigger=trigger, delivery_id=delivery_id,
+                    evidence_sha=row.evidence_sha, summary=reason, header_text=None,
+                )
+            )
+        return RefreshResult("notice-posted", port.reads, port.writes)
+
+    def _queue_digest(self, repo: str, scope: CampaignScope) -> str:
+        with self.sessions() as db:
+            queue, budget = self.queue(db, repo, scope)
+        blob = json.dumps(
+            [
+                [q.__dict__ for q in queue] if queue is not None else None,
+                [b.__dict__ for b in budget] if budget is not None else None,
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    async def _compute(
+        self, port: _Counting, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
+    ) -> HeaderContent:
+        repo, path = row.repo, row.path
+        base_dir = await self._fetch_dir(port, repo, path, row.default_branch)
+        loaded = self.loader(base_dir)
+        scope = _scope_of(loaded, path)
+        _scope_cache[(repo, path, tree)] = scope
+        base_sha = row.evidence_sha or tree
+        sources = [self.evaluator(loaded, base_sha, None)]
+        for pr in prs:
+            d = await self._fetch_dir(port, repo, path, pr.head_sha)
+            try:
+                pr_loaded = self.loader(d)
+            except Exception as exc:  # noqa: BLE001 - one broken PR never hides the others
+                log.warning("PR #%s evidence unreadable: %s", pr.number, exc)
+                continue
+            src = self.evaluator(pr_loaded, pr.head_sha, pr.number)
+            src.pr_title = pr.title
+            sources.append(src)
+        with self.sessions() as db:
+            queue, budget = self.queue(db, repo, scope)
+        at = _aware(row.evidence_at) or utcnow()
+        if row.evidence_sha:
+            ev = EvidenceRef(
+                row.evidence_sha, at, f"{self.html_base}/{repo}/tree/{row.evidence_sha}/{path}"
+            )
+        else:
+            ev = EvidenceRef(
+                tree, at, f"{self.html_base}/{repo}/tree/{row.default_branch}/{path}"
+            )
+        return build_header(scope, sources, ev, budget=budget, queue=queue)
+
+    async def _fetch_dir(self, port: _Counting, repo: str, path: str, ref: str) -> Path:
+        """Copy the campaign directory's text files at ``ref`` into a temporary directory
+        (blobs cached by git SHA, so an unchanged file is never fetched twice)."""
+        out = Path(tempfile.mkdtemp(prefix="campaign-header-"))
+        pending = [path]
+        while pending:
+            d = pending.pop()
+            for e in await port.call("list_dir", repo, d, ref):
+                p = e["path"].strip("/")
+                if e.get("type") == "dir":
+                    pending.append(p)
+                    continue
+                if e.get("type") != "file" or not p.endswith(TEXT_SUFFIXES):
+                    continue
+                if int(e.get("size") or 0) > MAX_EVIDENCE_FILE_BYTES:
+                    continue
+                sha = e.get("sha") or ""
+                data = self.blob_cache.get(sha)
+                if data is None:
+                    data = await port.call("get_file", repo, p, ref)
+                    if sha:
+                        self.blob_cache[sha] = data
+                rel = posixpath.relpath(p, path)
+                dest = out / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+        return out
+
+    # ---------------------------------------------------------------- history
+
+    def history(self, repo: str, issue: int, limit: int = HISTORY_DEFAULT) -> list[HeaderChange]:
+        """The last ``limit`` header changes of ``issue``, newest first."""
+        with self.sessions() as db:
+            return list(
+                db.scalars(
+                    select(HeaderChange)
+                    .where(HeaderChange.repo == repo, HeaderChange.issue == issue)
+                    .order_by(HeaderChange.id.desc())
+                    .limit(limit)
+                )
+            )
+
+    def history_comment(self, repo: str, issue: int, limit: int) -> str:
+        """Reply text for ``/campaign history``: a table of the last changes."""
+        rows = self.history(repo, issue, limit)
+        lines = [f"<!-- campaign-bot:header-history issue={issue} -->"]
+        if not rows:
+            lines.append("No header change recorded for this issue yet.")
+            return "\n".join(lines)
+        lines += [
+            f"Last {len(rows)} status header change(s), newest first:",
+            "",
+            "| When (UTC) | Trigger | Evidence | What changed |",
+            "|---|---|---|---|",
+        ]
+        for r in rows:
+            at = (_aware(r.at) or r.at).strftime("%Y-%m-%d %H:%M")
+            ev = f"`{r.evidence_sha[:8]}`" if r.evidence_sha else "-"
+            what = text_filter(r.summary).replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {at} | {text_filter(r.trigger)} | {ev} | {what} |")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _detached(row: CampaignHeader, db: Session) -> CampaignHeader:
+    db.flush()
+    db.expunge(row)
+    return row
+
+
+_scope_cache: dict[tuple[str, str, str], CampaignScope] = {}
+_TEMPLATE_DIGEST: str | None = None
+
+
+def _template_digest() -> str:
+    global _TEMPLATE_DIGEST
+    if _TEMPLATE_DIGEST is None:
+        import templates
+
+        p = Path(templates.__file__).parent / "campaign_header.md.j2"
+        _TEMPLATE_DIGEST = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    return _TEMPLATE_DIGEST
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    t = _aware(t)
+    return t.isoformat() if t else None
+
+
+def _under(file: str, directory: str) -> bool:
+    directory = directory.strip("/")
+    return directory == "" or file == directory or file.startswith(directory + "/")
+
+
+def _parse_time(s: Any) -> dt.datetime | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _parse_scope(raw: bytes, where: str) -> CampaignScope | None:
+    import tomllib
+
+    try:
+        return CampaignScope.model_validate(tomllib.loads(raw.decode("utf-8")))
+    except Exception as exc:  # noqa: BLE001 - reported by the PR review, logged here
+        log.warning("%s: not a valid campaign.toml: %s", where, str(exc).splitlines()[0])
+        return None
+
+
+def _scope_of(loaded: Any, path: str) -> CampaignScope:
+    doc = getattr(loaded, "scope", None)
+    if doc is None:
+        problems = "; ".join(f.message for f in getattr(loaded, "findings", [])[:3])
+        raise ValueError(f"{path}/{CAMPAIGN_FILE} could not be read: {problems}")
+    return doc.model
+
+
+def _previous_header(db: Session, row: CampaignHeader) -> str | None:
+    return db.scalar(
+        select(HeaderChange.header_text)
+        .where(
+            HeaderChange.repo == row.repo,
+            HeaderChange.issue == row.issue,
+            HeaderChange.kind == "write",
+        )
+        .order_by(HeaderChange.id.desc())
+        .limit(1)
+    )
+
+
+_KEY_LINES = ("**Current state:**", "**Decision needed:**", "**Next action:**")
+
+
+def summarise_change(old: str | None, new: str) -> str:
+    """One line for ``/campaign history``: which header parts changed between ``old`` and
+    ``new`` (Current state, Decision needed, Next action, board rows...), with the new
+    Decision needed when it changed."""
+    if old is None:
+        return "header inserted"
+    o, n = old.splitlines(), new.splitlines()
+    parts = []
+    for key in _KEY_LINES:
+        ol = next((x for x in o if x.startswith(key)), "")
+        nl = next((x for x in n if x.startswith(key)), "")
+        if ol != nl:
+            label = key.strip("*:")
+            if key == "**Decision needed:**":
+                parts.append(f"{label} now: {nl[len(key):].strip()[:160]}")
+            else:
+                parts.append(f"{label} changed")
+    rest_o = [x for x in o if not x.startswith(_KEY_LINES)]
+    rest_n = [x for x in n if not x.startswith(_KEY_LINES)]
+    if rest_o != rest_n:
+        changed = len(set(rest_n) - set(rest_o))
+        parts.append(f"{changed} board/table line(s) changed")
+    return "; ".join(parts) or "whitespace only"
+
+
+# ------------------------------------------------------------------------------ wiring
+
+_SERVICE: HeaderService | None = None
+
+
+def configure(service: HeaderService | None) -> None:
+    """Install the service the handlers use (the app does this at start; tests too)."""
+    global _SERVICE
+    _SERVICE = service
+
+
+def service() -> HeaderService:
+    """The configured service; built from ``bot.settings`` on first use when unset."""
+    global _SERVICE
+    if _SERVICE is None:
+        from bot.settings import Settings
+        from bot.store import make_engine, migrate
+
+        s = Settings()  # type: ignore[call-arg]
+        engine = make_engine(s.database_url)
+        migrate(engine)
+        _SERVICE = HeaderService(engine, bot_login=s.bot_login)
+    return _SERVICE
+
+
+def campaign_roots(config: Any) -> list[str]:
+    """Directories that hold campaigns, from the repo config (``campaigns.paths`` or
+    ``campaign_paths``); ``["campaigns"]`` when there is no config."""
+    if config is None:
+        return ["campaigns"]
+    for attr in ("campaign_paths", "campaigns"):
+        v = getattr(config, attr, None)
+        if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
+            return list(v)
+        paths = getattr(v, "paths", None)
+        if isinstance(paths, list | tuple):
+            return list(paths)
+    return ["campaigns"]
+
+
+def _default_branch(event: Event) -> str:
+    repo = event.payload.get("repository") or {}
+    return str(repo.get("default_branch") or repo.get("master_branch") or "main")
+
+
+async def _refresh_all(
+    gh: Any, items: Iterable[CampaignHeader], trigger: str, event: Event | None
+) -> list[RefreshResult]:
+    svc = service()
+    out = []
+    for c in items:
+        try:
+            out.append(
+                await svc.refresh(
+                    gh, c, trigger=trigger, delivery_id=event.delivery_id if event else None
+                )
+            )
+        except Exception:  # noqa: BLE001 - one campaign never stops the others
+            log.exception(
+                "header refresh of %s#%s failed (delivery %s)",
+                c.repo, c.issue, event.delivery_id if event else "-",
+            )
+            raise
+    return out
+
+
+@router.on("push")
+async def on_push(event: Event, gh: Any, config: Any) -> None:
+    """Push to the default branch: discover campaigns when a campaign.toml changed, then
+    refresh every campaign whose directory the push touched."""
+    repo = event.repo_full_name
+    branch = _default_branch(event)
+    if repo is None or event.payload.get("ref") != f"refs/heads/{branch}":
+        return
+    svc = service()
+    files = [
+        f
+        for c in event.payload.get("commits") or []
+        for f in (*(c.get("added") or []), *(c.get("modified") or []))
+    ]
+    if any(posixpath.basename(f) == CAMPAIGN_FILE for f in files) or not svc.campaigns(repo):
+        await svc.discover(gh, repo, campaign_roots(config), branch)
+    touched = svc.record_push(repo, event.payload)
+    await _refresh_all(gh, touched, f"push {str(event.payload.get('after', ''))[:8]}", event)
+
+
+@router.on("pull_request", "opened", "synchronize", "reopened", "closed", "edited")
+async def on_pull_request(event: Event, gh: Any, config: Any) -> None:
+    """A PR that touches a campaign directory is a candidate PR: refresh its campaigns."""
+    repo = event.repo_full_name
+    pr = event.payload.get("pull_request")
+    if repo is None or not isinstance(pr, dict):
+        return
+    svc = service()
+    touched = await svc.record_pull(gh, repo, pr)
+    await _refresh_all(gh, touched, f"PR #{pr.get('number')} {event.action}", event)
+
+
+@router.on("workflow_run", "completed")
+async def on_workflow_run(event: Event, gh: Any, config: Any) -> None:
+    """A screen workflow finished: refresh the repository's campaigns (queue and budget
+    change; an unchanged campaign costs two reads and no write)."""
+    repo = event.repo_full_name
+    if repo is None:
+        return
+    await _refresh_all(gh, service().campaigns(repo), "screen result", event)
+
+
+@router.on("issues", "edited")
+async def on_issue_edited(event: Event, gh: Any, config: Any) -> None:
+    """A human edited a campaign issue: if the markers were there before and are gone now,
+    say so once.  The bot's own edits are ignored (they are its header writes)."""
+    repo = event.repo_full_name
+    issue = event.payload.get("issue") or {}
+    if repo is None or event.sender_is_bot or event.sender_login == service().bot_login:
+        return
+    number = issue.get("number")
+    if not isinstance(number, int):
+        return
+    before = ((event.payload.get("changes") or {}).get("body") or {}).get("from")
+    after = issue.get("body") or ""
+    if before is None:
+        return
+    if locate(before).state is BlockState.PRESENT and locate(after).state is not BlockState.PRESENT:
+        for c in service().campaigns_of_issue(repo, number):
+            await service().refresh(gh, c, trigger="issue edited", delivery_id=event.delivery_id)
+
+
+COMMAND_RE = re.compile(r"^/campaign[ \t]+(refresh|history)(?:[ \t]+(\S+))?[ \t]*$", re.M)
+
+
+def parse_commands(body: str) -> list[tuple[str, str | None]]:
+    """``/campaign refresh`` and ``/campaign history [N]`` commands of a comment, in order;
+    text in code blocks, inline code, quotes and HTML comments is ignored (the shared
+    command parser of ``bot.commands`` when present, else the same rules here)."""
+    try:
+        from bot.commands import parse as shared_parse  # type: ignore[attr-defined]
+    except ImportError:
+        shared_parse = None
+    if shared_parse is not None:
+        out = []
+        for cmd in shared_parse(body):
+            name = getattr(cmd, "name", None) or getattr(cmd, "command", None)
+            sub = getattr(cmd, "subcommand", None)
+            args = list(getattr(cmd, "args", []) or [])
+            if name == "campaign" and sub in ("refresh", "history"):
+                out.append((sub, args[0] if args else None))
+        return out
+    cleaned = re.sub(r"<!--.*?-->", "", body, flags=re.S)
+    cleaned = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", cleaned, flags=re.S | re.M)
+    cleaned = "\n".join(x for x in cleaned.splitlines() if not x.lstrip().startswith(">"))
+    return [(m.group(1), m.group(2)) for m in COMMAND_RE.finditer(cleaned)]
+
+
+@router.on("issue_comment", "created")
+async def on_comment(event: Event, gh: Any, config: Any) -> None:
+    """``/campaign refresh`` and ``/campaign history [N]`` on a campaign issue."""
+    if event.sender_is_bot:
+        return
+    repo = event.repo_full_name
+    issue = event.payload.get("issue") or {}
+    comment = event.payload.get("comment") or {}
+    number = issue.get("number")
+    if repo is None or not isinstance(number, int):
+        return
+    cmds = parse_commands(str(comment.get("body") or ""))
+    if not cmds:
+        return
+    svc = service()
+    campaigns = svc.campaigns_of_issue(repo, number)
+    if not campaigns:
+        await svc.discover(gh, repo, campaign_roots(config), _default_branch(event))
+        campaigns = svc.campaigns_of_issue(repo, number)
+    for name, arg in cmds:
+        if not campaigns:
+            await _call(
+                gh.create_issue_comment, repo, number,
+                "This issue is not a campaign issue: no `campaign.toml` under "
+                f"{', '.join(campaign_roots(config))} names issue #{number}.",
+            )
+            return
+        if name == "refresh":
+            await _refresh_all(gh, campaigns, f"/campaign refresh by @{event.sender_login}", event)
+        else:
+            try:
+                n = HISTORY_DEFAULT if arg is None else int(arg)
+            except ValueError:
+                n = -1
+            if not 1 <= n <= HISTORY_MAX:
+                await _call(
+                    gh.create_issue_comment, repo, number,
+                    f"`/campaign history N` takes a number from 1 to {HISTORY_MAX}; "
+                    f"got `{text_filter(arg)}`.",
+                )
+                continue
+            await _call(gh.create_issue_comment, repo, number, svc.history_comment(repo, number, n))
+
+
+# ------------------------------------------------------------------------------ scheduler
+
+
+GhFactory = Callable[[str], Awaitable[Any] | Any]
+"""``(repo) -> port`` for the scheduler (an installation client per repository)."""
+
+
+async def scheduled_refresh(gh_for: GhFactory) -> dict[str, int]:
+    """The 30-minute safety net: refresh every known campaign, skipping those whose input key
+    did not change (one read each).  Returns counts per outcome."""
+    svc = service()
+    counts: dict[str, int] = {}
+    for c in svc.campaigns():
+        try:
+            gh = await _call(gh_for, c.repo)
+            res = await svc.refresh(gh, c, trigger="schedule", skip_if_unchanged=True)
+            counts[res.outcome] = counts.get(res.outcome, 0) + 1
+        except Exception:  # noqa: BLE001 - one campaign never stops the others
+            log.exception("scheduled header refresh of %s#%s failed", c.repo, c.issue)
+            counts["failed"] = counts.get("failed", 0) + 1
+    return counts
+
+
+def install_scheduler(scheduler: Any, gh_for: GhFactory, minutes: int = SCHEDULE_MINUTES) -> Any:
+    """Add the safety-net job to an APScheduler 3 ``AsyncIOScheduler`` (id
+    ``campaign-header-refresh``, every ``minutes``, one instance at a time, missed runs
+    coalesced).  Returns the job."""
+    return scheduler.add_job(
+        scheduled_refresh,
+        "interval",
+        minutes=minutes,
+        args=[gh_for],
+        id="campaign-header-refresh",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )
