@@ -23,7 +23,7 @@ class PyGithubStatusPort:
         self.gh = gh
 
     def _repo(self, repo: str) -> Any:
-        return self.gh.get_repo(repo, lazy=True)
+        return self.gh.get_repo(repo)
 
     async def get_issue_body(self, repo: str, number: int) -> str | None:
         """The issue's body (None when empty): one GET."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from evidence.models import CampaignScope, Finding, Receipt
 
@@ -77,6 +77,7 @@ class TrackVerdict:
     m: int = 0
     n: int = 0
     regression: bool = False
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def build_header(
             )
             continue
         s, v = best
-        reason = v.reasons[0].text if v.reasons else ""
+        reason = v.summary or (v.reasons[0].text if v.reasons else "")
         board.append(
             BoardRow(
                 t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, v.candidate,
@@ -553,4 +554,79 @@ def _next_action(
     return (
         "Every track has a SUPPORTED candidate; the final combination needs its own direct A/B "
         "and acceptance stays with " + _mention(scope.requesters) + "."
+    )
+
+
+# ------------------------------------------------------------------- engine adapters
+
+
+def track_verdict_from(v: Any) -> TrackVerdict | None:
+    """Convert one ``evidence.verdicts.TrackVerdict`` (issue 3) into the header's view; None
+    for rows without a candidate (``NO_CANDIDATE`` / ``NO_SESSIONS``: no candidate verdict).
+    The verdict value, ratio, bounds and m/n are copied, never recomputed."""
+    if v.candidate is None:
+        return None
+    return TrackVerdict(
+        candidate=v.candidate,
+        track=v.track,
+        verdict=v.verdict,
+        reasons=tuple(Reason(r.code, r.text) for r in v.reasons),
+        ratio=v.ratio,
+        lower=v.lower,
+        upper=v.upper,
+        confidence=v.confidence,
+        m=v.m,
+        n=v.n,
+        regression=bool(v.regression),
+        summary=v.summary,
+    )
+
+
+def screen_decisions_from(
+    scope: CampaignScope, receipts: Sequence[Receipt]
+) -> list[ScreenDecision]:
+    """Screening decisions (issue 3's ``evidence.screening``) for every (candidate, track)
+    with candidate receipts; [] when that module is not installed."""
+    try:
+        from evidence import screening
+    except ImportError:
+        return []
+    fn = getattr(screening, "screen_all", None) or getattr(screening, "screen_lists", None)
+    if fn is None:
+        return []
+    out = []
+    for d in fn(scope, list(receipts)):
+        if getattr(d, "candidate", None) is None:
+            continue
+        reason = getattr(d, "summary", None) or getattr(d, "reason", "") or ""
+        out.append(ScreenDecision(d.candidate, d.track, d.decision, str(reason)))
+    return out
+
+
+def source_from_campaign(
+    loaded: Any, *, sha: str, pr: int | None = None, unverified: Iterable[str] = ()
+) -> EvidenceSource:
+    """Run the verdict engine (issue 3) on one loaded campaign (issue 2's ``LoadedCampaign``)
+    read at ``sha`` (a PR head for ``pr``).  ``unverified``: bundle paths whose manifest entry
+    did not verify (their sessions do not qualify).  Raises ValueError without a valid scope.
+    """
+    from evidence.verdicts import Evidence, judge
+
+    ev = Evidence.from_loaded(loaded, unverified=unverified)
+    receipts = [d.model for d in loaded.receipts]
+    verdicts = [tv for v in judge(ev) if (tv := track_verdict_from(v)) is not None]
+    findings = list(getattr(loaded, "findings", []) or [])
+    try:
+        from evidence.findings import lifecycle_findings  # type: ignore[attr-defined]
+    except ImportError:
+        lifecycle_findings = None
+    if lifecycle_findings is not None:
+        findings += list(lifecycle_findings(loaded))
+    return EvidenceSource(
+        sha=sha,
+        pr=pr,
+        receipts=receipts,
+        verdicts=verdicts,
+        screens=screen_decisions_from(ev.scope, receipts),
+        findings=findings,
     )

@@ -97,7 +97,7 @@ def receipt(
         "schema": "campaign-bot/receipt@1",
         "screen_id": screen, "session_id": session, "campaign": "h3-ref2va-4x910b1",
         "track": track, "arm": arm, "candidate": candidate, "slot": slot,
-        "engine_revision": "c7f56f01", "config_digest": SHA,
+        "engine_revision": "c7f56f01", "config_digest": SHA if arm == "control" else "b" * 64,
         "devices": ["0", "1", "2", "3"],
         "started_at": start.isoformat(), "stopped_at": end.isoformat(),
         "requests": [
@@ -106,3 +106,79 @@ def receipt(
         ],
         "lifecycle": lifecycle(clean),
     })
+
+
+def toml_dumps(d: dict[str, Any]) -> str:
+    """A small TOML writer for scope dicts (str, int, float, bool, lists, tables, arrays of
+    tables): enough for campaign.toml files in tests."""
+    import json as _json
+
+    def val(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return _json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{_json.dumps(k)} = {val(x)}" for k, x in v.items()) + "}"
+        raise TypeError(type(v))
+
+    lines: list[str] = []
+    tables: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            tables.append((k, v))
+        else:
+            lines.append(f"{k} = {val(v)}")
+    for k, v in tables:
+        if isinstance(v, dict):
+            lines.append(f"\n[{k}]")
+            lines += [f"{kk} = {val(vv)}" for kk, vv in v.items()]
+        else:
+            for item in v:
+                lines.append(f"\n[[{k}]]")
+                lines += [f"{kk} = {val(vv)}" for kk, vv in item.items()]
+    return "\n".join(lines) + "\n"
+
+
+def campaign_files(
+    root: str, receipts: list[Receipt], **scope_over: Any
+) -> dict[str, bytes | str | None]:
+    """Repository files of one campaign directory: campaign.toml and one JSON per receipt
+    under ``receipts/``."""
+    files: dict[str, bytes | str | None] = {
+        f"{root}/campaign.toml": toml_dumps(scope_dict(**scope_over)),
+        f"{root}/README.md": "Campaign evidence.\n",
+    }
+    for r in receipts:
+        files[f"{root}/receipts/{r.screen_id}/{r.session_id}.json"] = r.model_dump_json(
+            by_alias=True, exclude_none=True, indent=2
+        )
+    return files
+
+
+def ab_screen(
+    track: str, candidate: str, control_s: float, cand_s: float, *, screen: str,
+    order: str = "ABBAAB", start: datetime = T0, clean_control: bool = True,
+) -> list[Receipt]:
+    """Receipts of one balanced screen: ``order`` sessions, control ~``control_s`` and
+    candidate ~``cand_s`` seconds (small deterministic spread)."""
+    out = []
+    for slot, arm in enumerate(order):
+        ctrl = arm == "A"
+        base = control_s if ctrl else cand_s
+        out.append(
+            receipt(
+                track, "control" if ctrl else "candidate", base + slot * 0.5,
+                session=f"{screen}-s{slot}", screen=screen,
+                candidate=None if ctrl else candidate, slot=slot,
+                clean=clean_control or not ctrl,
+                start=start + timedelta(hours=slot),
+            )
+        )
+    return out
