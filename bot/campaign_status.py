@@ -31,7 +31,9 @@ replaced; an unchanged block is not written.  Deleted or broken markers are neve
 silently: the bot says so once in a comment (again only after the markers came back and went
 missing anew).  The bot's own ``issues.edited`` events are ignored.
 
-The GitHub port needed (:class:`StatusPort`) is a subset of ``bot.github.GitHubPort``.
+GitHub access goes through the repository-scoped port ``bot.github.GitHubPort`` (methods
+used: ``list_dir``, ``get_file``, ``list_pull_files``, ``get_issue``, ``edit_issue_body``,
+``create_issue_comment``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -88,22 +90,6 @@ MARKERS_NOTICE = (
     "paste the two marker lines where the header should go (the next refresh fills them), "
     "or leave them out if this issue should have no header."
 )
-
-
-class StatusPort(Protocol):
-    """The GitHub calls this module makes (each method may be sync or async).
-
-    ``repo`` is ``owner/name``.  ``list_dir`` returns entries ``{"path", "type" ("file" |
-    "dir"), "sha", "size"}`` of one directory at ``ref`` (an empty list when it does not
-    exist); ``get_file`` the bytes of one file at ``ref``.
-    """
-
-    def get_issue_body(self, repo: str, number: int) -> str | None: ...
-    def edit_issue_body(self, repo: str, number: int, body: str) -> None: ...
-    def create_issue_comment(self, repo: str, number: int, body: str) -> Any: ...
-    def list_dir(self, repo: str, path: str, ref: str) -> list[dict[str, Any]]: ...
-    def get_file(self, repo: str, path: str, ref: str) -> bytes: ...
-    def list_pull_files(self, repo: str, number: int) -> list[str]: ...
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -174,7 +160,7 @@ class RefreshResult:
 class _Counting:
     """Wraps a port and counts calls, reads and writes, per refresh."""
 
-    READS = ("get_issue_body", "list_dir", "get_file", "list_pull_files")
+    READS = ("get_issue", "list_dir", "get_file", "list_pull_files")
 
     def __init__(self, gh: Any) -> None:
         self.gh = gh
@@ -253,23 +239,23 @@ class HeaderService:
         """Campaigns whose header lives in ``issue``."""
         return [c for c in self.campaigns(repo) if c.issue == issue]
 
-    async def discover(self, gh: Any, repo: str, roots: Sequence[str], ref: str) -> list[str]:
+    async def discover(self, gh: Any, roots: Sequence[str], ref: str) -> list[str]:
         """Find campaign directories under ``roots`` at ``ref`` (a directory holding
         ``campaign.toml`` directly under a root, or a root that holds one), read each scope,
         and register those with an ``issue`` number.  Returns the paths registered.
         Unreadable scopes are logged and skipped (their PR review reports them)."""
+        repo = gh.repo
         found: list[str] = []
         for root in roots:
             root = root.strip("/")
-            entries = await _call(gh.list_dir, repo, root, ref)
-            names = {posixpath.basename(e["path"]): e for e in entries}
+            entries = await _call(gh.list_dir, root, ref)
+            names = {posixpath.basename(e.path) for e in entries}
             dirs = [root] if CAMPAIGN_FILE in names else [
-                e["path"] for e in entries if e.get("type") == "dir"
+                e.path for e in entries if e.type == "dir"
             ]
             for d in dirs:
-                try:
-                    raw = await _call(gh.get_file, repo, posixpath.join(d, CAMPAIGN_FILE), ref)
-                except Exception:  # noqa: BLE001 - a directory without a campaign.toml
+                raw = await _call(gh.get_file, posixpath.join(d, CAMPAIGN_FILE), ref)
+                if raw is None:
                     continue
                 scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
                 if scope is None or scope.issue is None:
@@ -307,9 +293,10 @@ class HeaderService:
             touched.append(c)
         return touched
 
-    async def record_pull(self, gh: Any, repo: str, pr: dict[str, Any]) -> list[CampaignHeader]:
+    async def record_pull(self, gh: Any, pr: dict[str, Any]) -> list[CampaignHeader]:
         """Note a PR's head and state; reads its files once per head SHA.  Returns the
         campaigns it touches now or touched before (both need a refresh)."""
+        repo = gh.repo
         number = int(pr["number"])
         head = str((pr.get("head") or {}).get("sha") or "")
         state = "open" if pr.get("state") == "open" else "closed"
@@ -322,7 +309,7 @@ class HeaderService:
             known_sha = row.files_sha if row is not None else None
         touches = before
         if state == "open" and head and head != known_sha:
-            files = await _call(gh.list_pull_files, repo, number)
+            files = [f.filename for f in await _call(gh.list_pull_files, number)]
             touches = sorted(
                 {c.path for c in self.campaigns(repo) if any(_under(f, c.path) for f in files)}
             )
@@ -382,10 +369,12 @@ class HeaderService:
             row = db.get(CampaignHeader, campaign.id)
             assert row is not None, f"campaign {campaign.path} is not registered"
         repo, path, ref = row.repo, row.path, row.default_branch
+        if getattr(gh, "repo", repo) != repo:
+            raise ValueError(f"port is for {gh.repo}, campaign {path} is in {repo}")
         # read 1: the campaign directory's git tree SHA, from its parent's listing
         parent = posixpath.dirname(path)
-        entries = await port.call("list_dir", repo, parent, ref)
-        tree = next((e.get("sha") for e in entries if e.get("path", "").strip("/") == path), None)
+        entries = await port.call("list_dir", parent, ref)
+        tree = next((e.sha for e in entries if e.path.strip("/") == path and e.sha), None)
         if tree is None:
             log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
             return RefreshResult("campaign-missing", port.reads, port.writes)
@@ -438,7 +427,7 @@ class HeaderService:
         delivery_id: str | None,
     ) -> RefreshResult:
         # re-read right before writing: a human edit made meanwhile is in this body
-        body = await port.call("get_issue_body", row.repo, row.issue)
+        body = (await port.call("get_issue", row.issue)).body
         try:
             new = splice(body, header, inserted_before=row.inserted)
         except MarkersMissing as exc:
@@ -450,7 +439,7 @@ class HeaderService:
                 r.inserted = True
                 r.markers_notice_at = None
             return RefreshResult("unchanged", port.reads, port.writes, header)
-        await port.call("edit_issue_body", row.repo, row.issue, new)
+        await port.call("edit_issue_body", row.issue, new)
         now = utcnow()
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
@@ -481,9 +470,7 @@ class HeaderService:
             already = r.markers_notice_at is not None
         if already:
             return RefreshResult("markers-missing", port.reads, port.writes)
-        await port.call(
-            "create_issue_comment", row.repo, row.issue, MARKERS_NOTICE.format(reason=reason)
-        )
+        await port.call("create_issue_comment", row.issue, MARKERS_NOTICE.format(reason=reason))
         now = utcnow()
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
@@ -515,14 +502,14 @@ class HeaderService:
         self, port: _Counting, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
     ) -> HeaderContent:
         repo, path = row.repo, row.path
-        base_dir = await self._fetch_dir(port, repo, path, row.default_branch)
+        base_dir = await self._fetch_dir(port, path, row.default_branch)
         loaded = self.loader(base_dir)
         scope = _scope_of(loaded, path)
         _scope_cache[(repo, path, tree)] = scope
         base_sha = row.evidence_sha or tree
         sources = [self.evaluator(loaded, base_sha, None)]
         for pr in prs:
-            d = await self._fetch_dir(port, repo, path, pr.head_sha)
+            d = await self._fetch_dir(port, path, pr.head_sha)
             try:
                 pr_loaded = self.loader(d)
             except Exception as exc:  # noqa: BLE001 - one broken PR never hides the others
@@ -544,28 +531,29 @@ class HeaderService:
             )
         return build_header(scope, sources, ev, budget=budget, queue=queue)
 
-    async def _fetch_dir(self, port: _Counting, repo: str, path: str, ref: str) -> Path:
+    async def _fetch_dir(self, port: _Counting, path: str, ref: str) -> Path:
         """Copy the campaign directory's text files at ``ref`` into a temporary directory
         (blobs cached by git SHA, so an unchanged file is never fetched twice)."""
         out = Path(tempfile.mkdtemp(prefix="campaign-header-"))
         pending = [path]
         while pending:
             d = pending.pop()
-            for e in await port.call("list_dir", repo, d, ref):
-                p = e["path"].strip("/")
-                if e.get("type") == "dir":
+            for e in await port.call("list_dir", d, ref):
+                p = e.path.strip("/")
+                if e.type == "dir":
                     pending.append(p)
                     continue
-                if e.get("type") != "file" or not p.endswith(TEXT_SUFFIXES):
+                if e.type != "file" or not p.endswith(TEXT_SUFFIXES):
                     continue
-                if int(e.get("size") or 0) > MAX_EVIDENCE_FILE_BYTES:
+                if e.size > MAX_EVIDENCE_FILE_BYTES:
                     continue
-                sha = e.get("sha") or ""
-                data = self.blob_cache.get(sha)
+                data = self.blob_cache.get(e.sha) if e.sha else None
                 if data is None:
-                    data = await port.call("get_file", repo, p, ref)
-                    if sha:
-                        self.blob_cache[sha] = data
+                    data = await port.call("get_file", p, ref)
+                    if data is None:
+                        continue
+                    if e.sha:
+                        self.blob_cache[e.sha] = data
                 rel = posixpath.relpath(p, path)
                 dest = out / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
@@ -790,7 +778,7 @@ async def on_push(event: Event, gh: Any, config: Any) -> None:
         for f in (*(c.get("added") or []), *(c.get("modified") or []))
     ]
     if any(posixpath.basename(f) == CAMPAIGN_FILE for f in files) or not svc.campaigns(repo):
-        await svc.discover(gh, repo, campaign_roots(config), branch)
+        await svc.discover(gh, campaign_roots(config), branch)
     touched = svc.record_push(repo, event.payload)
     await _refresh_all(gh, touched, f"push {str(event.payload.get('after', ''))[:8]}", event)
 
@@ -803,7 +791,7 @@ async def on_pull_request(event: Event, gh: Any, config: Any) -> None:
     if repo is None or not isinstance(pr, dict):
         return
     svc = service()
-    touched = await svc.record_pull(gh, repo, pr)
+    touched = await svc.record_pull(gh, pr)
     await _refresh_all(gh, touched, f"PR #{pr.get('number')} {event.action}", event)
 
 
@@ -880,12 +868,12 @@ async def on_comment(event: Event, gh: Any, config: Any) -> None:
     svc = service()
     campaigns = svc.campaigns_of_issue(repo, number)
     if not campaigns:
-        await svc.discover(gh, repo, campaign_roots(config), _default_branch(event))
+        await svc.discover(gh, campaign_roots(config), _default_branch(event))
         campaigns = svc.campaigns_of_issue(repo, number)
     for name, arg in cmds:
         if not campaigns:
             await _call(
-                gh.create_issue_comment, repo, number,
+                gh.create_issue_comment, number,
                 "This issue is not a campaign issue: no `campaign.toml` under "
                 f"{', '.join(campaign_roots(config))} names issue #{number}.",
             )
@@ -899,12 +887,12 @@ async def on_comment(event: Event, gh: Any, config: Any) -> None:
                 n = -1
             if not 1 <= n <= HISTORY_MAX:
                 await _call(
-                    gh.create_issue_comment, repo, number,
+                    gh.create_issue_comment, number,
                     f"`/campaign history N` takes a number from 1 to {HISTORY_MAX}; "
                     f"got `{text_filter(arg)}`.",
                 )
                 continue
-            await _call(gh.create_issue_comment, repo, number, svc.history_comment(repo, number, n))
+            await _call(gh.create_issue_comment, number, svc.history_comment(repo, number, n))
 
 
 # ------------------------------------------------------------------------------ scheduler

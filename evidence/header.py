@@ -511,12 +511,15 @@ def _next_action(
 ) -> str:
     fixes = []
     for tid, probs in baseline_problems.items():
+        session = probs[0].split(" ", 3)[2]
         resolution = next(
             (
                 f.resolution
                 for s in srcs
                 for f in s.findings
-                if f.rule == "LIFECYCLE_FAILED" and f.resolution and tid in (f.message + f.path)
+                if f.rule == "LIFECYCLE_FAILED"
+                and f.resolution
+                and f"session {session} " in f.message
             ),
             None,
         )
@@ -582,51 +585,55 @@ def track_verdict_from(v: Any) -> TrackVerdict | None:
     )
 
 
-def screen_decisions_from(
-    scope: CampaignScope, receipts: Sequence[Receipt]
-) -> list[ScreenDecision]:
-    """Screening decisions (issue 3's ``evidence.screening``) for every (candidate, track)
-    with candidate receipts; [] when that module is not installed."""
-    try:
-        from evidence import screening
-    except ImportError:
-        return []
-    fn = getattr(screening, "screen_all", None) or getattr(screening, "screen_lists", None)
-    if fn is None:
-        return []
-    out = []
-    for d in fn(scope, list(receipts)):
-        if getattr(d, "candidate", None) is None:
-            continue
-        reason = getattr(d, "summary", None) or getattr(d, "reason", "") or ""
-        out.append(ScreenDecision(d.candidate, d.track, d.decision, str(reason)))
-    return out
+def screen_decisions_from(ev: Any) -> list[ScreenDecision]:
+    """Screening decisions of issue 3's :func:`evidence.screening.screen_decisions` for an
+    ``evidence.verdicts.Evidence``: the last screen's decision per (candidate, track)."""
+    from evidence.screening import screen_decisions
+
+    latest: dict[tuple[str, str], ScreenDecision] = {}
+    for d in screen_decisions(ev):
+        latest[(d.candidate, d.track)] = ScreenDecision(d.candidate, d.track, d.decision, d.reason)
+    return list(latest.values())
+
+
+def unverified_receipts(loaded: Any) -> set[str]:
+    """Bundle paths whose manifest entry does not match the file (issue 2's verifier).
+    Files not present (media the header does not fetch) are not counted here: the PR review
+    and ``campaign-bot check`` verify the whole bundle."""
+    from evidence.manifest import verify_tree
+
+    res = verify_tree(
+        loaded.root, index=getattr(loaded, "index", None),
+        json_docs=getattr(loaded, "json_docs", None),
+    )
+    return {f.path for f in res.findings if f.rule == "MANIFEST_MISMATCH"}
 
 
 def source_from_campaign(
-    loaded: Any, *, sha: str, pr: int | None = None, unverified: Iterable[str] = ()
+    loaded: Any, *, sha: str, pr: int | None = None, unverified: Iterable[str] | None = None
 ) -> EvidenceSource:
     """Run the verdict engine (issue 3) on one loaded campaign (issue 2's ``LoadedCampaign``)
-    read at ``sha`` (a PR head for ``pr``).  ``unverified``: bundle paths whose manifest entry
-    did not verify (their sessions do not qualify).  Raises ValueError without a valid scope.
+    read at ``sha`` (a PR head for ``pr``): verdicts, screening decisions and review findings.
+    ``unverified``: bundle paths whose manifest entry did not verify (their sessions do not
+    qualify); None runs the manifest verifier on ``loaded.root``.  Raises ValueError without a
+    valid scope.
     """
+    from evidence.findings import review_findings
     from evidence.verdicts import Evidence, judge
 
+    if unverified is None:
+        unverified = unverified_receipts(loaded)
     ev = Evidence.from_loaded(loaded, unverified=unverified)
-    receipts = [d.model for d in loaded.receipts]
-    verdicts = [tv for v in judge(ev) if (tv := track_verdict_from(v)) is not None]
-    findings = list(getattr(loaded, "findings", []) or [])
-    try:
-        from evidence.findings import lifecycle_findings  # type: ignore[attr-defined]
-    except ImportError:
-        lifecycle_findings = None
-    if lifecycle_findings is not None:
-        findings += list(lifecycle_findings(loaded))
+    raw = judge(ev)
+    from evidence.screening import screen_decisions
+
+    screenings = screen_decisions(ev)
+    findings = list(getattr(loaded, "findings", []) or []) + review_findings(ev, raw, screenings)
     return EvidenceSource(
         sha=sha,
         pr=pr,
-        receipts=receipts,
-        verdicts=verdicts,
-        screens=screen_decisions_from(ev.scope, receipts),
+        receipts=[d.model for d in loaded.receipts],
+        verdicts=[tv for v in raw if (tv := track_verdict_from(v)) is not None],
+        screens=screen_decisions_from(ev),
         findings=findings,
     )

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github import Auth, Github
+from github import Auth
 
 from bot import campaign_status as cs
 from bot.header_block import END, START, current_block
-from bot.header_port import PyGithubStatusPort
+from bot.github import PyGithubPort, make_client
 from bot.router import Event
 from bot.store import make_engine, migrate
 from tests.campaign_status.builders import T0, ab_screen, campaign_files, receipt
@@ -27,35 +27,11 @@ HUMAN_ABOVE = "Note from amy: see the scope record.\r\n\r\n"
 HUMAN_BELOW = "\r\n\r\nGoal and scope\r\n\r\nOptimize MiniMax-H3 Ref2VA on 4 devices.\r\n"
 
 
-def _loader() -> Any:
-    import evidence.bundle as bundle
-
-    if hasattr(bundle, "load_campaign"):
-        return bundle.load_campaign
-    # TEMPORARY until issue 2's load_campaign is merged: same Doc/LoadedCampaign contract
-    import tomllib
-
-    from evidence.models import CampaignScope, Receipt
-
-    def load(root: Path) -> Any:
-        lc = bundle.LoadedCampaign(root=root)
-        text = (root / "campaign.toml").read_text()
-        lc.scope = bundle.Doc("campaign.toml", CampaignScope.model_validate(
-            tomllib.loads(text)), text)
-        for p in sorted(root.glob("receipts/**/*.json")):
-            t = p.read_text()
-            lc.receipts.append(bundle.Doc(p.relative_to(root).as_posix(),
-                                          Receipt.model_validate_json(t), t))
-        return lc
-
-    return load
-
-
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[cs.HeaderService]:
     engine = make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
     migrate(engine)
-    svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]", loader=_loader())
+    svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]")
     cs.configure(svc)
     yield svc
     cs.configure(None)
@@ -63,12 +39,11 @@ def service(tmp_path: Path) -> Iterator[cs.HeaderService]:
 
 
 @pytest.fixture
-def gh(github_double: Any) -> PyGithubStatusPort:
-    client = Github(
-        base_url=github_double.base_url, auth=Auth.Token("test-token"), lazy=True,
-        seconds_between_requests=None, seconds_between_writes=None, retry=None,
-    )
-    return PyGithubStatusPort(client)
+def gh(github_double: Any) -> PyGithubPort:
+    auth = Auth.Token("test-token")
+    client = make_client(github_double.base_url, auth, throttle=False)
+    return PyGithubPort(client, REPO, "campaign-bot[bot]", auth=auth,
+                        base_url=github_double.base_url)
 
 
 def _controls(track: str, n: int = 2, clean: bool = True) -> list:
@@ -97,7 +72,7 @@ def _body(double: Any) -> str:
 
 
 async def _register(service: cs.HeaderService, gh: Any) -> Any:
-    found = await service.discover(gh, REPO, ["campaigns"], "main")
+    found = await service.discover(gh, ["campaigns"], "main")
     assert found == [ROOT]
     return service.campaigns(REPO)[0]
 
@@ -164,12 +139,12 @@ async def test_concurrent_human_edit_between_read_and_write_survives(
     real_get_file = gh.get_file
     edited = []
 
-    async def get_file_with_human_edit(repo: str, path: str, ref: str) -> bytes:
+    async def get_file_with_human_edit(path: str, ref: str) -> bytes | None:
         if not edited:
             issue = github_double.repo(REPO).issues[ISSUE]
             issue["body"] = issue["body"] + "\r\nAdded by a human while the bot was reading.\r\n"
             edited.append(True)
-        return await real_get_file(repo, path, ref)
+        return await real_get_file(path, ref)
 
     gh.get_file = get_file_with_human_edit  # type: ignore[method-assign]
     res = await service.refresh(gh, camp, trigger="test")
