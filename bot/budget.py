@@ -23,7 +23,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, Float, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from bot.db import Base
+from bot.store import Base
 from bot.screens import OPEN_STATES, Screen, observed_session_device_s, utcnow
 
 DEFAULT_STARTUP_S = 600.0

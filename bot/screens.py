@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Float, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from bot.db import Base
+from bot.store import Base
 
 QUEUED = "queued"
 DISPATCHED = "dispatched"

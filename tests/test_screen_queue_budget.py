@@ -10,7 +10,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from bot import budget, screens
-from bot.db import Base
+from bot.store import Base
 from bot.screens import Screen
 from tests.screen_scope import make_scope
 
