@@ -23,8 +23,8 @@ from datetime import datetime
 from sqlalchemy import DateTime, Float, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from bot.store import Base
 from bot.screens import OPEN_STATES, Screen, observed_session_device_s, utcnow
+from bot.store import Base
 
 DEFAULT_STARTUP_S = 600.0
 """Server start to ``/health`` 200 when nothing was observed yet.  Source: seed 000

@@ -128,7 +128,9 @@ def session_view(r: Receipt) -> SessionView:
     ]
     http = [str(q.http_status) if q.http_status is not None else "none" for q in measured]
     problems = r.lifecycle.problems()
-    ok_walls: list[float] = [q.client_wall_s for q in measured if q.ok and q.client_wall_s is not None]
+    ok_walls: list[float] = [
+        q.client_wall_s for q in measured if q.ok and q.client_wall_s is not None
+    ]
     qualified = bool(measured) and len(ok_walls) == len(measured) and not problems
     sample = statistics.median(ok_walls) if qualified else None
     return SessionView(

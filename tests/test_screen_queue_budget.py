@@ -10,8 +10,8 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from bot import budget, screens
-from bot.store import Base
 from bot.screens import Screen
+from bot.store import Base
 from tests.screen_scope import make_scope
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
