@@ -13,7 +13,7 @@ from bot.commands.screen import (
     parse_screen,
     session_order,
 )
-from tests.screen_scope import make_scope
+from screen_scope import make_scope
 
 
 @pytest.mark.parametrize(

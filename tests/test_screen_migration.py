@@ -29,7 +29,7 @@ def _roundtrip(engine) -> None:
     assert migrate(engine) == "0002_screens"
     assert _diff(engine) == []
     with Session(engine) as db:
-        from tests.test_screen_queue_budget import add
+        from test_screen_queue_budget import add
 
         s = add(db)
         db.commit()

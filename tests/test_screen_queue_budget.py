@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from bot import budget, screens
 from bot.screens import Screen
 from bot.store import Base
-from tests.screen_scope import make_scope
+from screen_scope import make_scope
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
