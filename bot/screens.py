@@ -148,30 +148,43 @@ def pool_queue(db: Session, pool: str) -> list[Screen]:
     )
 
 
-def remaining_estimate_s(s: Screen, now: datetime) -> float:
-    """Estimated wall seconds until ``s`` frees its pool (0 when overdue)."""
-    if s.state == QUEUED:
-        return s.estimate_wall_s
-    began = aware(s.started_at) or aware(s.dispatched_at) or now
-    return max(0.0, s.estimate_wall_s - (now - began).total_seconds())
+def _ceil_minutes(t: datetime, step: int = 10) -> datetime:
+    """``t`` rounded up to the next ``step`` minutes (keeps overdue estimates from changing
+    on every status render, which would edit the comment needlessly)."""
+    base = t.replace(second=0, microsecond=0)
+    extra = (-base.minute) % step
+    if extra == 0 and t > base:
+        extra = step
+    return base + timedelta(minutes=extra)
+
+
+def expected_free_at(s: Screen, now: datetime) -> datetime:
+    """When ``s`` is expected to free its pool: its start plus its estimated wall time, or
+    (when that has passed) ``now`` rounded up to 10 minutes."""
+    began = aware(s.started_at) or aware(s.dispatched_at)
+    if s.state == QUEUED or began is None:
+        return now + timedelta(seconds=s.estimate_wall_s)
+    end = began + timedelta(seconds=s.estimate_wall_s)
+    return end if end > now else _ceil_minutes(now)
 
 
 def place(db: Session, screen: Screen, now: datetime | None = None) -> QueuePlace:
     """Position and estimated start of ``screen`` in its pool's queue.
 
-    The estimate adds the remaining estimated wall time of the pool's active screen and the
-    estimated wall time of every queued screen ahead (estimates from :mod:`bot.budget`).
+    The estimate is when the pool's active screen is expected to end (its start plus its
+    estimate) plus the estimated wall time of every queued screen ahead (estimates from
+    :mod:`bot.budget`); it does not move with the clock unless the active screen is overdue.
     """
     now = now or utcnow()
     if screen.state in ACTIVE_STATES:
         return QueuePlace(0, 0, aware(screen.started_at) or aware(screen.dispatched_at) or now)
-    wait = 0.0
     active = pool_active(db, screen.pool)
-    if active is not None:
-        wait += remaining_estimate_s(active, now)
+    start = expected_free_at(active, now) if active is not None else now
     ahead = [s for s in pool_queue(db, screen.pool) if s.id < screen.id]
-    wait += sum(s.estimate_wall_s for s in ahead)
-    return QueuePlace(len(ahead) + 1, len(ahead), now + timedelta(seconds=wait))
+    start += timedelta(seconds=sum(s.estimate_wall_s for s in ahead))
+    if active is None and not ahead:
+        start = now
+    return QueuePlace(len(ahead) + 1, len(ahead), start)
 
 
 def next_to_dispatch(db: Session, pool: str) -> Screen | None:

@@ -5,16 +5,18 @@ keywords are lower case; ``NAME`` and ``ID`` match ``[A-Za-z0-9._-]+``)::
 
     screen-command  = "/screen" SP ( candidate | control | status | cancel )
     candidate       = "candidate" SP NAME *( SP option ) [ SP "dry-run" ]
-    control         = "control" *( SP track-option )
+    control         = "control" *( SP ( track-option / campaign-option / sha-option ) )
     status          = "status"
     cancel          = "cancel" SP SCREEN-ID
-    option          = track-option / sessions-option
+    option          = track-option / sessions-option / campaign-option / sha-option
     track-option    = "track=" ID             ; repeatable; default: every track of the scope
     sessions-option = "sessions=" 1*DIGIT     ; sessions of the screen, both arms; even, 2..24;
                                               ; default: the length of the protocol's order
+    campaign-option = "campaign=" ID          ; needed only when the repository holds several
+    sha-option      = "sha=" 7*40HEXDIG       ; the head commit approved; required on fork PRs
     SCREEN-ID       = ["S"] 1*DIGIT            ; as printed in the status comment, e.g. S12
 
-``dry-run`` plans and quotes the screen (sessions, estimated device time, budget left) and
+A track list gives one screen per track, each queued separately.  ``dry-run`` plans and quotes the screen (sessions, estimated device time, budget left) and
 stops; nothing is queued or charged.  ``control`` runs the control against itself (a
 repeatability screen, which lossless verdicts need: if two control runs already differ,
 lossless is INCONCLUSIVE).
@@ -24,12 +26,14 @@ Examples::
     /screen candidate cache-dit track=5s-lossless sessions=6
     /screen candidate fp8-attn dry-run
     /screen control track=5s-lossless
+    /screen candidate cache-dit sha=3f9c2e1   (on a PR from a fork)
     /screen status
     /screen cancel S12
 
 Who may use it: users with ``write`` or ``admin`` permission on the repository, or one of the
 campaign's requesters (``requesters`` in campaign.toml).  On a PR from a fork the approval is
-bound to the head SHA it was given for; a new push needs a new ``/screen``.
+bound to the head SHA it was given for (``sha=``, checked against the PR's head); a new push
+needs a new ``/screen``, and queued screens of the old head are cancelled.
 
 The parser here is pure (no I/O); names are checked against the campaign scope by
 :func:`check_against_scope`, and every argument error carries the valid values.
@@ -43,6 +47,7 @@ from typing import Literal
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 SCREEN_ID_RE = re.compile(r"^[Ss]?([0-9]{1,9})$")
+SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 
 SUBCOMMANDS = ("candidate", "control", "status", "cancel")
 MIN_SESSIONS = 2
@@ -51,8 +56,8 @@ MAX_SESSIONS = 24
 working day at the seeds' ~10-minute 15 s sessions (seed 001 budget of 16 wall-hours)."""
 
 USAGE = (
-    "/screen candidate NAME [track=ID ...] [sessions=N] [dry-run]\n"
-    "/screen control [track=ID ...]\n"
+    "/screen candidate NAME [track=ID ...] [sessions=N] [campaign=ID] [sha=SHA] [dry-run]\n"
+    "/screen control [track=ID ...] [campaign=ID] [sha=SHA]\n"
     "/screen status\n"
     "/screen cancel ID"
 )
@@ -90,6 +95,8 @@ class ScreenRequest:
     tracks: tuple[str, ...] = ()
     sessions: int | None = None
     dry_run: bool = False
+    campaign: str | None = None
+    sha: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,9 +147,11 @@ def parse_screen(args: str) -> ScreenCommand:
             raise ScreenUsageError(
                 f"bad candidate name {name!r}", ["letters, digits, '.', '_', '-'"]
             )
-        return _options("candidate", name, rest[1:], allow=("track", "sessions", "dry-run"))
+        return _options(
+            "candidate", name, rest[1:], allow=("track", "sessions", "campaign", "sha", "dry-run")
+        )
     if sub == "control":
-        return _options("control", "control", rest, allow=("track",))
+        return _options("control", "control", rest, allow=("track", "campaign", "sha"))
     raise ScreenUsageError(f"unknown sub-command {sub!r}", list(SUBCOMMANDS))
 
 
@@ -152,9 +161,16 @@ def _options(
     tracks: list[str] = []
     sessions: int | None = None
     dry_run = False
-    valid_forms = [
-        {"track": "track=ID", "sessions": "sessions=N", "dry-run": "dry-run"}[a] for a in allow
-    ]
+    campaign: str | None = None
+    sha: str | None = None
+    forms = {
+        "track": "track=ID",
+        "sessions": "sessions=N",
+        "campaign": "campaign=ID",
+        "sha": "sha=SHA",
+        "dry-run": "dry-run",
+    }
+    valid_forms = [forms[a] for a in allow]
     for tok in toks:
         key, eq, value = tok.partition("=")
         if tok == "dry-run" and "dry-run" in allow:
@@ -177,9 +193,19 @@ def _options(
                     [f"an even number from {MIN_SESSIONS} to {MAX_SESSIONS}"],
                 )
             sessions = n
+        elif eq and key == "campaign" and "campaign" in allow:
+            if not NAME_RE.match(value):
+                raise ScreenUsageError(f"bad campaign id {value!r}", ["a campaign id"])
+            campaign = value
+        elif eq and key == "sha" and "sha" in allow:
+            if not SHA_RE.match(value.lower()):
+                raise ScreenUsageError(
+                    f"bad commit sha {value!r}", ["7 to 40 hex digits of the PR head"]
+                )
+            sha = value.lower()
         else:
             raise ScreenUsageError(f"unknown argument {tok!r} for '/screen {kind}'", valid_forms)
-    return ScreenRequest(kind, name, tuple(tracks), sessions, dry_run)
+    return ScreenRequest(kind, name, tuple(tracks), sessions, dry_run, campaign, sha)
 
 
 @dataclass
