@@ -61,7 +61,9 @@ class Metrics:
         with self._lock:
             self.rejected[reason] += 1
 
-    def inc_processed(self, *, failed: bool, handler_failures: int = 0, retry: bool = False) -> None:
+    def inc_processed(
+        self, *, failed: bool, handler_failures: int = 0, retry: bool = False
+    ) -> None:
         """One delivery attempt finished: done, scheduled for retry, or failed for good."""
         with self._lock:
             self.handler_failures += handler_failures

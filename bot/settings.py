@@ -26,6 +26,7 @@ Every variable (README "webhook service" lists them with defaults)::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,12 +42,27 @@ class SettingsError(Exception):
     """Settings are missing or invalid; the message names the environment variable."""
 
 
-class Settings(BaseSettings):
-    """All service settings; see the module docstring for the variable names."""
+class DatabaseSettings(BaseSettings):
+    """The database part of the settings (all that ``campaign-bot deliveries`` needs)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    sqlite_synchronous: str = "FULL"
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _sync_mode(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"FULL", "NORMAL", "EXTRA"}:
+            raise ValueError("must be FULL, NORMAL or EXTRA")
+        return v
+
+
+class Settings(DatabaseSettings):
+    """All service settings; see the module docstring for the variable names."""
 
     webhook_secret: SecretStr
     app_id: int | None = None
@@ -54,7 +70,6 @@ class Settings(BaseSettings):
     private_key_file: Path | None = None
     token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"
-    database_url: str = DEFAULT_DATABASE_URL
     public_url: str | None = None
     bot_login: str = "campaign-bot[bot]"
     host: str = "127.0.0.1"
@@ -64,7 +79,6 @@ class Settings(BaseSettings):
     retry_delays: str = "5,60,300"
     worker_concurrency: int = Field(4, ge=1)
     extra_handlers: str = ""
-    sqlite_synchronous: str = "FULL"
     log_level: str = "INFO"
 
     @field_validator("webhook_secret")
@@ -72,14 +86,6 @@ class Settings(BaseSettings):
     def _secret_not_blank(cls, v: SecretStr) -> SecretStr:
         if not v.get_secret_value().strip():
             raise ValueError("must not be empty")
-        return v
-
-    @field_validator("sqlite_synchronous")
-    @classmethod
-    def _sync_mode(cls, v: str) -> str:
-        v = v.upper()
-        if v not in {"FULL", "NORMAL", "EXTRA"}:
-            raise ValueError("must be FULL, NORMAL or EXTRA")
         return v
 
     @field_validator("retry_delays")
@@ -119,14 +125,15 @@ class Settings(BaseSettings):
         return None
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Read the settings from the environment and ``.env``; ``overrides`` win.
+def load_settings(cls: type[DatabaseSettings] | None = None, **overrides: object) -> Any:
+    """Read the settings (``cls``, default :class:`Settings`) from the environment and
+    ``.env``; ``overrides`` win.
 
     Raises :class:`SettingsError` naming every missing or invalid variable, e.g.
     ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``.
     """
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return (cls or Settings)(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = []
         for e in exc.errors():

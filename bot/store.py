@@ -17,8 +17,7 @@ Other issues add their tables to :data:`Base` and a new migration revision under
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,9 +130,14 @@ def make_engine(url: str, *, sqlite_synchronous: str = "FULL", schema: str | Non
 
 def migrate(engine: Engine) -> str:
     """Upgrade the database to the newest migration (idempotent); returns the revision."""
+    import logging
+
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
+
+    # Alembic logs every step at INFO; the service's log should only say what changed.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -298,10 +302,10 @@ def list_deliveries(engine: Engine, *, failed_only: bool = False, limit: int = 5
         seqs = [r["seq"] for r in rows]
         fails: dict[int, list[dict]] = {s: [] for s in seqs}
         if seqs:
+            t = HandlerRun.__table__
             for f in conn.execute(
-                select(HandlerRun).where(HandlerRun.delivery_seq.in_(seqs), HandlerRun.ok.is_(False))
-                .order_by(HandlerRun.id)
-            ).scalars():
+                select(t).where(t.c.delivery_seq.in_(seqs), t.c.ok.is_(False)).order_by(t.c.id)
+            ):
                 fails[f.delivery_seq].append(
                     {"attempt": f.attempt, "handler": f.handler, "error": f.error,
                      "at": _iso(f.finished_at)}
@@ -342,6 +346,3 @@ def _iso(t: dt.datetime | None) -> str | None:
     return t.isoformat()
 
 
-def dumps_headers(headers: Iterable[tuple[str, str]]) -> str:
-    """Headers as compact JSON (lower-case names)."""
-    return json.dumps({k.lower(): v for k, v in headers}, separators=(",", ":"))
