@@ -67,6 +67,7 @@ class Screen(Base):
     request_id: Mapped[str] = mapped_column(String(64), unique=True, index=True)
     repo: Mapped[str] = mapped_column(String(200), index=True)
     pr_number: Mapped[int] = mapped_column(Integer)
+    installation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     campaign: Mapped[str] = mapped_column(String(200), index=True)
     campaign_path: Mapped[str] = mapped_column(String(500))
     kind: Mapped[str] = mapped_column(String(16))  # candidate | control

@@ -24,6 +24,7 @@ def upgrade() -> None:
         sa.Column("request_id", sa.String(64), nullable=False),
         sa.Column("repo", sa.String(200), nullable=False),
         sa.Column("pr_number", sa.Integer(), nullable=False),
+        sa.Column("installation_id", sa.Integer()),
         sa.Column("campaign", sa.String(200), nullable=False),
         sa.Column("campaign_path", sa.String(500), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
