@@ -138,11 +138,12 @@ class PyGithubScreenPort:
     returning one) authorises artifact downloads, which PyGithub cannot do."""
 
     def __init__(self, gh: Any, token: Any) -> None:
-        self.gh = gh
+        # lazy: objects built from URLs make no GET until an attribute is read
+        self.gh = gh.withLazy(True)
         self._token = token
 
     def _repo(self, repo: str) -> Any:
-        return self.gh.get_repo(repo, lazy=True)
+        return self.gh.get_repo(repo)
 
     def token(self) -> str | None:
         """The current API token (installation tokens refresh; call each time)."""

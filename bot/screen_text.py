@@ -66,7 +66,7 @@ def env() -> Environment:
     return _env
 
 
-def render(name: str, **ctx: Any) -> str:
-    """Render template ``name`` with ``ctx``; collapses runs of 3+ newlines to 2."""
-    out = env().get_template(name).render(**ctx)
+def render(template: str, **ctx: Any) -> str:
+    """Render ``template`` with ``ctx``; collapses runs of 3+ newlines to 2."""
+    out = env().get_template(template).render(**ctx)
     return re.sub(r"\n{3,}", "\n\n", out).strip() + "\n"

@@ -64,3 +64,45 @@ def scope_dict(**over: Any) -> dict[str, Any]:
 def make_scope(**over: Any) -> CampaignScope:
     """A validated CampaignScope."""
     return CampaignScope.model_validate(scope_dict(**over))
+
+
+def _val(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_val(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_val(x)}" for k, x in v.items()) + "}"
+    raise TypeError(type(v))
+
+
+def toml_dumps(d: dict[str, Any], prefix: str = "") -> str:
+    """A small TOML writer for campaign dicts (tables, arrays of tables, scalars)."""
+    lines: list[str] = []
+    tables: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if isinstance(v, dict) and not prefix.count(".") > 2:
+            tables.append((k, v))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            tables.append((k, v))
+        else:
+            lines.append(f"{k} = {_val(v)}")
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for k, v in tables:
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            inner = {a: b for a, b in v.items() if not isinstance(b, dict)}
+            sub = {a: b for a, b in v.items() if isinstance(b, dict)}
+            out += f"\n[{name}]\n" + toml_dumps(inner, name + ".")
+            for a, b in sub.items():
+                out += f"\n[{name}.{a}]\n" + toml_dumps(b, f"{name}.{a}.")
+        else:
+            for item in v:
+                out += f"\n[[{name}]]\n" + toml_dumps(item, name + ".")
+    return out
