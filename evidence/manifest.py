@@ -76,6 +76,10 @@ _META_KEYS = frozenset(
      "description", "base", "root", "campaign", "title"}
 )
 _BAG_TAG_NAMES = frozenset({"bagit.txt", "bag-info.txt", "fetch.txt"})
+BAG_ROOT_SIGNATURES = re.compile(r"^.+\.(dsse\.json|intoto\.jsonl|sig|sigstore(\.json)?)$")
+"""Signature envelopes allowed at a bag root without a tagmanifest entry (a signature over
+the tag manifest cannot be listed in it): ``*.dsse.json``, ``*.intoto.jsonl``, ``*.sig``,
+``*.sigstore[.json]``."""
 
 Kind = Literal["bagit", "bagit-tags", "sha256sums", "json-map"]
 ProgressFn = Callable[[int, int], None]
@@ -650,7 +654,7 @@ class _Verifier:
                 continue
             tail = f[len(pre):]
             if "/" not in tail and (tail in _BAG_TAG_NAMES or re.match(
-                    r"^(tag)?manifest-\w+\.txt$", tail)):
+                    r"^(tag)?manifest-\w+\.txt$", tail) or BAG_ROOT_SIGNATURES.match(tail)):
                 continue
             if f not in listed_tags:
                 self._extra(tag if tag in self.res.manifests else payload, f,
