@@ -42,6 +42,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
@@ -53,6 +54,7 @@ from evidence.models import (
     Lifecycle,
     MediaReport,
     Receipt,
+    StatusSnapshot,
     Track,
 )
 
@@ -231,18 +233,33 @@ class ReportIn:
 
     report: MediaReport
     path: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class StatusIn:
+    """A status snapshot with its bundle path and raw text (for line numbers)."""
+
+    status: StatusSnapshot
+    path: str = "results/status.json"
+    text: str | None = None
 
 
 @dataclass
 class Evidence:
-    """What the engine reads: the scope, receipts and media reports.  ``unverified`` holds
-    bundle paths whose manifest entry did not verify (their sessions do not qualify).
+    """What the engine reads: the scope, receipts, media reports and status snapshots.
+    ``unverified`` holds bundle paths whose manifest entry did not verify (their sessions do
+    not qualify); ``root`` is the campaign directory when read from disk.
     Build it with :meth:`from_lists` (tests, plain data) or :meth:`from_loaded`."""
 
     scope: CampaignScope
     receipts: list[ReceiptIn] = field(default_factory=list)
     reports: list[ReportIn] = field(default_factory=list)
     unverified: set[str] = field(default_factory=set)
+    statuses: list[StatusIn] = field(default_factory=list)
+    scope_path: str = "campaign.toml"
+    scope_text: str | None = None
+    root: Path | None = None
 
     @classmethod
     def from_lists(
@@ -251,11 +268,13 @@ class Evidence:
         receipts: Iterable[Receipt | ReceiptIn],
         reports: Iterable[MediaReport | ReportIn] = (),
         unverified: Iterable[str] = (),
+        statuses: Iterable[StatusSnapshot | StatusIn] = (),
     ) -> Evidence:
         """From plain models (path None) or already wrapped ones."""
         rs = [r if isinstance(r, ReceiptIn) else ReceiptIn(r) for r in receipts]
         ms = [m if isinstance(m, ReportIn) else ReportIn(m) for m in reports]
-        return cls(scope, rs, ms, set(unverified))
+        ss = [x if isinstance(x, StatusIn) else StatusIn(x) for x in statuses]
+        return cls(scope, rs, ms, set(unverified), ss)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedCampaign, unverified: Iterable[str] = ()) -> Evidence:
@@ -265,8 +284,12 @@ class Evidence:
         return cls(
             loaded.scope.model,
             [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts],
-            [ReportIn(d.model, d.path) for d in loaded.media_reports],
+            [ReportIn(d.model, d.path, d.text) for d in loaded.media_reports],
             set(unverified),
+            [StatusIn(d.model, d.path, d.text) for d in loaded.statuses],
+            loaded.scope.path,
+            loaded.scope.text,
+            Path(loaded.root),
         )
 
 
