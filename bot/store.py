@@ -190,8 +190,10 @@ def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
                 status="queued", attempts=0,
             )
             .on_conflict_do_nothing(index_elements=["delivery_id"])
+            .returning(Delivery.seq)
         )
-        out.append(conn.execute(stmt).rowcount == 1)
+        # RETURNING, not rowcount: psycopg reports no rowcount for this statement.
+        out.append(conn.execute(stmt).first() is not None)
     return out
 
 
