@@ -213,3 +213,34 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
                         problems.append(f"{rel}: payload file not in {PAYLOAD_MANIFEST} "
                                         "(added after signing)")
     return problems
+
+
+def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey]) -> list[Any]:
+    """Verify every signed bundle (a directory holding ``ATTESTATION_FILE``) under
+    ``directory`` with :func:`verify_bundle`; returns :class:`~evidence.models.Finding` s:
+    ``SIGNATURE_INVALID`` (P0) per problem, ``SIGNATURE_MISSING`` (P0) when no signed bundle
+    exists, ``SIGNATURE_VERIFIED`` (P3, informational) per bundle that verifies."""
+    from evidence.models import Finding
+
+    directory = Path(directory)
+    roots = sorted({p.parent for p in directory.rglob(ATTESTATION_FILE)
+                    if ".git" not in p.parts})
+    if not roots:
+        return [Finding(rule="SIGNATURE_MISSING", severity="P0", path=".",
+                        message=f"no signed bundle ({ATTESTATION_FILE}) found",
+                        resolution="run `campaign-bot screen` with a signing key, or check "
+                        "without --trusted-keys")]
+    out: list[Any] = []
+    for root in roots:
+        rel = root.relative_to(directory).as_posix()
+        where = f"{rel}/{ATTESTATION_FILE}" if rel != "." else ATTESTATION_FILE
+        problems = verify_bundle(root, keys)
+        for prob in problems:
+            out.append(Finding(rule="SIGNATURE_INVALID", severity="P0", path=where,
+                               message=prob, resolution="a signed bundle is never edited; "
+                               "re-run the screen or restore the signed files"))
+        if not problems:
+            out.append(Finding(rule="SIGNATURE_VERIFIED", severity="P3", path=where,
+                               message="signature by a trusted key and all subjects, "
+                               "manifests and payload files verify"))
+    return out

@@ -210,7 +210,7 @@ class ServerProcess:
         found: list[WorkerInfo] = []
         for p in kids:
             try:
-                title = " ".join(p.cmdline()) or p.name()
+                title = " ".join(p.cmdline()).strip() or p.name()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             if WORKER_TITLE.search(title):
@@ -249,7 +249,7 @@ class ServerProcess:
         if self.popen.poll() is None:
             for p in self._tree():
                 try:
-                    title = " ".join(p.cmdline()) or p.name()
+                    title = " ".join(p.cmdline()).strip() or p.name()
                     p.kill()
                 except psutil.NoSuchProcess:
                     continue

@@ -28,6 +28,7 @@ flags can be passed through unchanged.  Switches (all off by default):
 ``--slow-start S``          sleep S seconds "loading" before listening
 ``--die-during-load``       exit 1 during loading (after ``--slow-start``)
 ``--fail-first-500``        the first /v1/videos/sync answers HTTP 500
+``--fail-request-500 N``    the N-th (1-based) /v1/videos/sync answers HTTP 500
 ``--timeout-504``           every request exceeds the sync timeout and answers 504
 ``--gen-seconds S``         simulated generation time per request (default 0.05)
 ``--ignore-shutdown``       workers ignore the shutdown message and SIGTERM (terminate + kill)
@@ -399,7 +400,7 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
                 if opts.die_mid_request and first:
                     LOG.error("stand-in: server dying mid-request (--die-mid-request)")
                     os.kill(os.getpid(), signal.SIGKILL)
-                if opts.fail_first_500 and first:
+                if (opts.fail_first_500 and first) or engine.requests == opts.fail_request_500:
                     self._json(500, {"error": {"message": "stand-in: injected HTTP 500"}},
                                {"X-Request-Id": rid})
                     return
@@ -472,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slow-start", type=float, default=0.0)
     p.add_argument("--die-during-load", action="store_true")
     p.add_argument("--fail-first-500", action="store_true")
+    p.add_argument("--fail-request-500", type=int, default=0)
     p.add_argument("--timeout-504", action="store_true")
     p.add_argument("--gen-seconds", type=float, default=0.05)
     p.add_argument("--ignore-shutdown", action="store_true")
