@@ -111,7 +111,7 @@ class OpenAPISubset:
         ptr = self._pointer(op, status, ctype if ctype in content else next(iter(content)))
         validator = Draft7Validator({"$ref": f"{DOC_URI}#{ptr}"}, registry=self.registry)
         return [
-            f"{op.operation_id} {status} at /{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+            f"{op.operation_id} {status} at /{_path(e)}: {e.message[:300]}"
             for e in validator.iter_errors(body)
         ]
 
@@ -137,3 +137,7 @@ class OpenAPISubset:
     def example(self, name: str) -> Any:
         """A deep copy of ``components.examples[name].value``."""
         return json.loads(json.dumps(self.doc["components"]["examples"][name]["value"]))
+
+
+def _path(err: Any) -> str:
+    return "/".join(map(str, err.absolute_path))
