@@ -238,7 +238,7 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
                                   "control's", INPUTS_FIX))
     per_track: dict[str, dict[str, ReceiptIn]] = defaultdict(dict)
     for it in ev.receipts:
-        for name, sha in it.receipt.input_digests.items():
+        for name in it.receipt.input_digests:
             per_track[name].setdefault(it.receipt.track, it)
     for name, tracks in sorted(per_track.items()):
         digests = {t: it.receipt.input_digests[name] for t, it in tracks.items()}

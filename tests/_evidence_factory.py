@@ -144,10 +144,15 @@ def screen(
     candidate: list[float],
     *,
     order: str | None = None,
+    ctrl_outputs: list[str] | None = None,
+    cand_outputs: list[str] | None = None,
+    ctrl_kw: dict[str, Any] | None = None,
+    cand_kw: dict[str, Any] | None = None,
     **kw: Any,
 ) -> list[Receipt]:
     """Sessions of one screen in ``order`` (default: ABBA... alternating pairs, long enough).
-    control[i] / candidate[j] are the session medians, assigned in slot order."""
+    control[i] / candidate[j] are the session medians, assigned in slot order;
+    ``*_outputs`` name each session's output; ``*_kw`` update one arm's receipts."""
     if order is None:
         base = "ABBA" * ((len(control) + len(candidate)) // 4 + 1)
         order = _fit(base, len(control), len(candidate))
@@ -155,10 +160,16 @@ def screen(
     out = []
     for slot, ch in enumerate(order):
         if ch == "A":
-            out.append(receipt("control", slot, control[ci], order=order, **kw))
+            extra = dict(kw, **(ctrl_kw or {}))
+            if ctrl_outputs:
+                extra["output"] = ctrl_outputs[ci]
+            out.append(receipt("control", slot, control[ci], order=order, **extra))
             ci += 1
         else:
-            out.append(receipt("candidate", slot, candidate[ti], order=order, **kw))
+            extra = dict(kw, **(cand_kw or {}))
+            if cand_outputs:
+                extra["output"] = cand_outputs[ti]
+            out.append(receipt("candidate", slot, candidate[ti], order=order, **extra))
             ti += 1
     return out
 

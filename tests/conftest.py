@@ -1,20 +1,32 @@
-"""Shared fixtures: the shared folder, and the session-wide GitHub double."""
+"""Shared fixtures: the shared folder, the session-wide GitHub double, and the bundled
+example campaign."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from github_double import GitHubDouble, OpenAPISubset
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """``../shared`` beside the repository root (seeds, fixtures, design notes)."""
     return SHARED
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path) -> Path:
+    """A private copy of the bundled example campaign, safe to break."""
+    dst = tmp_path / "campaign"
+    shutil.copytree(EXAMPLE, dst)
+    return dst
 
 
 @pytest.fixture(scope="session")
