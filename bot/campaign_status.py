@@ -4,7 +4,7 @@ The header sits between hidden markers at the top of the campaign issue body
 (:mod:`bot.header_block`); its content is computed from evidence by
 :func:`evidence.header.build_header` and rendered by ``templates/campaign_header.md.j2``.
 
-Grammar (comments on a campaign issue; a command starts a line)::
+Grammar (comments on a campaign issue, parsed by :mod:`bot.commands.parser`)::
 
     /campaign refresh          re-read the evidence now and rewrite the header if it changed
     /campaign history [N]      reply with the last N header changes (default 5, at most 20)
@@ -45,7 +45,6 @@ import inspect
 import json
 import logging
 import posixpath
-import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,8 +55,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from bot.commands import CommandContext, CommandSpec, UserError, Who, command
 from bot.header_block import END, START, BlockState, MarkersMissing, locate, splice
-from bot.header_render import render_header, text_filter
+from bot.header_render import render_header
 from bot.header_store import CampaignHeader, CandidatePR, HeaderChange
 from bot.router import Event, router
 from evidence.header import (
@@ -574,26 +574,6 @@ class HeaderService:
                 )
             )
 
-    def history_comment(self, repo: str, issue: int, limit: int) -> str:
-        """Reply text for ``/campaign history``: a table of the last changes."""
-        rows = self.history(repo, issue, limit)
-        lines = [f"<!-- campaign-bot:header-history issue={issue} -->"]
-        if not rows:
-            lines.append("No header change recorded for this issue yet.")
-            return "\n".join(lines)
-        lines += [
-            f"Last {len(rows)} status header change(s), newest first:",
-            "",
-            "| When (UTC) | Trigger | Evidence | What changed |",
-            "|---|---|---|---|",
-        ]
-        for r in rows:
-            at = (_aware(r.at) or r.at).strftime("%Y-%m-%d %H:%M")
-            ev = f"`{r.evidence_sha[:8]}`" if r.evidence_sha else "-"
-            what = text_filter(r.summary).replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {at} | {text_filter(r.trigger)} | {ev} | {what} |")
-        return "\n".join(lines)
-
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -825,74 +805,79 @@ async def on_issue_edited(event: Event, gh: Any, config: Any) -> None:
             await service().refresh(gh, c, trigger="issue edited", delivery_id=event.delivery_id)
 
 
-COMMAND_RE = re.compile(r"^/campaign[ \t]+(refresh|history)(?:[ \t]+(\S+))?[ \t]*$", re.M)
+REFRESH_SPEC = CommandSpec(
+    verb="campaign refresh",
+    usage="/campaign refresh",
+    summary=(
+        "Re-reads this campaign's evidence (default branch and candidate PRs) and the screen "
+        "queue now, and rewrites the status header at the top of the issue if it changed."
+    ),
+    examples=("/campaign refresh",),
+    who=Who.ANYONE,
+)
+HISTORY_SPEC = CommandSpec(
+    verb="campaign history",
+    usage=f"/campaign history [N]   (N from 1 to {HISTORY_MAX}, default {HISTORY_DEFAULT})",
+    summary="Lists the last changes of this issue's status header: when, why, what changed.",
+    examples=("/campaign history", "/campaign history 10"),
+    who=Who.ANYONE,
+)
 
 
-def parse_commands(body: str) -> list[tuple[str, str | None]]:
-    """``/campaign refresh`` and ``/campaign history [N]`` commands of a comment, in order;
-    text in code blocks, inline code, quotes and HTML comments is ignored (the shared
-    command parser of ``bot.commands`` when present, else the same rules here)."""
-    try:
-        from bot.commands import parse as shared_parse  # type: ignore[attr-defined]
-    except ImportError:
-        shared_parse = None
-    if shared_parse is not None:
-        out = []
-        for cmd in shared_parse(body):
-            name = getattr(cmd, "name", None) or getattr(cmd, "command", None)
-            sub = getattr(cmd, "subcommand", None)
-            args = list(getattr(cmd, "args", []) or [])
-            if name == "campaign" and sub in ("refresh", "history"):
-                out.append((sub, args[0] if args else None))
-        return out
-    cleaned = re.sub(r"<!--.*?-->", "", body, flags=re.S)
-    cleaned = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", cleaned, flags=re.S | re.M)
-    cleaned = "\n".join(x for x in cleaned.splitlines() if not x.lstrip().startswith(">"))
-    return [(m.group(1), m.group(2)) for m in COMMAND_RE.finditer(cleaned)]
-
-
-@router.on("issue_comment", "created")
-async def on_comment(event: Event, gh: Any, config: Any) -> None:
-    """``/campaign refresh`` and ``/campaign history [N]`` on a campaign issue."""
-    if event.sender_is_bot:
-        return
-    repo = event.repo_full_name
-    issue = event.payload.get("issue") or {}
-    comment = event.payload.get("comment") or {}
-    number = issue.get("number")
-    if repo is None or not isinstance(number, int):
-        return
-    cmds = parse_commands(str(comment.get("body") or ""))
-    if not cmds:
-        return
+async def _campaigns_for(ctx: CommandContext) -> list[CampaignHeader]:
+    repo = ctx.event.repo_full_name or ctx.gh.repo
     svc = service()
-    campaigns = svc.campaigns_of_issue(repo, number)
-    if not campaigns:
-        await svc.discover(gh, campaign_roots(config), _default_branch(event))
-        campaigns = svc.campaigns_of_issue(repo, number)
-    for name, arg in cmds:
-        if not campaigns:
-            await _call(
-                gh.create_issue_comment, number,
-                "This issue is not a campaign issue: no `campaign.toml` under "
-                f"{', '.join(campaign_roots(config))} names issue #{number}.",
-            )
-            return
-        if name == "refresh":
-            await _refresh_all(gh, campaigns, f"/campaign refresh by @{event.sender_login}", event)
-        else:
-            try:
-                n = HISTORY_DEFAULT if arg is None else int(arg)
-            except ValueError:
-                n = -1
-            if not 1 <= n <= HISTORY_MAX:
-                await _call(
-                    gh.create_issue_comment, number,
-                    f"`/campaign history N` takes a number from 1 to {HISTORY_MAX}; "
-                    f"got `{text_filter(arg)}`.",
-                )
-                continue
-            await _call(gh.create_issue_comment, number, svc.history_comment(repo, number, n))
+    found = svc.campaigns_of_issue(repo, ctx.number)
+    if not found:
+        await svc.discover(ctx.gh, campaign_roots(ctx.config), _default_branch(ctx.event))
+        found = svc.campaigns_of_issue(repo, ctx.number)
+    if not found:
+        raise UserError(
+            f"this issue is not a campaign issue: no `{CAMPAIGN_FILE}` under "
+            f"{', '.join(campaign_roots(ctx.config))} names issue #{ctx.number}"
+        )
+    return found
+
+
+@command(REFRESH_SPEC)
+async def campaign_refresh(ctx: CommandContext) -> None:
+    """Refresh the header now and say what happened in one sentence."""
+    results = await _refresh_all(
+        ctx.gh, await _campaigns_for(ctx), f"/campaign refresh by @{ctx.login}", ctx.event
+    )
+    words = {
+        "written": "updated from the evidence",
+        "unchanged": "already up to date (nothing written)",
+        "notice-posted": "not updated: its markers are missing (see my note)",
+        "markers-missing": "not updated: its markers are missing (see my earlier note)",
+        "campaign-missing": "not updated: the campaign directory is gone from the default branch",
+    }
+    await ctx.say("; ".join(f"status header {words.get(r.outcome, r.outcome)}" for r in results))
+
+
+@command(HISTORY_SPEC)
+async def campaign_history(ctx: CommandContext) -> None:
+    """Reply with the last N header changes."""
+    args = ctx.command.verb_args
+    try:
+        n = HISTORY_DEFAULT if not args else int(args[0])
+    except ValueError:
+        n = -1
+    if not 1 <= n <= HISTORY_MAX or len(args) > 1:
+        raise UserError(f"usage: {HISTORY_SPEC.usage}")
+    repo = ctx.event.repo_full_name or ctx.gh.repo
+    await _campaigns_for(ctx)
+    rows = service().history(repo, ctx.number, n)
+    await ctx.reply("campaign_history.md.j2", rows=[
+        {
+            "at": (_aware(r.at) or r.at).strftime("%Y-%m-%d %H:%M"),
+            "kind": r.kind,
+            "trigger": r.trigger,
+            "evidence": (r.evidence_sha or "")[:8],
+            "summary": r.summary,
+        }
+        for r in rows
+    ])
 
 
 # ------------------------------------------------------------------------------ scheduler

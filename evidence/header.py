@@ -116,11 +116,14 @@ class BudgetLine:
     used: float
     allowed: float
     unit: str
+    reserved: float = 0.0
+    """Held by queued or running screens (their estimates), not yet charged."""
 
     @property
     def exhausted(self) -> bool:
-        """True when ``used`` has reached ``allowed`` (a zero allowance counts as reached)."""
-        return self.used >= self.allowed
+        """True when ``used`` plus ``reserved`` has reached ``allowed`` (a zero allowance
+        counts as reached)."""
+        return self.used + self.reserved >= self.allowed
 
 
 @dataclass(frozen=True)
@@ -416,7 +419,12 @@ def build_header(
     decisions: list[str] = []
     exhausted = [b for b in budget_lines if b.exhausted]
     if exhausted:
-        what = ", ".join(f"{b.name} {b.used:g}{b.unit} of {b.allowed:g}{b.unit}" for b in exhausted)
+        what = ", ".join(
+            f"{b.name} {b.used:g}{b.unit}"
+            + (f" + {b.reserved:g}{b.unit} reserved" if b.reserved else "")
+            + f" of {b.allowed:g}{b.unit}"
+            for b in exhausted
+        )
         decisions.append(
             f"budget exhausted ({what} used): {_mention(scope.requesters)} decide whether to "
             "extend the budget or stop the campaign"

@@ -16,7 +16,7 @@ from github import Auth
 from bot import campaign_status as cs
 from bot.header_block import END, START, current_block
 from bot.github import PyGithubPort, make_client
-from bot.router import Event
+from bot.router import Event, router
 from bot.store import make_engine, migrate
 from tests.campaign_status.builders import T0, ab_screen, campaign_files, receipt
 
@@ -269,14 +269,45 @@ async def test_own_issue_edits_are_ignored_and_history_is_kept(
         "issue": {"number": ISSUE, "body": "x"}, "changes": {"body": {"from": body}}})
     await cs.on_issue_edited(own, gh, None)
     assert github_double.calls[start:] == []
-    # /campaign history replies with the recorded change
+    # /campaign history replies with the recorded change (through the router: the shared
+    # command parser ignores the fenced command)
     ev = Event("d-hist", "issue_comment", {
         "action": "created", "repository": {"full_name": REPO, "default_branch": "main"},
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
-        "comment": {"body": "```\n/campaign refresh\n```\n/campaign history 3"}})
-    await cs.on_comment(ev, gh, None)
+        "comment": {"id": 991, "user": {"login": "amy", "type": "User"},
+                    "body": "```\n/campaign refresh\n```\n/campaign history 3"}})
+    results = await router.dispatch(ev, gh, None)
+    assert all(r.ok for r in results), results
     _, writes = _calls(github_double, start)
     assert writes == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
     reply = github_double.calls[-1].request["body"]
     assert "| When (UTC) | Trigger | Evidence | What changed |" in reply
     assert "| first |" in reply and "header inserted" in reply
+
+
+async def test_refresh_command_through_router(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    _setup(github_double, _controls("5s-lossless"))
+    ev = Event("d-refresh", "issue_comment", {
+        "action": "created", "repository": {"full_name": REPO, "default_branch": "main"},
+        "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
+        "comment": {"id": 992, "user": {"login": "amy", "type": "User"},
+                    "body": "/campaign refresh"}})
+    results = await router.dispatch(ev, gh, None)
+    assert all(r.ok for r in results), results
+    assert github_double.write_summary() == [
+        ("issues/update", f"/repos/{REPO}/issues/{ISSUE}"),
+        ("issues/create-comment", f"/repos/{REPO}/issues/{ISSUE}/comments"),
+    ]
+    assert "status header updated from the evidence" in github_double.calls[-1].request["body"]
+    assert service.history(REPO, ISSUE)[0].trigger == "/campaign refresh by @amy"
+    # on an issue that is not a campaign issue: one short reply
+    github_double.add_issue(REPO, 99, body="unrelated")
+    ev2 = Event("d-refresh2", "issue_comment", {
+        "action": "created", "repository": {"full_name": REPO, "default_branch": "main"},
+        "sender": {"login": "amy", "type": "User"}, "issue": {"number": 99},
+        "comment": {"id": 993, "user": {"login": "amy", "type": "User"},
+                    "body": "/campaign refresh"}})
+    await router.dispatch(ev2, gh, None)
+    assert "is not a campaign issue" in github_double.calls[-1].request["body"]

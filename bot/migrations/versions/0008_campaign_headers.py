@@ -1,7 +1,7 @@
 """Campaign status header: header state, header history, candidate PRs (issue 8).
 
 Revision ID: 0008_campaign_headers
-Revises: 0001_inbox
+Revises: 0002_screens
 Create Date: 2026-12-01
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_campaign_headers"
-down_revision = "0001_inbox"
+down_revision = "0002_screens"
 branch_labels = None
 depends_on = None
 
