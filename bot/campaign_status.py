@@ -74,6 +74,10 @@ log = logging.getLogger(__name__)
 
 SCHEDULE_MINUTES = 30
 """Safety-net refresh interval (issue 8)."""
+BLOB_CACHE_BYTES = 64 * 1024 * 1024
+"""Evidence file contents kept in memory by git blob SHA (cleared when larger)."""
+SOURCE_CACHE_ENTRIES = 256
+"""Judged evidence sources kept in memory (by repository, campaign, PR and SHA)."""
 HISTORY_DEFAULT = 5
 HISTORY_MAX = 20
 CAMPAIGN_FILE = "campaign.toml"
@@ -193,6 +197,9 @@ class HeaderService:
     evaluator: Evaluator = _default_evaluator
     queue: QueueProvider = _default_queue
     blob_cache: dict[str, bytes] = field(default_factory=dict)
+    source_cache: dict[tuple[Any, ...], tuple[CampaignScope, EvidenceSource]] = field(
+        default_factory=dict
+    )
     _locks: dict[tuple[str, int], asyncio.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -502,20 +509,16 @@ class HeaderService:
         self, port: _Counting, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
     ) -> HeaderContent:
         repo, path = row.repo, row.path
-        base_dir = await self._fetch_dir(port, path, row.default_branch)
-        loaded = self.loader(base_dir)
-        scope = _scope_of(loaded, path)
-        _scope_cache[(repo, path, tree)] = scope
         base_sha = row.evidence_sha or tree
-        sources = [self.evaluator(loaded, base_sha, None)]
+        scope, base = await self._source(port, path, row.default_branch, (tree, base_sha), None)
+        _scope_cache[(repo, path, tree)] = scope
+        sources = [base]
         for pr in prs:
-            d = await self._fetch_dir(port, path, pr.head_sha)
             try:
-                pr_loaded = self.loader(d)
+                _, src = await self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
             except Exception as exc:  # noqa: BLE001 - one broken PR never hides the others
                 log.warning("PR #%s evidence unreadable: %s", pr.number, exc)
                 continue
-            src = self.evaluator(pr_loaded, pr.head_sha, pr.number)
             src.pr_title = pr.title
             sources.append(src)
         with self.sessions() as db:
@@ -531,10 +534,28 @@ class HeaderService:
             )
         return build_header(scope, sources, ev, budget=budget, queue=queue)
 
-    async def _fetch_dir(self, port: _Counting, path: str, ref: str) -> Path:
-        """Copy the campaign directory's text files at ``ref`` into a temporary directory
-        (blobs cached by git SHA, so an unchanged file is never fetched twice)."""
-        out = Path(tempfile.mkdtemp(prefix="campaign-header-"))
+    async def _source(
+        self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None
+    ) -> tuple[CampaignScope, EvidenceSource]:
+        """Load and judge the campaign at ``ref`` (cached by ``ident``: the tree SHA for the
+        default branch, the head SHA for a PR, so unchanged evidence is never re-read)."""
+        key = (port.gh.repo, path, pr, *ident)
+        hit = self.source_cache.get(key)
+        if hit is not None:
+            return hit
+        with tempfile.TemporaryDirectory(prefix="campaign-header-") as tmp:
+            await self._fetch_dir(port, path, ref, Path(tmp))
+            loaded = self.loader(Path(tmp))
+            scope = _scope_of(loaded, path)
+            src = self.evaluator(loaded, ident[-1], pr)
+        if len(self.source_cache) >= SOURCE_CACHE_ENTRIES:
+            self.source_cache.pop(next(iter(self.source_cache)))
+        self.source_cache[key] = (scope, src)
+        return scope, src
+
+    async def _fetch_dir(self, port: _Counting, path: str, ref: str, out: Path) -> None:
+        """Copy the campaign directory's text files at ``ref`` into ``out`` (blobs cached by
+        git SHA, so an unchanged file is never fetched twice)."""
         pending = [path]
         while pending:
             d = pending.pop()
@@ -553,12 +574,13 @@ class HeaderService:
                     if data is None:
                         continue
                     if e.sha:
+                        if sum(map(len, self.blob_cache.values())) > BLOB_CACHE_BYTES:
+                            self.blob_cache.clear()
                         self.blob_cache[e.sha] = data
                 rel = posixpath.relpath(p, path)
                 dest = out / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
-        return out
 
     # ---------------------------------------------------------------- history
 

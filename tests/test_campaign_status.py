@@ -14,8 +14,8 @@ import pytest
 from github import Auth
 
 from bot import campaign_status as cs
-from bot.header_block import END, START, current_block
 from bot.github import PyGithubPort, make_client
+from bot.header_block import END, START, current_block
 from bot.router import Event, router
 from bot.store import make_engine, migrate
 from tests.campaign_status.builders import T0, ab_screen, campaign_files, receipt
@@ -311,3 +311,110 @@ async def test_refresh_command_through_router(
                     "body": "/campaign refresh"}})
     await router.dispatch(ev2, gh, None)
     assert "is not a campaign issue" in github_double.calls[-1].request["body"]
+
+
+def _screen(service: cs.HeaderService, **kw: Any) -> int:
+    from sqlalchemy.orm import Session
+
+    from bot import screens
+
+    values = dict(
+        request_id=screens.new_request_id(), repo=REPO, pr_number=21,
+        campaign="h3-ref2va-4x910b1", campaign_path=ROOT, kind="candidate",
+        candidate="resident-layers", track="5s-lossy", session_order="ABBAAB",
+        pool="910b1-4x", device_count=4, head_sha="e" * 40, requested_by="amy",
+        requested_at=T0, state=screens.QUEUED, estimate_wall_s=3600.0,
+        estimate_device_s=14400.0,
+    )
+    values.update(kw)
+    with Session(service.engine) as db:
+        s = screens.Screen(**values)
+        db.add(s)
+        db.commit()
+        return s.id
+
+
+async def test_queue_and_approval_from_issue_7_screens(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    from bot import screens
+
+    _setup(github_double, _controls("5s-lossless"))
+    camp = await _register(service, gh)
+    await service.refresh(gh, camp, trigger="test")
+    assert "Nothing is queued or running" in (current_block(_body(github_double)) or "")
+    running = _screen(service, state=screens.RUNNING, started_at=T0,
+                      run_url="https://github.com/org/campaigns/actions/runs/5")
+    _screen(service, candidate="tp2-sp2", track="15s-lossy", pr_number=22)
+    _screen(service, candidate="fused-qkv", pr_number=24, state=screens.CANCELLED,
+            from_fork=True, detail="Cancelled: the fork PR got a new head 0123456789ab; "
+            "a new push needs a new approval.")
+    start = len(github_double.calls)
+    res = await service.refresh(gh, camp, trigger="screen result")
+    assert res.outcome == "written"
+    reads, writes = _calls(github_double, start)
+    # the queue changed, the evidence did not: no evidence file is read again
+    assert reads == [f"GET /repos/{REPO}/contents/campaigns", f"GET /repos/{REPO}/issues/{ISSUE}"]
+    block = current_block(_body(github_double)) or ""
+    assert "**Next action:** Screen running: resident-layers on 5s-lossy (PR #21). Waits on: " \
+           "the self-hosted runner on pool 910b1-4x" in block
+    assert "approve screening candidate fused-qkv on PR #24 head 01234567" in block
+    assert "| queued | tp2-sp2 | 15s-lossy | #22 | `eeeeeeee` | 910b1-4x | pool 910b1-4x (S" \
+        f"{running} holding the pool; 0 queued ahead) |" in block
+    assert "1 screen(s) running, 2 queued" in block
+    # a later /screen for the same candidate and track clears the approval request
+    _screen(service, candidate="fused-qkv", pr_number=24, head_sha="0123456789ab" + "0" * 28)
+    await service.refresh(gh, camp, trigger="test")
+    assert "approve screening" not in (current_block(_body(github_double)) or "")
+
+
+async def test_push_to_default_branch_refreshes_with_commit_reference(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    _setup(github_double, _controls("5s-lossless"))
+    payload = {
+        "ref": "refs/heads/main", "after": "f" * 40,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "sender": {"login": "amy", "type": "User"},
+        "commits": [
+            {"id": "c" * 40, "timestamp": "2026-11-21T10:00:00+01:00",
+             "added": [f"{ROOT}/campaign.toml"], "modified": [], "removed": []},
+            {"id": "d" * 40, "timestamp": "2026-11-21T11:30:00Z",
+             "added": [], "modified": ["docs/x.md"], "removed": []},
+        ],
+    }
+    await cs.on_push(Event("d-push", "push", payload), gh, None)
+    block = current_block(_body(github_double)) or ""
+    assert (f"Updated from evidence at [`cccccccc`](https://github.com/{REPO}/tree/{'c' * 40}/"
+            f"{ROOT}) on 2026-11-21 09:00 UTC") in block
+    # a push elsewhere (another branch, or not touching the campaign) writes nothing
+    start = len(github_double.calls)
+    await cs.on_push(Event("d-push2", "push", {**payload, "ref": "refs/heads/topic"}), gh, None)
+    await cs.on_push(Event("d-push3", "push", {**payload, "commits": payload["commits"][1:]}),
+                     gh, None)
+    assert _calls(github_double, start) == ([], [])
+
+
+async def test_scheduler_job_skips_unchanged_campaigns(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    _setup(github_double, _controls("5s-lossless"))
+    await _register(service, gh)
+    ports = {REPO: gh}
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    job = cs.install_scheduler(scheduler, lambda repo: ports[repo])
+    assert job.id == "campaign-header-refresh"
+    assert job.trigger.interval.total_seconds() == 30 * 60
+    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"written": 1}
+    start = len(github_double.calls)
+    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"skipped": 1}
+    assert _calls(github_double, start) == ([f"GET /repos/{REPO}/contents/campaigns"], [])
+    # new evidence on the default branch: the next run rewrites the header
+    github_double.set_branch(REPO, "main", {
+        f"{ROOT}/receipts/base/more.json": receipt(
+            "5s-lossless", "control", 172.0, session="more", screen="base", slot=7,
+        ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
+    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"written": 1}
+    assert "3 clean control session(s)" in (current_block(_body(github_double)) or "")
