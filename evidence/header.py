@@ -31,6 +31,7 @@ Rules (issue 8, DESIGN.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -287,9 +288,40 @@ def _baseline_problems(scope: CampaignScope, receipts: Sequence[Receipt]) -> dic
         if probs:
             out.setdefault(r.track, []).append(
                 f"control session {r.session_id} of screen {r.screen_id} failed its lifecycle "
-                f"({'; '.join(probs)})"
+                f"({'; '.join(compact_problems(probs))})"
             )
     return out
+
+
+_WORKER = re.compile(r"^worker (?:rank|pid) \S+ (\w+), exit (\S+), signal (\S+)$")
+
+
+def compact_problems(problems: Sequence[str]) -> list[str]:
+    """:meth:`Lifecycle.problems` with identical worker lines counted once: four lines
+    ``worker rank N alive, exit None, signal None`` become ``4 workers alive``."""
+    counts: dict[tuple[str, str, str], int] = {}
+    out: list[str] = []
+    for p in problems:
+        m = _WORKER.match(p)
+        if m is None:
+            out.append(p)
+            continue
+        key = (m.group(1), m.group(2), m.group(3))
+        if key not in counts:
+            out.append(f"worker::{'|'.join(key)}")
+        counts[key] = counts.get(key, 0) + 1
+    result = []
+    for p in out:
+        if not p.startswith("worker::"):
+            result.append(p)
+            continue
+        state, code, sig = p[len("worker::"):].split("|")
+        k = counts[(state, code, sig)]
+        what = f"{k} worker{'s' if k > 1 else ''} {state}"
+        if state == "exited":
+            what += f" with exit {code}" + (f", signal {sig}" if sig != "None" else "")
+        result.append(what)
+    return result
 
 
 def _clean_controls(receipts: Sequence[Receipt], track: str) -> int:
@@ -491,7 +523,10 @@ def _latest_screen_sentence(
         )
         found = []
         if decision is not None:
-            why = f": {decision.reason}" if decision.reason else ""
+            reason = decision.reason if len(decision.reason) <= 160 else (
+                decision.reason[:157].rstrip() + "..."
+            )
+            why = f": {reason}" if reason else ""
             found.append(f"screening {decision.decision}{why}")
         if verdict is not None:
             found.append(f"verdict {verdict.verdict}")
@@ -517,9 +552,9 @@ def _next_action(
     srcs: Sequence[EvidenceSource],
     exhausted: Sequence[BudgetLine],
 ) -> str:
-    fixes = []
-    for tid, probs in baseline_problems.items():
-        session = probs[0].split(" ", 3)[2]
+    if baseline_problems:
+        first = next(iter(baseline_problems.values()))[0]
+        session = first.split(" ", 3)[2]
         resolution = next(
             (
                 f.resolution
@@ -531,13 +566,14 @@ def _next_action(
             ),
             None,
         )
-        fixes.append(
-            f"re-run the {_track_label(scope, tid)} control baseline after fixing its shutdown "
-            f"({probs[0].split('(', 1)[1].rstrip(')')}); "
+        tracks = ", ".join(_track_label(scope, tid) for tid in baseline_problems)
+        what = first.split("(", 1)[1][:-1]
+        return (
+            f"Fix the baseline: re-run the control baseline of {tracks} with a clean "
+            f"shutdown (first failure: {what}); "
             + (resolution if resolution else LIFECYCLE_FIX)
+            + ". Waits on: the campaign owner."
         )
-    if fixes:
-        return "Fix the baseline: " + "; ".join(fixes) + ". Waits on: the campaign owner."
     if queue:
         order = {"running": 0, "queued": 1, "awaiting-approval": 2}
         q = sorted(queue, key=lambda q: order.get(q.state, 3))[0]

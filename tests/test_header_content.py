@@ -75,9 +75,10 @@ def test_failed_baseline_lifecycle_is_said_and_next_action_names_fix() -> None:
     rs = [receipt("5s-lossless", "control", 814.064, session="base-1", clean=False)]
     h = build_header(scope(), [EvidenceSource(sha="f" * 40, receipts=rs)], EV, queue=[])
     assert "5s-lossless (5 s lossless) failed its lifecycle" in h.current_state
-    assert h.next_action.startswith("Fix the baseline: re-run the 5s-lossless (5 s lossless) "
-                                    "control baseline")
-    assert "4 terminate action(s)" in h.next_action and "4 kill action(s)" in h.next_action
+    assert h.next_action.startswith(
+        "Fix the baseline: re-run the control baseline of 5s-lossless (5 s lossless) with a "
+        "clean shutdown (first failure: 4 workers alive; 4 terminate action(s); 4 kill "
+        "action(s)); ")
     assert "every worker exits 0" in h.next_action
     assert h.board[0].baseline == "0 clean control session(s), 1 failed lifecycle"
     assert "Problems in the evidence" in render_header(h)
