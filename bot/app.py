@@ -162,7 +162,20 @@ def create_app(
         eng = engine or store.make_engine(settings.database_url,
                                           sqlite_synchronous=settings.sqlite_synchronous)
         await asyncio.to_thread(store.migrate, eng)
-        load_handlers(settings.extra_handler_modules)
+        loaded = load_handlers(settings.extra_handler_modules)
+        scheduler = None
+        if run_worker and "bot.campaign_status" in loaded:
+            # issue 8: the status header's service on this database, and its 30-minute job
+            from bot import campaign_status
+
+            campaign_status.configure(
+                campaign_status.HeaderService(eng, bot_login=settings.bot_login))
+            try:
+                scheduler = campaign_status.start_scheduler(
+                    eng, context_factory or default_context_factory(settings),
+                    settings.bot_login)
+            except Exception as exc:  # noqa: BLE001 - no GitHub credentials: no safety net
+                log.warning("status header scheduler not started: %s", exc)
         worker: Worker | None = None
         if run_worker:
             worker = Worker(
@@ -175,11 +188,13 @@ def create_app(
         writer.start()
         if worker is not None:
             worker.start_thread()
-        state.update(engine=eng, writer=writer, worker=worker)
+        state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
             yield
         finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
             writer.stop()
             if worker is not None:
                 await asyncio.to_thread(worker.stop)

@@ -46,6 +46,7 @@ import json
 import logging
 import posixpath
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,7 @@ class HeaderService:
     source_cache: dict[tuple[Any, ...], tuple[CampaignScope, EvidenceSource]] = field(
         default_factory=dict
     )
-    _locks: dict[tuple[str, int], asyncio.Lock] = field(default_factory=dict)
+    _locks: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -357,11 +358,15 @@ class HeaderService:
 
         ``skip_if_unchanged`` (the scheduler): stop after the input key when it equals the
         last one, without reading the issue.  Writes are serialised per issue in this process
-        (the worker serialises per issue across deliveries).
+        and across threads (the worker's loop and the scheduler's).
         """
-        lock = self._locks.setdefault((campaign.repo, campaign.issue), asyncio.Lock())
-        async with lock:
+        # a thread lock: the worker's event loop and the scheduler's may refresh one issue
+        lock = self._locks.setdefault((campaign.repo, campaign.issue), threading.Lock())
+        await asyncio.to_thread(lock.acquire)
+        try:
             return await self._refresh(gh, campaign, trigger, delivery_id, skip_if_unchanged)
+        finally:
+            lock.release()
 
     async def _refresh(
         self,
@@ -939,3 +944,27 @@ def install_scheduler(scheduler: Any, gh_for: GhFactory, minutes: int = SCHEDULE
         max_instances=1,
         coalesce=True,
     )
+
+
+def start_scheduler(
+    engine: Any, context_factory: Callable[[Event], Awaitable[tuple[Any, Any]]],
+    bot_login: str, minutes: int = SCHEDULE_MINUTES,
+) -> Any:
+    """Configure the service on the app's database and start the 30-minute safety net on the
+    running event loop (APScheduler 3 ``AsyncIOScheduler``).  ``context_factory`` is the
+    worker's ``(event) -> (port, config)`` factory; the job asks it for a port per repository.
+    Returns the started scheduler (call ``shutdown(wait=False)`` on exit)."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    if _SERVICE is None or _SERVICE.engine is not engine:
+        configure(HeaderService(engine, bot_login=bot_login))
+
+    async def gh_for(repo: str) -> Any:
+        event = Event(f"scheduler-{repo}", "schedule", {"repository": {"full_name": repo}})
+        port, _config = await context_factory(event)
+        return port
+
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    install_scheduler(scheduler, gh_for, minutes)
+    scheduler.start()
+    return scheduler
