@@ -79,7 +79,7 @@ async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
             auth = Auth.Token("test-token")
             gh = PyGithubPort(make_client(double.base_url, auth, throttle=False), REPO,
                               "campaign-bot[bot]", auth=auth, base_url=double.base_url)
-            await svc.discover(gh, ["campaigns"], "main")
+            await svc.discover(gh, None, "main")
             camp = svc.campaigns(REPO)[0]
 
             async def step(label: str, **kw: Any) -> cs.RefreshResult:

@@ -247,29 +247,24 @@ class HeaderService:
         """Campaigns whose header lives in ``issue``."""
         return [c for c in self.campaigns(repo) if c.issue == issue]
 
-    async def discover(self, gh: Any, roots: Sequence[str], ref: str) -> list[str]:
-        """Find campaign directories under ``roots`` at ``ref`` (a directory holding
-        ``campaign.toml`` directly under a root, or a root that holds one), read each scope,
-        and register those with an ``issue`` number.  Returns the paths registered.
-        Unreadable scopes are logged and skipped (their PR review reports them)."""
+    async def discover(self, gh: Any, config: Any, ref: str) -> list[str]:
+        """Find campaign directories at ``ref`` (the repo config's ``[campaigns] paths``
+        globs, defaults when ``config`` is None), read each ``campaign.toml`` and register
+        those with an ``issue`` number.  Returns the paths registered.  Unreadable scopes are
+        logged and skipped (the PR review reports them)."""
+        from bot.repo_config import find_campaign_dirs
+
         repo = gh.repo
         found: list[str] = []
-        for root in roots:
-            root = root.strip("/")
-            entries = await _call(gh.list_dir, root, ref)
-            names = {posixpath.basename(e.path) for e in entries}
-            dirs = [root] if CAMPAIGN_FILE in names else [
-                e.path for e in entries if e.type == "dir"
-            ]
-            for d in dirs:
-                raw = await _call(gh.get_file, posixpath.join(d, CAMPAIGN_FILE), ref)
-                if raw is None:
-                    continue
-                scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
-                if scope is None or scope.issue is None:
-                    continue
-                self.register(repo, d, scope.id, scope.issue, ref)
-                found.append(d)
+        for d in await find_campaign_dirs(gh, _config_or_default(config), ref):
+            raw = await _call(gh.get_file, posixpath.join(d, CAMPAIGN_FILE), ref)
+            if raw is None:
+                continue
+            scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
+            if scope is None or scope.issue is None:
+                continue
+            self.register(repo, d, scope.id, scope.issue, ref)
+            found.append(d)
         return found
 
     # ---------------------------------------------------------------- events
@@ -729,19 +724,15 @@ def service() -> HeaderService:
     return _SERVICE
 
 
+def _config_or_default(config: Any) -> Any:
+    from bot.repo_config import RepoConfig
+
+    return config if config is not None else RepoConfig()
+
+
 def campaign_roots(config: Any) -> list[str]:
-    """Directories that hold campaigns, from the repo config (``campaigns.paths`` or
-    ``campaign_paths``); ``["campaigns"]`` when there is no config."""
-    if config is None:
-        return ["campaigns"]
-    for attr in ("campaign_paths", "campaigns"):
-        v = getattr(config, attr, None)
-        if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
-            return list(v)
-        paths = getattr(v, "paths", None)
-        if isinstance(paths, list | tuple):
-            return list(paths)
-    return ["campaigns"]
+    """The ``[campaigns] paths`` globs of the repo config (defaults when None)."""
+    return list(_config_or_default(config).campaigns.paths)
 
 
 def _default_branch(event: Event) -> str:
@@ -785,7 +776,7 @@ async def on_push(event: Event, gh: Any, config: Any) -> None:
         for f in (*(c.get("added") or []), *(c.get("modified") or []))
     ]
     if any(posixpath.basename(f) == CAMPAIGN_FILE for f in files) or not svc.campaigns(repo):
-        await svc.discover(gh, campaign_roots(config), branch)
+        await svc.discover(gh, config, branch)
     touched = svc.record_push(repo, event.payload)
     await _refresh_all(gh, touched, f"push {str(event.payload.get('after', ''))[:8]}", event)
 
@@ -804,11 +795,14 @@ async def on_pull_request(event: Event, gh: Any, config: Any) -> None:
 
 @router.on("workflow_run", "completed")
 async def on_workflow_run(event: Event, gh: Any, config: Any) -> None:
-    """A screen workflow finished: refresh the repository's campaigns (queue and budget
-    change; an unchanged campaign costs two reads and no write)."""
+    """The screen workflow (``[screen] workflow`` of the repo config) finished: refresh the
+    repository's campaigns (queue and budget change; an unchanged campaign costs two reads
+    and no write)."""
     repo = event.repo_full_name
-    if repo is None:
-        return
+    run = event.payload.get("workflow_run") or {}
+    workflow = _config_or_default(config).screen.workflow
+    if repo is None or not str(run.get("path") or "").endswith(f"/{workflow}"):
+        return  # not the screen workflow (CI runs do not change campaign evidence)
     await _refresh_all(gh, service().campaigns(repo), "screen result", event)
 
 
@@ -856,7 +850,7 @@ async def _campaigns_for(ctx: CommandContext) -> list[CampaignHeader]:
     svc = service()
     found = svc.campaigns_of_issue(repo, ctx.number)
     if not found:
-        await svc.discover(ctx.gh, campaign_roots(ctx.config), _default_branch(ctx.event))
+        await svc.discover(ctx.gh, ctx.config, _default_branch(ctx.event))
         found = svc.campaigns_of_issue(repo, ctx.number)
     if not found:
         raise UserError(

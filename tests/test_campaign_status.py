@@ -72,7 +72,7 @@ def _body(double: Any) -> str:
 
 
 async def _register(service: cs.HeaderService, gh: Any) -> Any:
-    found = await service.discover(gh, ["campaigns"], "main")
+    found = await service.discover(gh, None, "main")
     assert found == [ROOT]
     return service.campaigns(REPO)[0]
 
@@ -419,3 +419,19 @@ async def test_scheduler_job_skips_unchanged_campaigns(
         ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
     assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"written": 1}
     assert "3 clean control session(s)" in (current_block(_body(github_double)) or "")
+
+
+async def test_workflow_run_of_the_screen_workflow_refreshes_others_do_not(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    _setup(github_double, _controls("5s-lossless"))
+    await _register(service, gh)
+    base = {"action": "completed", "repository": {"full_name": REPO},
+            "sender": {"login": "github-actions[bot]", "type": "Bot"}}
+    start = len(github_double.calls)
+    ci = {**base, "workflow_run": {"path": ".github/workflows/ci.yml"}}
+    await cs.on_workflow_run(Event("d-ci", "workflow_run", ci), gh, None)
+    assert github_double.calls[start:] == []
+    screen = {**base, "workflow_run": {"path": ".github/workflows/campaign-screen.yml"}}
+    await cs.on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
+    assert _calls(github_double, start)[1] == [f"PATCH /repos/{REPO}/issues/{ISSUE}"]
