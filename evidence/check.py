@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
+from evidence.claims import Claim
 from evidence.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
@@ -35,6 +36,8 @@ from evidence.manifest import (
     verify_tree,
 )
 from evidence.models import Finding
+from evidence.screening import ScreeningDecision
+from evidence.verdicts import TrackVerdict
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 FAILING = frozenset({"P0", "P1", "P2"})
@@ -86,8 +89,13 @@ class CheckReport(BaseModel):
     external: list[ExternalDigest] = Field(default_factory=list)
     arms: list[ArmSummary] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
-    verdicts: list[Any] = Field(
+    verdicts: list[TrackVerdict] = Field(
         default_factory=list, description="Per-track verdicts, added by the verdict engine.")
+    screening: list[ScreeningDecision] = Field(
+        default_factory=list,
+        description="Screening decisions (issue 3): never verdicts.")
+    claims: list[Claim] = Field(
+        default_factory=list, description="With --claims: every stated number and its source.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -142,11 +150,20 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
 
 def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    progress: ProgressFn | None = None,
-                   workers: int | None = None) -> CheckReport:
+                   workers: int | None = None,
+                   base_ref: str | None = None,
+                   claims_file: Path | None = None,
+                   prior_noise: bool = False) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
+    Issue 3 adds the per-track verdicts, screening decisions and review findings; with
+    ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the claim rules,
+    with ``prior_noise`` the labelled prior-noise mode (see :mod:`evidence.review`).
+
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
-    ``root`` itself cannot be listed; every other problem is a finding.
+    ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
+    for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
+    scope; every other problem is a finding.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -180,6 +197,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
     # Issue 3 (verdict engine): consistency rules and per-track verdicts are added here.
+    from evidence.review import review_check
+
+    issue3 = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
+                          prior_noise=prior_noise)
+    findings += issue3.findings
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
     rep = CheckReport(
         root=str(root),
@@ -196,6 +218,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         external=vr.external,
         arms=summarize_arms(lc),
         findings=findings,
+        verdicts=issue3.verdicts,
+        screening=issue3.screening,
+        claims=issue3.claims,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -287,6 +312,9 @@ def render(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.review import render_review
+
+    render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:
         t = Table(title="findings", title_justify="left")
         for c in ("sev", "rule", "file:line", "field", "message"):

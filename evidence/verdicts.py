@@ -169,6 +169,7 @@ class TrackVerdict(BaseModel):
     confidence: float | None = None
     two_sided_confidence: float | None = None
     u: int | None = None
+    u_method: Literal["exact", "asymptotic"] = "exact"
     pairs: int = 0
     pairs_at_or_above_theta0: int | None = None
     pairs_at_or_below_theta0: int | None = None
@@ -338,6 +339,14 @@ def lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
     if lc.interrupted:
         out.append(("lifecycle.interrupted", "session interrupted"))
     return out
+
+
+def hard_lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
+    """:func:`lifecycle_issues` without the merely missing device idle checks (a check that
+    was never recorded is ambiguous evidence; a check that found busy devices is a failure)."""
+    return [(f, t) for f, t in lifecycle_issues(lc)
+            if not (f.startswith("lifecycle.devices_idle_") and getattr(
+                lc, f.split(".")[1]) is None)]
 
 
 def request_issues(r: Receipt) -> list[tuple[str, str]]:
@@ -660,6 +669,8 @@ def decide(control: Sequence[float], candidate: Sequence[float], theta0: float,
         lower, upper = ratios[u], ratios[k - 1 - u]
         conf, conf2 = 1 - p_u, 1 - 2 * p_u
         bounds = f"bounds [{lower:.4f}, {upper:.4f}] at {conf:.1%} each"
+        if stats.u_method(m, n) != "exact":
+            bounds += " (normal approximation: beyond the exact limit)"
         if above <= u:
             verdict = "SUPPORTED"
             reasons.append(Reason(
@@ -954,6 +965,7 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.ratio, v.lower, v.upper = dec.ratio, dec.lower, dec.upper
             v.confidence, v.two_sided_confidence, v.u = (dec.confidence,
                                                          dec.two_sided_confidence, dec.u)
+            v.u_method = stats.u_method(v.m, v.n)  # type: ignore[assignment]
             v.pairs, v.pairs_at_or_above_theta0 = dec.pairs, dec.above
             v.pairs_at_or_below_theta0 = dec.below
             v.best_confidence, v.more_pairs_needed = dec.best_confidence, dec.more_pairs_needed
@@ -993,6 +1005,8 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
                 target_reduction=t.target_reduction, theta0=1 - t.target_reduction,
                 reasons=[Reason(code="NO_SESSIONS", gate="validity",
                                 text="no receipts for this track yet")]))
+    order = {t.id: i for i, t in enumerate(scope.tracks)}
+    out.sort(key=lambda v: (order.get(v.track, len(order)), v.track, v.candidate or ""))
     return out
 
 

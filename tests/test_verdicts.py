@@ -203,8 +203,8 @@ GATE_CASES: list[tuple[str, Any, str, str]] = [
      "INCONCLUSIVE", "CONFIG_MISMATCH"),
     ("validity-candidate-is-control", lambda: screen(*FAST, cand_kw={"config_digest": CTRL_CFG}),
      "INCONCLUSIVE", "CANDIDATE_IS_CONTROL"),
-    ("validity-unknown-candidate", lambda: screen(*FAST, cand_kw={"candidate": "mystery"}), "INCONCLUSIVE",
-     "CANDIDATE_UNKNOWN"),
+    ("validity-unknown-candidate", lambda: screen(*FAST, cand_kw={"candidate": "mystery"}),
+     "INCONCLUSIVE", "CANDIDATE_UNKNOWN"),
     ("validity-inputs-differ", lambda: _with(screen(*FAST), 1, input_digests={
         "prompt": sha("other prompt")}), "INCONCLUSIVE", "INPUTS_DIFFER"),
     ("validity-pool", lambda: _with(screen(*FAST), 2, pool="8x910b1"), "INCONCLUSIVE",
@@ -486,3 +486,14 @@ def test_every_verdict_has_reasons_with_text() -> None:
         v = _one(screen([100.0 + i for i in range(m)], [60.0 + i for i in range(n)]))
         assert v.reasons and all(r.text for r in v.reasons)
         assert v.summary
+
+
+def test_large_designs_use_labelled_normal_approximation() -> None:
+    rng = random.Random(7)
+    c = [rng.uniform(90, 110) for _ in range(101)]
+    t = [rng.uniform(55, 65) for _ in range(101)]
+    assert stats.u_method(100, 100) == "exact" and stats.u_method(101, 101) == "asymptotic"
+    d = decide(c, t, THETA0)
+    assert d.verdict == "SUPPORTED" and "normal approximation" in d.reasons[0].text
+    # the approximation stays close to the exact u where both exist
+    assert abs(stats.exact_u(100, 100) - 4326) == 0
