@@ -287,6 +287,25 @@ class GitHubPort(Protocol):
 # ----------------------------------------------------------------- PyGithub adapter
 
 
+class BoundedGithubRetry(GithubRetry):
+    """``GithubRetry`` whose ``Retry-After`` sleeps are bounded too.
+
+    PyGithub applies ``max_rate_limit_wait`` to rate-limit resets only; a 403/429 carrying
+    ``Retry-After`` is slept by urllib3 for whatever the header says.  Here a longer wait
+    raises ``RateLimitExceededExceedsMaxWait`` (mapped to :class:`GitHubRetryableError` with
+    ``retry_after``), so the delivery is retried later instead of a worker sleeping.
+    """
+
+    def get_retry_after(self, response: Any) -> float | None:  # type: ignore[override]
+        wait = super().get_retry_after(response)
+        limit = self.max_rate_limit_wait
+        if wait is not None and limit is not None and wait > limit:
+            raise RateLimitExceededExceedsMaxWait(
+                response.status, {"message": "Retry-After exceeds max_rate_limit_wait"},
+                dict(response.headers), wait=wait)
+        return wait
+
+
 def make_retry(
     *,
     total: int = 4,
@@ -294,7 +313,7 @@ def make_retry(
     secondary_rate_wait: float = 60.0,
     max_rate_limit_wait: float = 120.0,
 ) -> GithubRetry:
-    """A ``GithubRetry`` that retries reads only.
+    """A :class:`BoundedGithubRetry` that retries reads only.
 
     ``total`` attempts after the first; ``backoff_factor`` seconds grow exponentially
     between 5xx retries; a secondary rate limit without ``Retry-After`` waits
@@ -302,7 +321,7 @@ def make_retry(
     longer than ``max_rate_limit_wait`` s raises instead of sleeping (so a webhook worker
     does not sleep for an hour; the delivery is retried later instead).
     """
-    return GithubRetry(
+    return BoundedGithubRetry(
         total=total,
         backoff_factor=backoff_factor,
         allowed_methods=READ_METHODS,
@@ -786,8 +805,9 @@ def context_for(
     and the repository's ``.github/campaign-bot.toml`` from the default branch (None when
     absent or broken; see :mod:`bot.repo_config`).
 
-    Clients are cached per installation (installation tokens refresh themselves).  Raises
-    :class:`GitHubError` when neither App credentials nor a token are configured.
+    Clients are cached per installation (installation tokens refresh themselves).  The
+    factory raises :class:`GitHubError` for an event when neither App credentials nor a token
+    are configured (the service still starts: deliveries are stored and can be retried).
     """
     from bot import repo_config
 
@@ -799,9 +819,6 @@ def context_for(
     token = _token_of(settings)
     clients: dict[Any, tuple[Github, Auth.Auth]] = {}
     app_auth = Auth.AppAuth(int(app_id), pem) if app_id and pem else None
-    if app_auth is None and not token:
-        raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
-                          "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
 
     def client_for(event: Event) -> tuple[Github, Auth.Auth]:
         if app_auth is None:
@@ -824,6 +841,9 @@ def context_for(
     async def factory(event: Event) -> tuple[GitHubPort, RepoConfig | None]:
         if not event.repo_full_name:
             return NoRepositoryPort(bot_login), None  # type: ignore[return-value]
+        if app_auth is None and not token:
+            raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
+                              "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
         try:
             client, auth = await asyncio.to_thread(client_for, event)
         except Exception as exc:  # noqa: BLE001 - translated
@@ -841,9 +861,10 @@ def context_for(
 
 @dataclass
 class IntendedWrite:
-    """A write :class:`RecordingGitHub` did not make: operation name and arguments."""
+    """A write :class:`RecordingGitHub` did not make: ``op`` (the port method) and its
+    arguments."""
 
-    operation: str
+    op: str
     args: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -853,7 +874,7 @@ class IntendedWrite:
             if isinstance(v, str) and len(v) > 80:
                 v = v[:77] + "..."
             parts.append(f"{k}={v!r}")
-        return f"{self.operation} " + " ".join(parts)
+        return f"{self.op} " + " ".join(parts)
 
 
 class RecordingGitHub:

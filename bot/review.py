@@ -12,9 +12,11 @@ On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 4. post ONE review (``event=COMMENT``, ``commit_id`` = the head SHA analysed) holding the
    findings not yet posted for this SHA: inline on the exact line when that line is inside
    the PR's diff hunks (GitHub rejects others with 422), in the review body otherwise.  Each
-   finding carries a hidden marker ``finding key=K sha=S``; markers already present in the
-   bot's reviews and review comments are skipped, so a retry, a redelivery or
-   ``/campaign verify`` never posts a finding twice for one SHA;
+   finding carries a hidden marker ``finding key=K sha=S`` (K hashes rule, file, line and
+   message); keys already present in the bot's reviews and review comments on this PR are
+   skipped, so a retry, a redelivery or ``/campaign verify`` never posts a finding twice for
+   one SHA, and a later push re-posts nothing it already said (only new findings; the
+   summary always lists all current ones);
 5. create or edit the one summary comment ``<!-- campaign-bot:summary pr=N -->`` (found by
    marker AND the bot's login; not rewritten when unchanged): "checked N hashes, K
    problems", counts per severity, the verdict table and the findings;
@@ -264,15 +266,16 @@ async def analyse_campaign(gh: GitHubPort, directory: str, ref: str) -> Campaign
 # --------------------------------------------------------------------- GitHub writes
 
 
-async def _posted_keys(gh: GitHubPort, number: int, sha: str) -> set[str]:
-    """Finding keys the bot already posted on PR ``number`` for commit ``sha``."""
+async def _posted_keys(gh: GitHubPort, number: int) -> set[str]:
+    """Finding keys the bot already posted on PR ``number`` (any commit), read from the
+    hidden markers of its own reviews and review comments."""
     keys: set[str] = set()
     for r in await gh.list_reviews(number):
         if r.user == gh.bot_login:
-            keys.update(k for k, s in FINDING_MARKER.findall(r.body) if s == sha)
+            keys.update(k for k, _sha in FINDING_MARKER.findall(r.body))
     for c in await gh.list_review_comments(number):
         if c.user == gh.bot_login:
-            keys.update(k for k, s in FINDING_MARKER.findall(c.body) if s == sha)
+            keys.update(k for k, _sha in FINDING_MARKER.findall(c.body))
     return keys
 
 
@@ -343,7 +346,7 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
     outcome.finding_count = len(placed)
     outcome.problem_count = sum(1 for p in placed if p.finding.severity in FAILING)
 
-    posted = await _posted_keys(gh, number, sha)
+    posted = await _posted_keys(gh, number)
     new = [p for p in placed if p.key not in posted]
     outcome.new_findings = len(new)
     if new:

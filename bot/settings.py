@@ -19,6 +19,8 @@ Every variable (README "webhook service" lists them with defaults)::
     CAMPAIGN_BOT_WORKER_CONCURRENCY  deliveries of different installations processed at once
     CAMPAIGN_BOT_EXTRA_HANDLERS      comma-separated modules imported at start (they register
                                      handlers on ``bot.router.router``)
+    CAMPAIGN_BOT_RUN_WORKER          false: only receive and store (no processing)
+    CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
     CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
 """
@@ -26,7 +28,7 @@ Every variable (README "webhook service" lists them with defaults)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -79,6 +81,8 @@ class Settings(DatabaseSettings):
     retry_delays: str = "5,60,300"
     worker_concurrency: int = Field(4, ge=1)
     extra_handlers: str = ""
+    run_worker: bool = True
+    worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
 
     @field_validator("webhook_secret")

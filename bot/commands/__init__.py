@@ -32,8 +32,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.commands.parser import Command, new_commands, parse
 from bot.github import GitHubError, GitHubPort
+from bot.payloads import IssueCommentPayload
 from bot.render import marker, render
 from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
 from bot.router import Event, Router, router
@@ -183,27 +186,27 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
 
 def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, str,
                                                              str | None] | None:
-    """``(number, is_pull, login, comment_id, body, previous body)`` of a human comment."""
+    """``(number, is_pull, login, comment_id, body, previous body)`` of a human comment, or
+    None (not a comment event, a bot's comment, an edit that left the body alone)."""
     if event.name != "issue_comment" or event.action not in ("created", "edited"):
         return None
-    p = event.payload
-    comment = p.get("comment") or {}
-    issue = p.get("issue") or {}
-    user = comment.get("user") or {}
-    login = user.get("login") or ""
-    if event.sender_is_bot or user.get("type") == "Bot" or login.endswith("[bot]") \
-            or login.lower() == bot_login.lower() or comment.get("performed_via_github_app"):
+    try:
+        p = IssueCommentPayload.model_validate(event.payload)
+    except ValidationError as exc:
+        log.warning("delivery %s: issue_comment payload not understood: %s",
+                    event.delivery_id, exc.errors()[:3])
         return None
-    number, cid = issue.get("number"), comment.get("id")
-    if not isinstance(number, int) or not isinstance(cid, int) or not login:
+    user = p.comment.user
+    if p.sender.is_bot or user.is_bot or user.login.lower() == bot_login.lower() \
+            or p.comment.performed_via_github_app:
         return None
     previous = None
-    if event.action == "edited":
-        change = (p.get("changes") or {}).get("body")
-        if not isinstance(change, dict) or "from" not in change:
-            return None  # the edit did not touch the body (e.g. only reactions)
-        previous = change.get("from") or ""
-    return number, "pull_request" in issue, login, cid, comment.get("body") or "", previous
+    if p.action == "edited":
+        if p.changes is None or p.changes.body is None:
+            return None  # the edit did not touch the body
+        previous = p.changes.body.from_ or ""
+    return (p.issue.number, p.issue.is_pull, user.login, p.comment.id, p.comment.body or "",
+            previous)
 
 
 def commands_in(event: Event, bot_login: str) -> list[Command]:
@@ -253,7 +256,7 @@ async def _run(ctx: CommandContext, fn: CommandFn) -> None:
         loaded = await load(ctx.gh)
         if loaded.config is None:
             await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                            problems=[str(p) for p in loaded.problems])
+                            problems=loaded.problems)
             return
         ctx.config = loaded.config
     pr_author = None
