@@ -50,6 +50,7 @@ def expected_findings(tmp_path: Path, status_text: str) -> list:
     """What the evidence checks say about the example with ``status_text`` (computed by the
     same evidence code, from a local copy: the review must post exactly these)."""
     root = tmp_path / "copy"
+    root.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(EXAMPLE, root)
     (root / "results" / "status.json").write_text(status_text)
     hashes, findings, rows = analyse_directory(root)
@@ -113,29 +114,34 @@ async def test_redelivery_and_verify_post_nothing_twice(campaign_pr) -> None:
     assert len(double.repo(REPO).reviews) == 1 and len(summaries(double)) == 1
 
 
-async def test_push_reviews_only_new_findings(campaign_pr) -> None:
+async def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
     double, pull = campaign_pr
     gh = port(double)
     first_sha = pull.head_sha
-    await router.dispatch(pr_event(2, pull.head_sha), gh, RepoConfig())
-    first_keys = set(re.findall(r"finding key=([0-9a-f]+)",
-                                " ".join(r["body"] for r in double.repo(REPO).reviews.values())
-                                + " ".join(c["body"] for c in
-                                           double.repo(REPO).review_comments.values())))
+    await router.dispatch(pr_event(2, first_sha), gh, RepoConfig())
     n = len(double.writes())
-    # the fix: status back to a valid value, but the file now differs from its manifest hash
+    # the fix: status back to a valid value (the file still differs from its manifest hash)
     fixed = bad_status().replace('"runing"', '"running"')
+    _, before, _ = expected_findings(tmp_path / "a", bad_status())
+    _, after, _ = expected_findings(tmp_path / "b", fixed)
+    new_keys = {p.key for p in after} - {p.key for p in before}
+    assert new_keys  # the manifest mismatch message names the file's new digest
     sha = double.push(REPO, 2, {STATUS: fixed})
     await router.dispatch(pr_event(2, sha, "synchronize"), gh, RepoConfig())
-    new_writes = [w[0] for w in double.write_summary()[n:]]
-    assert new_writes[0] == "checks/create" and new_writes[-1] == "checks/update"
-    assert "issues/update-comment" in new_writes  # the one summary, edited in place
+    run_id = next(r["id"] for r in check_runs(double) if r["head_sha"] == sha)
+    assert double.write_summary()[n:] == [
+        ("checks/create", f"{P}/check-runs"),
+        ("pulls/create-review", f"{P}/pulls/2/reviews"),
+        ("issues/update-comment",
+         f"{P}/issues/comments/{next(iter(double.repo(REPO).comments))}"),
+        ("checks/update", f"{P}/check-runs/{run_id}"),
+    ]
+    later = list(double.repo(REPO).reviews.values())[1]
+    posted = set(re.findall(r"finding key=([0-9a-f]+)", later["body"])) | {
+        k for c in double.repo(REPO).review_comments.values() if c["commit_id"] == sha
+        for k in re.findall(r"finding key=([0-9a-f]+)", c["body"])}
+    assert later["commit_id"] == sha and posted == new_keys
     assert len(summaries(double)) == 1 and sha[:7] in summaries(double)[0]
-    reviews = list(double.repo(REPO).reviews.values())
-    if len(reviews) == 2:
-        later = set(re.findall(r"finding key=([0-9a-f]+)", reviews[1]["body"]))
-        assert later and not later & first_keys
-        assert reviews[1]["commit_id"] == sha
     assert {r["head_sha"] for r in check_runs(double)} == {first_sha, sha}
 
 
