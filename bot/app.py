@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import queue
+import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -175,11 +176,20 @@ def create_app(
         writer.start()
         if worker is not None:
             worker.start_thread()
+        # the /screen flow (issue 7): its runtime and watchdog jobs, when its module is loaded
+        screens_svc = None
+        if "bot.screen" in sys.modules:
+            from bot import screen_service
+
+            screens_svc = screen_service.start(
+                eng, worker.context_factory if worker else None, scheduler=run_worker)
         state.update(engine=eng, writer=writer, worker=worker)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
             yield
         finally:
+            if screens_svc is not None:
+                screens_svc.stop()
             writer.stop()
             if worker is not None:
                 await asyncio.to_thread(worker.stop)

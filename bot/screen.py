@@ -498,9 +498,10 @@ def _dispatch_one(rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, now: da
         "campaign": s.campaign_path or ".",
         "candidate": s.candidate if s.kind == "candidate" else "control",
         "track": s.track,
-        "pr_number": str(s.pr_number),
+        "pr": str(s.pr_number),
         "head_sha": s.head_sha,
         "request_id": s.request_id,
+        "sessions": str(len(s.session_order)),
     }
     run = gh.dispatch(s.repo, s.workflow, ref, inputs)
     s.run_id = run.id
@@ -948,19 +949,31 @@ def judge_screen(
     media: list[tuple[str, MediaReport]], load_problems: list[str],
 ) -> Decision:
     """The verdict of this screen alone, by :func:`evidence.verdicts.judge` (exact bounds,
-    gates, reasons).  Load problems make it INCONCLUSIVE."""
-    from evidence.verdicts import Evidence, ReportIn, judge
+    gates, reasons); load problems make it INCONCLUSIVE.  A control-vs-control screen is
+    judged on repeatability instead (:func:`evidence.verdicts.control_repeatability`):
+    REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
+    from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
 
     mine = [r for r in receipts if r.track == s.track]
-    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
-    verdicts = [
-        v for v in judge(ev) if v.track == s.track and (v.candidate is not None or not mine)
-    ]
+    if not mine:
+        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle",
+                                         *load_problems])
     if s.kind == "control":
-        verdicts = verdicts or [v for v in judge(ev) if v.track == s.track]
+        controls = [r for r in mine if r.arm == "control"]
+        state, why = control_repeatability(controls, [m for _, m in media])
+        problems = [f"session {r.slot + 1}: {p}" for r in controls
+                    for p in r.lifecycle.problems()]
+        verdict = {"established": "REPEATABLE", "differs": "NOT REPEATABLE"}.get(
+            state, "UNPROVEN")
+        if problems and verdict == "REPEATABLE":
+            verdict = "UNPROVEN"
+        return Decision(verdict, [why, *problems, *load_problems],
+                        no_ratio_reason="a control-vs-control screen has no candidate arm")
+    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
+    verdicts = [v for v in judge(ev) if v.track == s.track and v.candidate == s.candidate]
     if not verdicts:
-        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle"] +
-                        load_problems)
+        return Decision("INCONCLUSIVE", [f"no candidate-arm receipts of {s.candidate}",
+                                         *load_problems])
     v = verdicts[0]
     reasons = [f"{r.code}: {r.text}" for r in v.reasons] + load_problems
     verdict = "INCONCLUSIVE" if load_problems else v.verdict

@@ -85,8 +85,9 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
                                                    d.repo(REPO).pulls[5].head_sha)
         req_id = s.request_id
     assert run["inputs"] == {"campaign": "campaigns/h3", "candidate": "cache-dit",
-                             "track": "5s-lossless", "pr_number": "5",
-                             "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id}
+                             "track": "5s-lossless", "pr": "5",
+                             "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id,
+                             "sessions": "6"}
     assert run["head_branch"] == "main"
     check = next(iter(d.repo(REPO).check_runs.values()))
     assert (check["name"], check["status"], check["external_id"]) == (
