@@ -689,11 +689,14 @@ def on_workflow_run_completed(
 
 
 def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
-    """Seconds the pool was held: the run's start (``run_started_at``, else the job start,
-    else the dispatch) to its last update (``updated_at``, else now)."""
+    """Seconds the pool was charged for: from the job's start on a runner (``workflow_job``
+    in progress), else the run's ``run_started_at``, to the run's ``updated_at`` (else now).
+    A run cancelled before any runner took its job used no device: 0."""
+    if s.started_at is None and run.get("conclusion") == "cancelled":
+        return 0.0
     start = (
-        _parse_time(run.get("run_started_at"))
-        or screens.aware(s.started_at)
+        screens.aware(s.started_at)
+        or _parse_time(run.get("run_started_at"))
         or screens.aware(s.dispatched_at)
         or now
     )
@@ -704,7 +707,13 @@ def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
 def finish_screen(
     rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, run: dict[str, Any]
 ) -> None:
-    """Complete ``s`` from its run's final state (see module docstring, step 5)."""
+    """Complete ``s`` from its run's final state (see module docstring, step 5).
+
+    Verdicts: a successful run whose bundle verifies is judged (:func:`judge_screen`); one
+    whose bundle is missing or does not verify is REFUSED.  A run that did not succeed is
+    NOT COUNTED whatever it left: what verifies is shown, it is charged, and it is never a
+    sample.
+    """
     now = rt.now()
     conclusion = str(run.get("conclusion") or "unknown")
     wall = run_wall_s(s, run, now)
@@ -712,63 +721,59 @@ def finish_screen(
     s.conclusion = conclusion
     budget.charge_screen(db, s, wall, conclusion)
     ref = gh.default_branch(s.repo)
+    failed_run = conclusion != "success"
+    verdict = "NOT COUNTED" if failed_run else "REFUSED"
+    reasons: list[str] = []
+    if failed_run:
+        reasons.append(f"the workflow run ended {conclusion}: charged, never counted as a "
+                       "sample")
     try:
         camp: Campaign | None = load_campaign(gh, s.repo, ref, s.campaign_path)
     except UserError as exc:
         camp = None
-        load_problem = str(exc.ctx.get("message"))
+        reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
     bundle = fetch_bundle(gh, s, rt.options.limits)
-    if camp is None:
-        verdict, reasons = "REFUSED", [f"campaign not readable: {load_problem}"]
-        view_ok = False
-    elif bundle.problem is not None:
-        verdict, reasons = "REFUSED", [bundle.problem]
-        view_ok = False
-    else:
-        view_ok = True
-    if view_ok and camp is not None and bundle.root is not None:
+    if bundle.problem is not None:
+        reasons.append(bundle.problem)
+    body: str | None = None
+    if camp is not None and bundle.root is not None:
         chk = verify_bundle(bundle.root, camp.trusted_keys)
         receipts, media, load_problems = read_bundle(bundle.root)
         if not chk.ok:
-            verdict = "REFUSED"
-            reasons = chk.problems
-            receipts_for_view, decision = receipts, Decision(
-                "REFUSED", chk.problems, no_ratio_reason="the bundle did not verify"
-            )
-        elif conclusion != "success":
-            verdict = "NOT COUNTED"
-            reasons = [f"the workflow run ended {conclusion}: what it left is shown, charged, "
-                       "and never counted as a sample"]
-            receipts_for_view = receipts
-            decision = Decision(verdict, reasons, no_ratio_reason=f"run {conclusion}")
+            reasons += ["the bundle did not verify", *chk.problems]
+            decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
+            receipts = [] if not failed_run else receipts
+        elif failed_run:
+            decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
         else:
             decision = judge_screen(camp.scope, s, receipts, media, load_problems)
             verdict, reasons = decision.verdict, decision.reasons
-            receipts_for_view = receipts
-        st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
-        track = camp.scope.track(s.track)
-        view = build_result(
-            label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
-            quality_mode=track.quality_mode, target_reduction=track.target_reduction,
-            head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
-            integrity=chk.summary, receipts=receipts_for_view, media=media, decision=decision,
-            charged_wall_s=wall, device_count=s.device_count, device_left_h=st.device_left_h,
-            wall_left_h=st.wall_left_h, directions_left=st.directions_left,
-        )
-        body = render("screen_result.md.j2",
-                      marker_text=marker("screen-result", screen=s.label), r=view)
-    else:
+        if chk.ok or failed_run:
+            st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
+            track = camp.scope.track(s.track)
+            view = build_result(
+                label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
+                quality_mode=track.quality_mode, target_reduction=track.target_reduction,
+                head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
+                integrity=chk.summary, receipts=receipts if chk.ok else [], media=media,
+                decision=decision, charged_wall_s=wall, device_count=s.device_count,
+                device_left_h=st.device_left_h, wall_left_h=st.wall_left_h,
+                directions_left=st.directions_left,
+            )
+            body = render("screen_result.md.j2",
+                          marker_text=marker("screen-result", screen=s.label), r=view)
+    if body is None:
         body = render(
             "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
             kind="message", valid=[], usage=USAGE,
-            message=f"Screen {s.label} ({s.name} on {s.track}) ended {conclusion}; "
-            f"no result: {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
+            message=f"Screen {s.label} ({s.name} on {s.track}) ended {conclusion}: "
+            f"{verdict}. {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
             "device-hours.",
         )
     bundle.cleanup()
     s.verdict = verdict
     s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
-    if conclusion == "success" and verdict != "REFUSED":
+    if not failed_run and verdict != "REFUSED":
         s.state = screens.FINISHED
         s.detail = None
     else:

@@ -21,6 +21,7 @@ Every variable (README "webhook service" lists them with defaults)::
                                      handlers on ``bot.router.router``)
     CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
+    CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Settings(DatabaseSettings):
     worker_concurrency: int = Field(4, ge=1)
     extra_handlers: str = ""
     log_level: str = "INFO"
+    github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
 
     @field_validator("webhook_secret")
     @classmethod
