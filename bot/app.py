@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -314,6 +315,13 @@ def create_app(
             supervisor = asyncio.create_task(worker.supervise())
         elif worker is not None:
             worker.start_thread()
+        # the /screen flow (issue 7): its runtime and watchdog jobs, when its module is loaded
+        screens_svc = None
+        if "bot.screen" in sys.modules:
+            from bot import screen_service
+
+            screens_svc = screen_service.start(
+                eng, worker.context_factory if worker else None, scheduler=run_worker)
         state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
@@ -321,6 +329,8 @@ def create_app(
         finally:
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
+            if screens_svc is not None:
+                screens_svc.stop()
             writer.stop()
             if supervisor is not None:
                 supervisor.cancel()

@@ -63,9 +63,9 @@ from bot.commands.screen import (
     parse_screen,
 )
 from bot.router import Event, router
-from bot.screen_port import ArtifactInfo, PullHead, ScreenGitHub
+from bot.screen_port import ArtifactInfo, PullHead, PyGithubScreenPort, ScreenGitHub
 from bot.screen_report import Decision, build_result
-from bot.screen_text import render, utc
+from bot.screen_text import marker, render, utc
 from bot.screens import Screen
 from evidence.models import CampaignScope, MediaReport, Receipt
 
@@ -74,8 +74,10 @@ log = logging.getLogger(__name__)
 CHECK_PREFIX = "campaign-bot/screen: "
 """Check run name prefix; the full name is ``campaign-bot/screen: NAME``."""
 CAMPAIGN_FILE = "campaign.toml"
-TRUSTED_KEYS_FILE = "trusted-keys.json"
-"""Runner public keys a campaign trusts, beside its campaign.toml on the default branch."""
+TRUSTED_KEYS_FILE = "trusted-keys.pem"
+"""Runner public keys a campaign trusts (PEM ed25519 public key blocks, ``#`` comments; the
+format of ``campaign-bot check --trusted-keys``), beside its campaign.toml on the default
+branch: keys in a PR are never trusted."""
 WRITE_PERMISSIONS = ("admin", "write")
 
 
@@ -116,6 +118,9 @@ class UserError(Exception):
         self.kind = kind
         self.ctx = ctx
 
+
+Replier = Callable[..., None]
+"""``say(kind, **context)``: post the command's one reply from ``screen_reply.md.j2``."""
 
 GitHubFor = Callable[[Screen], ScreenGitHub]
 """Returns the GitHub port for a screen's repository (pools are shared across repos)."""
@@ -162,11 +167,26 @@ def runtime() -> Runtime:
 # ------------------------------------------------------------------------------ campaigns
 
 
+@dataclass
+class FlowConfig:
+    """The repository's settings the flow uses, resolved from ``.github/campaign-bot.toml``
+    on the default branch by the command wrapper: campaign directories (globs expanded) and
+    the screen workflow file."""
+
+    campaign_dirs: list[str]
+    workflow: str
+
+
 def _campaign_dirs(config: Any, options: ScreenOptions) -> list[str]:
-    paths = getattr(config, "campaign_paths", None) or getattr(config, "campaigns", None)
-    if paths:
-        return [str(p).strip("/") for p in paths]
-    return [p.strip("/") for p in options.campaign_paths] or [""]
+    if isinstance(config, FlowConfig):
+        dirs = config.campaign_dirs
+    else:
+        dirs = list(options.campaign_paths)
+    return [("" if d.strip("/") in ("", ".") else d.strip("/")) for d in dirs] or [""]
+
+
+def _workflow(config: Any, options: ScreenOptions) -> str:
+    return config.workflow if isinstance(config, FlowConfig) else options.workflow
 
 
 def load_campaign(gh: ScreenGitHub, repo: str, ref: str, path: str) -> Campaign:
@@ -233,7 +253,7 @@ def authorise(gh: ScreenGitHub, repo: str, login: str, scope: CampaignScope) -> 
     if login.lower() in {r.lower() for r in scope.requesters}:
         return "requester"
     raise UserError(
-        "unauthorised", login=login, message=f"repository permission is {perm!r}",
+        "unauthorised", who_login=login, message=f"repository permission is {perm!r}",
         requesters=list(scope.requesters),
     )
 
@@ -268,18 +288,30 @@ def pin_head(pr: PullHead, approved: str | None) -> str:
 # --------------------------------------------------------------------------------- replies
 
 
-def reply(gh: ScreenGitHub, repo: str, number: int, key: str, kind: str, **ctx: Any) -> int:
-    """Post one reply comment rendered from ``screen_reply.md.j2``."""
+def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
+    """The context of ``screen_reply.md.j2`` for ``kind`` (defaults filled in)."""
     ctx.setdefault("message", "")
     ctx.setdefault("valid", [])
     ctx.setdefault("usage", USAGE)
-    body = render("screen_reply.md.j2", key=key, kind=kind, **ctx)
-    return gh.create_comment(repo, number, body)
+    return {"kind": kind, **ctx}
+
+
+def port_replier(gh: ScreenGitHub, repo: str, number: int, comment_id: int | None) -> Replier:
+    """A replier posting through ``gh`` (used where no command context exists)."""
+
+    def say(kind: str, **ctx: Any) -> None:
+        body = render("screen_reply.md.j2",
+                      marker_text=marker("reply", comment=comment_id or 0, line=1),
+                      **reply_context(kind, **ctx))
+        gh.create_comment(repo, number, body)
+
+    return say
 
 
 def status_body(db: Session, s: Screen, now: datetime) -> str:
     """The status comment of ``s`` as it should read now."""
-    return render("screen_status.md.j2", s=s, place=screens.place(db, s, now))
+    return render("screen_status.md.j2", marker_text=marker("screen-status", screen=s.label),
+                  s=s, place=screens.place(db, s, now))
 
 
 def refresh_status(
@@ -325,11 +357,14 @@ class CommentContext:
 
 
 def request_screens(
-    rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, req: ScreenRequest, config: Any
+    rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, req: ScreenRequest, config: Any,
+    say: Replier, authorised: bool = False,
 ) -> list[Screen]:
     """Handle ``/screen candidate|control``: authorise, budget, enqueue, reply; then try to
     dispatch the pool.  Returns the queued screens (empty for a dry run).
 
+    ``authorised``: the command framework already admitted the commenter (write
+    permission, ``[screen] allowed`` or a requester); otherwise :func:`authorise` asks.
     Raises :class:`UserError` for anything the requester must fix.
     """
     if not ctx.is_pr:
@@ -337,7 +372,8 @@ def request_screens(
     ref = gh.default_branch(ctx.repo)
     camp = find_campaign(gh, ctx.repo, ref, config, rt.options, req.campaign)
     scope = camp.scope
-    authorise(gh, ctx.repo, ctx.login, scope)
+    if not authorised:
+        authorise(gh, ctx.repo, ctx.login, scope)
     try:
         chk = check_against_scope(req, scope)
     except ScreenUsageError as exc:
@@ -366,8 +402,8 @@ def request_screens(
                 {"track": t, "order": chk.order, "wall_h": e.wall_hours, "device_h": e.device_hours}
                 for t, e in zip(chk.tracks, est, strict=True)
             ]
-            reply(gh, ctx.repo, ctx.number, f"dry-run-{ctx.comment_id}", "dry-run",
-                  name=req.name, plans=plans, basis=total.basis, budget=st, refusals=refusals)
+            say("dry-run", name=req.name, plans=plans, basis=total.basis, budget=st,
+                refusals=refusals)
             return []
         if refusals:
             raise UserError(
@@ -381,6 +417,7 @@ def request_screens(
                 installation_id=ctx.installation_id, campaign=scope.id,
                 campaign_path=camp.path, kind=req.kind, candidate=req.name, track=t,
                 session_order=chk.order, pool=scope.pool.name,
+                workflow=_workflow(config, rt.options),
                 device_count=scope.pool.device_count, head_sha=head, head_repo=pr.head_repo,
                 from_fork=pr.from_fork, requested_by=ctx.login, requested_at=now,
                 source_comment_id=ctx.comment_id, state=screens.QUEUED,
@@ -461,11 +498,12 @@ def _dispatch_one(rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, now: da
         "campaign": s.campaign_path or ".",
         "candidate": s.candidate if s.kind == "candidate" else "control",
         "track": s.track,
-        "pr_number": str(s.pr_number),
+        "pr": str(s.pr_number),
         "head_sha": s.head_sha,
         "request_id": s.request_id,
+        "sessions": str(len(s.session_order)),
     }
-    run = gh.dispatch(s.repo, rt.options.workflow, ref, inputs)
+    run = gh.dispatch(s.repo, s.workflow, ref, inputs)
     s.run_id = run.id
     s.run_url = run.html_url
     s.state = screens.DISPATCHED
@@ -497,7 +535,7 @@ def _refresh_pool(
 
 
 def cancel_screen(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, cmd: ScreenCancel,
-                  config: Any) -> Screen:
+                  config: Any, say: Replier | None = None) -> Screen:
     """``/screen cancel ID``: a queued screen leaves the queue (record kept); a dispatched or
     running one has its workflow run cancelled.  Then the pool's next screen is dispatched."""
     now = rt.now()
@@ -520,7 +558,7 @@ def cancel_screen(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, cmd: Scree
             except UserError:
                 scope_requesters = []
             if ctx.login.lower() not in {r.lower() for r in scope_requesters}:
-                raise UserError("unauthorised", login=ctx.login,
+                raise UserError("unauthorised", who_login=ctx.login,
                                 message=f"repository permission is {perm!r}",
                                 requesters=scope_requesters)
         if s.state == screens.QUEUED:
@@ -540,7 +578,8 @@ def cancel_screen(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, cmd: Scree
     return s
 
 
-def status_reply(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, config: Any) -> None:
+def status_reply(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, config: Any,
+                 say: Replier) -> None:
     """``/screen status``: the PR's open screens with positions, and each campaign's budget."""
     now = rt.now()
     with rt.db() as db:
@@ -564,12 +603,11 @@ def status_reply(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, config: Any
                 except UserError:
                     continue
                 budgets.append({"campaign": name, "state": budget.state(db, ctx.repo, scope)})
-        reply(gh, ctx.repo, ctx.number, f"status-{ctx.comment_id}", "status", rows=rows,
-              budgets=budgets)
+        say("status", rows=rows, budgets=budgets)
 
 
 def extend_budget(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, args: str,
-                  config: Any) -> None:
+                  config: Any, say: Replier) -> None:
     """``/campaign budget extend ...`` by a requester of the campaign: one ledger entry."""
     ext_args = args
     want = None
@@ -584,7 +622,7 @@ def extend_budget(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, args: str,
     ref = gh.default_branch(ctx.repo)
     camp = find_campaign(gh, ctx.repo, ref, config, rt.options, want)
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
-        raise UserError("unauthorised", login=ctx.login,
+        raise UserError("unauthorised", who_login=ctx.login,
                         message="only the campaign's requesters may extend its budget",
                         requesters=list(camp.scope.requesters))
     with rt.db() as db:
@@ -595,8 +633,7 @@ def extend_budget(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, args: str,
         )
         db.flush()
         st = budget.state(db, ctx.repo, camp.scope)
-        reply(gh, ctx.repo, ctx.number, f"budget-{ctx.comment_id}", "budget-extended",
-              campaign=camp.scope.id, login=ctx.login, ext=ext, state=st)
+        say("budget-extended", campaign=camp.scope.id, who_login=ctx.login, ext=ext, state=st)
 
 
 # ----------------------------------------------------------------------- workflow events
@@ -652,11 +689,14 @@ def on_workflow_run_completed(
 
 
 def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
-    """Seconds the pool was held: the run's start (``run_started_at``, else the job start,
-    else the dispatch) to its last update (``updated_at``, else now)."""
+    """Seconds the pool was charged for: from the job's start on a runner (``workflow_job``
+    in progress), else the run's ``run_started_at``, to the run's ``updated_at`` (else now).
+    A run cancelled before any runner took its job used no device: 0."""
+    if s.started_at is None and run.get("conclusion") == "cancelled":
+        return 0.0
     start = (
-        _parse_time(run.get("run_started_at"))
-        or screens.aware(s.started_at)
+        screens.aware(s.started_at)
+        or _parse_time(run.get("run_started_at"))
         or screens.aware(s.dispatched_at)
         or now
     )
@@ -667,7 +707,13 @@ def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
 def finish_screen(
     rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, run: dict[str, Any]
 ) -> None:
-    """Complete ``s`` from its run's final state (see module docstring, step 5)."""
+    """Complete ``s`` from its run's final state (see module docstring, step 5).
+
+    Verdicts: a successful run whose bundle verifies is judged (:func:`judge_screen`); one
+    whose bundle is missing or does not verify is REFUSED.  A run that did not succeed is
+    NOT COUNTED whatever it left: what verifies is shown, it is charged, and it is never a
+    sample.
+    """
     now = rt.now()
     conclusion = str(run.get("conclusion") or "unknown")
     wall = run_wall_s(s, run, now)
@@ -675,62 +721,59 @@ def finish_screen(
     s.conclusion = conclusion
     budget.charge_screen(db, s, wall, conclusion)
     ref = gh.default_branch(s.repo)
+    failed_run = conclusion != "success"
+    verdict = "NOT COUNTED" if failed_run else "REFUSED"
+    reasons: list[str] = []
+    if failed_run:
+        reasons.append(f"the workflow run ended {conclusion}: charged, never counted as a "
+                       "sample")
     try:
         camp: Campaign | None = load_campaign(gh, s.repo, ref, s.campaign_path)
     except UserError as exc:
         camp = None
-        load_problem = str(exc.ctx.get("message"))
+        reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
     bundle = fetch_bundle(gh, s, rt.options.limits)
-    if camp is None:
-        verdict, reasons = "REFUSED", [f"campaign not readable: {load_problem}"]
-        view_ok = False
-    elif bundle.problem is not None:
-        verdict, reasons = "REFUSED", [bundle.problem]
-        view_ok = False
-    else:
-        view_ok = True
-    if view_ok and camp is not None and bundle.root is not None:
+    if bundle.problem is not None:
+        reasons.append(bundle.problem)
+    body: str | None = None
+    if camp is not None and bundle.root is not None:
         chk = verify_bundle(bundle.root, camp.trusted_keys)
         receipts, media, load_problems = read_bundle(bundle.root)
         if not chk.ok:
-            verdict = "REFUSED"
-            reasons = chk.problems
-            receipts_for_view, decision = receipts, Decision(
-                "REFUSED", chk.problems, no_ratio_reason="the bundle did not verify"
-            )
-        elif conclusion != "success":
-            verdict = "NOT COUNTED"
-            reasons = [f"the workflow run ended {conclusion}: what it left is shown, charged, "
-                       "and never counted as a sample"]
-            receipts_for_view = receipts
-            decision = Decision(verdict, reasons, no_ratio_reason=f"run {conclusion}")
+            reasons += ["the bundle did not verify", *chk.problems]
+            decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
+            receipts = [] if not failed_run else receipts
+        elif failed_run:
+            decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
         else:
             decision = judge_screen(camp.scope, s, receipts, media, load_problems)
             verdict, reasons = decision.verdict, decision.reasons
-            receipts_for_view = receipts
-        st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
-        track = camp.scope.track(s.track)
-        view = build_result(
-            label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
-            quality_mode=track.quality_mode, target_reduction=track.target_reduction,
-            head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
-            integrity=chk.summary, receipts=receipts_for_view, media=media, decision=decision,
-            charged_wall_s=wall, device_count=s.device_count, device_left_h=st.device_left_h,
-            wall_left_h=st.wall_left_h, directions_left=st.directions_left,
-        )
-        body = render("screen_result.md.j2", r=view)
-    else:
+        if chk.ok or failed_run:
+            st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
+            track = camp.scope.track(s.track)
+            view = build_result(
+                label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
+                quality_mode=track.quality_mode, target_reduction=track.target_reduction,
+                head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
+                integrity=chk.summary, receipts=receipts if chk.ok else [], media=media,
+                decision=decision, charged_wall_s=wall, device_count=s.device_count,
+                device_left_h=st.device_left_h, wall_left_h=st.wall_left_h,
+                directions_left=st.directions_left,
+            )
+            body = render("screen_result.md.j2",
+                          marker_text=marker("screen-result", screen=s.label), r=view)
+    if body is None:
         body = render(
-            "screen_reply.md.j2", key=f"result-{s.label}", kind="message", valid=[],
-            usage=USAGE,
-            message=f"Screen {s.label} ({s.name} on {s.track}) ended {conclusion}; "
-            f"no result: {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
+            "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
+            kind="message", valid=[], usage=USAGE,
+            message=f"Screen {s.label} ({s.name} on {s.track}) ended {conclusion}: "
+            f"{verdict}. {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
             "device-hours.",
         )
     bundle.cleanup()
     s.verdict = verdict
     s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
-    if conclusion == "success" and verdict != "REFUSED":
+    if not failed_run and verdict != "REFUSED":
         s.state = screens.FINISHED
         s.detail = None
     else:
@@ -841,29 +884,41 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
         problems.append(f"the campaign has no {TRUSTED_KEYS_FILE} on the default branch")
     else:
         try:
-            from evidence import signing  # type: ignore[attr-defined]
-        except ImportError:
-            problems.append("signature verification (evidence.signing) is not installed")
-        else:
-            try:
-                sig_text, sig_problems = _verify_signature(signing, root, trusted_keys)
-            except Exception as exc:  # noqa: BLE001 - a bad signature file is a refusal
-                sig_problems = [f"signature check failed: {type(exc).__name__}: {exc}"]
-            problems += sig_problems
+            sig_text, sig_problems = _verify_signature(root, trusted_keys)
+        except Exception as exc:  # noqa: BLE001 - a bad signature file is a refusal
+            sig_problems = [f"signature check failed: {type(exc).__name__}: {exc}"]
+            sig_text = "signature REFUSED"
+        problems += sig_problems
     summary = (
         f"Manifests: {res.hashes_ok} of {res.hashes_checked} hashes verified; {sig_text}."
     )
     return BundleCheck(not problems, summary, problems)
 
 
-def _verify_signature(signing: Any, root: Path, trusted_keys: bytes) -> tuple[str, list[str]]:
-    """Adapter to :mod:`evidence.signing` (issue 6): returns (summary, problems)."""
-    result = signing.verify_bundle_signature(root, trusted_keys)
-    problems = list(getattr(result, "problems", []) or [])
-    key = getattr(result, "key_id", None)
+def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str]]:
+    """DSSE signature of the bundle against the campaign's trusted keys
+    (:func:`evidence.signing.verify_bundle`): returns (summary, problems)."""
+    from evidence import signing
+
+    with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
+        kf = Path(tmp) / TRUSTED_KEYS_FILE
+        kf.write_bytes(trusted_keys)
+        try:
+            keys = signing.load_trusted_keys(kf)
+        except signing.KeyFileError as exc:
+            return "signature not checked", [
+                f"{TRUSTED_KEYS_FILE} of the campaign: {str(exc).split(': ', 1)[-1]}"
+            ]
+    problems = signing.verify_bundle(root, keys)
     if problems:
-        return "signature REFUSED", problems
-    return f"signed by trusted runner key {key}", []
+        return "signature REFUSED", [f"signature: {p}" for p in problems]
+    try:
+        env = json.loads((root / signing.ATTESTATION_FILE).read_text())
+        kid = next((x.get("keyid") for x in env.get("signatures", []) if x.get("keyid") in keys),
+                   None)
+    except (OSError, ValueError, AttributeError):
+        kid = None
+    return f"signed by trusted runner key {str(kid)[:19]}", []
 
 
 def read_bundle(root: Path) -> tuple[list[Receipt], list[tuple[str, MediaReport]], list[str]]:
@@ -899,19 +954,31 @@ def judge_screen(
     media: list[tuple[str, MediaReport]], load_problems: list[str],
 ) -> Decision:
     """The verdict of this screen alone, by :func:`evidence.verdicts.judge` (exact bounds,
-    gates, reasons).  Load problems make it INCONCLUSIVE."""
-    from evidence.verdicts import Evidence, ReportIn, judge
+    gates, reasons); load problems make it INCONCLUSIVE.  A control-vs-control screen is
+    judged on repeatability instead (:func:`evidence.verdicts.control_repeatability`):
+    REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
+    from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
 
     mine = [r for r in receipts if r.track == s.track]
-    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
-    verdicts = [
-        v for v in judge(ev) if v.track == s.track and (v.candidate is not None or not mine)
-    ]
+    if not mine:
+        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle",
+                                         *load_problems])
     if s.kind == "control":
-        verdicts = verdicts or [v for v in judge(ev) if v.track == s.track]
+        controls = [r for r in mine if r.arm == "control"]
+        state, why = control_repeatability(controls, [m for _, m in media])
+        problems = [f"session {r.slot + 1}: {p}" for r in controls
+                    for p in r.lifecycle.problems()]
+        verdict = {"established": "REPEATABLE", "differs": "NOT REPEATABLE"}.get(
+            state, "UNPROVEN")
+        if problems and verdict == "REPEATABLE":
+            verdict = "UNPROVEN"
+        return Decision(verdict, [why, *problems, *load_problems],
+                        no_ratio_reason="a control-vs-control screen has no candidate arm")
+    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
+    verdicts = [v for v in judge(ev) if v.track == s.track and v.candidate == s.candidate]
     if not verdicts:
-        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle"] +
-                        load_problems)
+        return Decision("INCONCLUSIVE", [f"no candidate-arm receipts of {s.candidate}",
+                                         *load_problems])
     v = verdicts[0]
     reasons = [f"{r.code}: {r.text}" for r in v.reasons] + load_problems
     verdict = "INCONCLUSIVE" if load_problems else v.verdict
@@ -1008,84 +1075,73 @@ def flush_statuses(rt: Runtime) -> int:
 # ------------------------------------------------------------------------------ handlers
 
 
-COMMAND_RE = re.compile(r"^/(screen|campaign)(?:[ \t]+(.*))?$")
+def run_sync(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, args: tuple[str, ...],
+             config: Any, say: Replier, authorised: bool = False) -> None:
+    """Run one ``/screen`` command (its arguments after ``/screen``); a :class:`UserError`
+    becomes the one reply through ``say``.  Blocking (call it in a thread)."""
+    try:
+        try:
+            cmd = parse_screen(" ".join(args))
+        except ScreenUsageError as exc:
+            raise UserError("usage", message=exc.message, valid=exc.valid) from None
+        if isinstance(cmd, ScreenRequest):
+            request_screens(rt, gh, ctx, cmd, config, say, authorised=authorised)
+        elif isinstance(cmd, ScreenCancel):
+            cancel_screen(rt, gh, ctx, cmd, config, say)
+        elif isinstance(cmd, ScreenStatus):
+            status_reply(rt, gh, ctx, config, say)
+    except UserError as exc:
+        say(exc.kind, **exc.ctx)
 
 
-def command_lines(body: str) -> list[tuple[str, str]]:
-    """``(command, args)`` for each ``/screen`` or ``/campaign`` line of a comment, ignoring
-    fenced code, quotes, indented code and HTML comments."""
-    text = re.sub(r"<!--.*?-->", "", body.replace("\r\n", "\n"), flags=re.S)
-    out: list[tuple[str, str]] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        stripped = line.strip()
-        m = re.match(r"^(`{3,}|~{3,})", stripped)
-        if m:
-            if fence is None:
-                fence = m.group(1)[0]
-            elif stripped.startswith(fence * 3):
-                fence = None
-            continue
-        if fence is not None or line.startswith(("    ", "\t")) or stripped.startswith(">"):
-            continue
-        cm = COMMAND_RE.match(line.rstrip())
-        if cm:
-            out.append((cm.group(1), (cm.group(2) or "").strip()))
-    return out
+def run_budget_sync(rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, args: tuple[str, ...],
+                    config: Any, say: Replier) -> None:
+    """Run ``/campaign budget extend ...`` (``args`` after ``budget``)."""
+    try:
+        if not args or args[0] != "extend":
+            raise UserError("message", message=f"usage: {budget.EXTEND_USAGE}")
+        extend_budget(rt, gh, ctx, " ".join(args[1:]), config, say)
+    except UserError as exc:
+        say(exc.kind, **exc.ctx)
 
 
 async def run_command(
     rt: Runtime, gh: ScreenGitHub, ctx: CommentContext, command: str, args: str, config: Any
 ) -> None:
-    """Run one ``/screen`` (or ``/campaign budget``) line; user errors become one reply."""
-
-    def work() -> None:
-        try:
-            if command == "campaign":
-                sub = args.split(None, 2)
-                if sub[:2] == ["budget", "extend"]:
-                    extend_budget(rt, gh, ctx, sub[2] if len(sub) > 2 else "", config)
-                return
-            try:
-                cmd = parse_screen(args)
-            except ScreenUsageError as exc:
-                raise UserError("usage", message=exc.message, valid=exc.valid) from None
-            if isinstance(cmd, ScreenRequest):
-                request_screens(rt, gh, ctx, cmd, config)
-            elif isinstance(cmd, ScreenCancel):
-                cancel_screen(rt, gh, ctx, cmd, config)
-            elif isinstance(cmd, ScreenStatus):
-                status_reply(rt, gh, ctx, config)
-        except UserError as exc:
-            reply(gh, ctx.repo, ctx.number, f"{exc.kind}-{ctx.comment_id}", exc.kind, **exc.ctx)
-
-    await asyncio.to_thread(work)
-
-
-@router.on("issue_comment", "created", "edited")
-async def handle_comment(event: Event, gh: Any, config: Any) -> None:
-    """``/screen`` and ``/campaign budget extend`` in an issue or PR comment."""
-    if event.sender_is_bot or _runtime is None or gh is None:
+    """Run one command line without the command framework (tests, replay): ``command`` is
+    ``screen`` or ``campaign``, ``args`` the rest of the line.  Replies go through ``gh``."""
+    say = port_replier(gh, ctx.repo, ctx.number, ctx.comment_id)
+    toks = tuple(args.split())
+    if command == "campaign":
+        if toks[:1] == ("budget",):
+            await asyncio.to_thread(run_budget_sync, rt, gh, ctx, toks[1:], config, say)
         return
-    p = event.payload
-    comment = p.get("comment") or {}
-    body = comment.get("body") or ""
-    lines = command_lines(body)
-    if event.action == "edited":
-        old = ((p.get("changes") or {}).get("body") or {}).get("from") or ""
-        before = set(command_lines(old))
-        lines = [x for x in lines if x not in before]
-    lines = [x for x in lines if x[0] == "screen" or x[1].startswith("budget extend")]
-    if not lines:
-        return
-    issue = p.get("issue") or {}
-    ctx = CommentContext(
-        repo=event.repo_full_name or "", number=int(issue.get("number") or 0),
-        login=event.sender_login or "", comment_id=comment.get("id"),
-        installation_id=event.installation_id, is_pr="pull_request" in issue,
-    )
-    for command, args in lines:
-        await run_command(runtime(), _port(gh), ctx, command, args, config)
+    await asyncio.to_thread(run_sync, rt, gh, ctx, toks, config, say)
+
+
+async def run_from_command(cmd_ctx: Any, args: tuple[str, ...], budget: bool) -> None:
+    """Entry from the command framework (:mod:`bot.commands`): resolve the repository's
+    campaign directories and workflow, then run the command in a thread, replying through
+    the framework's one-reply-per-command plumbing."""
+    from bot.commands import find_campaign_dirs
+
+    rt = runtime()
+    port = _port(cmd_ctx.gh)
+    ref = await cmd_ctx.gh.get_default_branch()
+    dirs = await find_campaign_dirs(cmd_ctx.gh, cmd_ctx.config, ref)
+    cfg = FlowConfig(dirs, cmd_ctx.config.screen.workflow)
+    loop = asyncio.get_running_loop()
+
+    def say(kind: str, **kw: Any) -> None:
+        coro = cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
+        asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
+                         cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
+    if budget:
+        await asyncio.to_thread(run_budget_sync, rt, port, ctx, args, cfg, say)
+    else:
+        await asyncio.to_thread(run_sync, rt, port, ctx, args, cfg, say, True)
 
 
 @router.on("pull_request", "synchronize")
@@ -1129,11 +1185,13 @@ async def handle_run(event: Event, gh: Any, config: Any) -> None:
 
 
 def _port(gh: Any) -> ScreenGitHub:
-    """The screen port of a handler's ``gh``: itself when it implements the screen
-    operations, else its ``screen`` attribute (an adapter)."""
-    if hasattr(gh, "dispatch") and hasattr(gh, "create_check_run"):
-        return gh  # type: ignore[no-any-return]
-    port = getattr(gh, "screen", None)
-    if port is None:
-        raise RuntimeError("the GitHub port has no screen operations")
-    return port  # type: ignore[no-any-return]
+    """The screen port for a handler's ``gh``: itself when it already is one; for the
+    service's :class:`bot.github.PyGithubPort`, a :class:`PyGithubScreenPort` on the same
+    PyGithub client and auth (same retry and throttle settings)."""
+    if isinstance(gh, PyGithubScreenPort):
+        return gh
+    client = getattr(gh, "client", None)
+    if client is None:
+        raise RuntimeError(f"cannot reach GitHub's screen operations through {type(gh)}")
+    auth = getattr(gh, "_auth", None)
+    return PyGithubScreenPort(client, lambda: getattr(auth, "token", None))

@@ -75,6 +75,7 @@ class Screen(Base):
     track: Mapped[str] = mapped_column(String(200))
     session_order: Mapped[str] = mapped_column(String(64))
     pool: Mapped[str] = mapped_column(String(200), index=True)
+    workflow: Mapped[str] = mapped_column(String(200), default="screen.yml")
     device_count: Mapped[int] = mapped_column(Integer, default=1)
     head_sha: Mapped[str] = mapped_column(String(40))
     head_repo: Mapped[str | None] = mapped_column(String(200), nullable=True)

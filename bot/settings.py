@@ -23,6 +23,7 @@ Every variable (README "webhook service" lists them with defaults)::
     CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
     CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
+    CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Settings(DatabaseSettings):
     run_worker: bool = True
     worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
+    github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
 
     @field_validator("webhook_secret")
     @classmethod

@@ -41,7 +41,14 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from evidence.models import CampaignScope, Candidate, DeviceCheck, Lifecycle, Receipt
+from evidence.models import (
+    CampaignScope,
+    Candidate,
+    DeviceCheck,
+    Lifecycle,
+    Receipt,
+    RequestRecord,
+)
 from evidence.signing import KeyFileError, sha256_file
 from runners import devices
 from runners.client import FilePart, send_request
@@ -365,6 +372,7 @@ class _Screen:
         ready_at = None
         interrupted = False
         before: DeviceCheck | None = None
+        in_flight: tuple[int, str, datetime] | None = None
         self.console.rule(f"session {ps.slot} ({ps.arm})")
         try:
             self._wait_idle_gap()
@@ -393,6 +401,7 @@ class _Screen:
             kinds = ["warmup"] * ps.warmups + ["measured"] * ps.measured
             with httpx.Client() as client:
                 for i, kind in enumerate(kinds):
+                    in_flight = (i, kind, datetime.now(UTC))
                     rel = f"data/outputs/s{ps.slot:02d}-{ps.arm}-{kind}-{i}.mp4"
                     rec = send_request(client, url, index=i, kind=kind, fields=fields,
                                        files=self.inputs.files, out_path=self.out / rel,
@@ -409,6 +418,11 @@ class _Screen:
         except KeyboardInterrupt:
             interrupted = True
             self.intr.shielded = True
+            if in_flight is not None and len(records) == in_flight[0]:
+                records.append(RequestRecord(
+                    index=in_flight[0], kind=in_flight[1], started_at=in_flight[2],
+                    finished_at=datetime.now(UTC),
+                    error="interrupted (SIGINT/SIGTERM) before the response completed"))
             notes.append("interrupted (SIGINT/SIGTERM); server shut down by the same ladder")
             self.console.print("[yellow]interrupted: shutting the server down[/]")
         return self._receipt(ps, tag, argv, env, started, ready_at, records, srv, before, notes,

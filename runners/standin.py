@@ -268,6 +268,7 @@ class Engine:
                         conn.recv()
                         break
                 except (EOFError, OSError):
+                    self.dead.wait(2.0)  # let the monitor log the death first, like vLLM
                     return "dead"
         return "ok"
 

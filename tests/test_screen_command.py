@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from screen_scope import make_scope
 
 from bot.commands.screen import (
     ScreenCancel,
@@ -13,7 +14,6 @@ from bot.commands.screen import (
     parse_screen,
     session_order,
 )
-from screen_scope import make_scope
 
 
 @pytest.mark.parametrize(
@@ -35,8 +35,8 @@ from screen_scope import make_scope
         ("cancel S12", ScreenCancel(12)),
         ("cancel 7", ScreenCancel(7)),
     ],
-    ids=["bare", "all-options", "dup-track", "control", "campaign-sha", "control-track", "status", "cancel-S",
-         "cancel-num"],
+    ids=["bare", "all-options", "dup-track", "control", "campaign-sha", "control-track",
+         "status", "cancel-S", "cancel-num"],
 )
 def test_parse_valid(text: str, expected: object) -> None:
     assert parse_screen(text) == expected

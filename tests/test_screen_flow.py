@@ -73,7 +73,8 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless")
     assert d.write_summary() == [
         ("issues/create-comment", f"/repos/{REPO}/issues/5/comments"),
-        ("actions/create-workflow-dispatch", f"/repos/{REPO}/actions/workflows/screen.yml/dispatches"),
+        ("actions/create-workflow-dispatch",
+         f"/repos/{REPO}/actions/workflows/screen.yml/dispatches"),
         ("checks/create", f"/repos/{REPO}/check-runs"),
         ("issues/update-comment", d.writes()[3].path),
     ]
@@ -84,14 +85,15 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
                                                    d.repo(REPO).pulls[5].head_sha)
         req_id = s.request_id
     assert run["inputs"] == {"campaign": "campaigns/h3", "candidate": "cache-dit",
-                             "track": "5s-lossless", "pr_number": "5",
-                             "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id}
+                             "track": "5s-lossless", "pr": "5",
+                             "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id,
+                             "sessions": "6"}
     assert run["head_branch"] == "main"
     check = next(iter(d.repo(REPO).check_runs.values()))
     assert (check["name"], check["status"], check["external_id"]) == (
         "campaign-bot/screen: cache-dit", "in_progress", req_id)
     body = comments(d)[0]
-    assert body.startswith("<!-- campaign-bot:screen-status key=S1 -->\n### 🚀 Screen S1: "
+    assert body.startswith("<!-- campaign-bot:screen-status screen=S1 -->\n### 🚀 Screen S1: "
                            "`cache-dit` on `5s-lossless`: dispatched")
     assert "| estimate | 3.87 wall-hours, 15.47 device-hours |" in body
     # one direction used by the dispatch, nothing charged yet, the estimate reserved
@@ -127,7 +129,7 @@ def test_two_screens_one_pool_second_waits_then_cancel(env) -> None:
             in body)
     # an unauthorised user cannot cancel it
     say(rt, port, "eve", "/screen cancel S2", cid=3)
-    assert "`eve` may not start screens here: repository permission is 'read'" in comments(d)[2]
+    assert "`eve` may not do this here: repository permission is 'read'" in comments(d)[2]
     say(rt, port, "maint", "/screen cancel S2", cid=4)
     with rt.db() as db:
         s2 = db.get(Screen, 2)
@@ -146,7 +148,7 @@ def test_unauthorised_and_usage_errors_reply_once(env) -> None:
     say(rt, port, "maint", "/screen candidate cache-dit sessions=3", cid=79)
     c = comments(d)
     assert c[0] == (
-        "<!-- campaign-bot:screen-reply key=unauthorised-77 -->\n`eve` may not start screens "
+        "<!-- campaign-bot:reply comment=77 line=1 -->\n`eve` may not do this "
         "here: repository permission is 'read'. A user with write permission on this "
         "repository, or a requester of the campaign (`amy`), can.\n"
     )
@@ -179,8 +181,8 @@ def test_budget_exhausted_is_refused_with_numbers(env) -> None:
     say(rt, port, "maint", "/screen candidate fp8-attn", cid=2)
     c = comments(d)
     refusal = c[-1]
-    assert refusal.startswith("<!-- campaign-bot:screen-reply key=budget-2 -->\nScreen refused: "
-                              "the campaign `h3-ref2va` budget does not cover it.")
+    assert refusal.startswith("<!-- campaign-bot:reply comment=2 line=1 -->\nScreen refused: "
+                              "the budget of campaign `h3-ref2va` does not cover it.")
     assert ("- device-hours: this screen needs ~52.93 h, 11.07 h left of 64.00 h "
             "(0.00 h charged, 52.93 h reserved)") in refusal
     assert ("- wall-hours: this screen needs ~13.23 h, 2.77 h left of 16.00 h "

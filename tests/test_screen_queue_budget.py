@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from screen_scope import make_scope
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from bot import budget, screens
 from bot.screens import Screen
 from bot.store import Base
-from screen_scope import make_scope
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -31,7 +31,7 @@ def add(db: Session, pool: str = "p", state: str = screens.QUEUED, wall: float =
     s = Screen(
         request_id=screens.new_request_id(), repo="o/r", pr_number=5, campaign="h3-ref2va",
         campaign_path="campaigns/h3", kind="candidate", candidate=cand, track="5s-lossless",
-        session_order="ABBAAB", pool=pool, device_count=4, head_sha="a" * 40,
+        session_order="ABBAAB", pool=pool, workflow="screen.yml", device_count=4, head_sha="a" * 40,
         requested_by="amy", requested_at=T0, state=state, estimate_wall_s=wall,
         estimate_device_s=wall * 4, **kw,
     )

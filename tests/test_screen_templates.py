@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.screen_report import Decision, build_result
-from bot.screen_text import md_text, render
+from bot.screen_text import marker, render
 from bot.screens import QueuePlace, Screen
 from evidence.models import Lifecycle, Receipt, RequestRecord, WorkerExit
 
@@ -46,10 +46,10 @@ def test_status_comment_queued() -> None:
     )
     s.dispatched_at = s.runner_name = s.completed_at = s.charged_device_s = None
     s.cancelled_by = s.verdict = s.detail = s.run_url = s.started_at = None
-    body = render("screen_status.md.j2", s=s,
+    body = render("screen_status.md.j2", marker_text=marker("screen-status", screen="S3"), s=s,
                   place=QueuePlace(2, 1, T0 + timedelta(hours=3)))
     assert body == (
-        "<!-- campaign-bot:screen-status key=S3 -->\n"
+        "<!-- campaign-bot:screen-status screen=S3 -->\n"
         "### ⏳ Screen S3: `cache-dit` on `5s-lossless`: queued\n\n"
         "| | |\n|---|---|\n"
         "| campaign | `h3-ref2va` |\n"
@@ -77,14 +77,15 @@ def test_result_comment_has_sessions_ratio_chart_and_budget() -> None:
         directions_left=1,
     )
     assert [a.samples for a in view.arms] == [[100.0], [80.0]]
-    body = render("screen_result.md.j2", r=view)
-    assert "**Verdict: INCONCLUSIVE**\n\n- only 1 qualified session per arm @\u200damy" in body
+    body = render("screen_result.md.j2", marker_text=marker("screen-result", screen="S1"),
+                  r=view)
+    assert "**Verdict: INCONCLUSIVE**\n\n- only 1 qualified session per arm @\u200bamy" in body
     assert "| 1 | control | `s0` | 100.000 | 200 | clean |" in body
     assert "| 3 | candidate | `s2` | failed | 500 | clean |" in body
     assert ("| 4 | control | `s3` | 110.000 | 200 | FAILED: 4 terminate action(s); "
             "4 kill action(s) |") in body
-    assert ("Ratio candidate/control of medians: **0.8000** (20.0 % lower latency), exact "
-            "bounds [0.7000, 0.9000]; target ≤ 0.7000 (30 % lower).") in body
+    assert ("Ratio candidate/control (Hodges-Lehmann over session medians): **0.8000** "
+            "(20.0 % lower latency), exact bounds [0.7000, 0.9000]; target ≤ 0.7000 (30 % lower).") in body
     assert '  x-axis ["1A", "2B", "3B", "4A"]' in body
     assert "  bar [100.000, 0, 0, 110.000]\n  bar [0, 80.000, 0, 0]" in body
     assert "  y-axis \"seconds\" 0 --> 122" in body
@@ -94,5 +95,3 @@ def test_result_comment_has_sessions_ratio_chart_and_budget() -> None:
     assert "1 of 4 sessions do not qualify:\n- session 4 (control): 4 terminate" in body
 
 
-def test_md_text_escapes_and_neutralises() -> None:
-    assert md_text("<b>@amy | `x`</b>") == "&lt;b&gt;@\u200damy \\| \\`x\\`&lt;/b&gt;"

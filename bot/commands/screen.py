@@ -16,7 +16,8 @@ keywords are lower case; ``NAME`` and ``ID`` match ``[A-Za-z0-9._-]+``)::
     sha-option      = "sha=" 7*40HEXDIG       ; the head commit approved; required on fork PRs
     SCREEN-ID       = ["S"] 1*DIGIT            ; as printed in the status comment, e.g. S12
 
-A track list gives one screen per track, each queued separately.  ``dry-run`` plans and quotes the screen (sessions, estimated device time, budget left) and
+A track list gives one screen per track, each queued separately.  ``dry-run`` plans and
+quotes the screen (sessions, estimated device time, budget left) and
 stops; nothing is queued or charged.  ``control`` runs the control against itself (a
 repeatability screen, which lossless verdicts need: if two control runs already differ,
 lossless is INCONCLUSIVE).
@@ -256,3 +257,37 @@ def check_against_scope(req: ScreenRequest, scope: object) -> ScopeCheck:
             [f"an even number from {lo} to {MAX_SESSIONS}"],
         )
     return ScopeCheck(tracks=list(req.tracks) or track_ids, order=order)
+
+
+# ------------------------------------------------------------------ command registration
+
+from bot.commands import CommandContext, CommandSpec, Who, command  # noqa: E402
+
+SPEC = CommandSpec(
+    verb="screen",
+    usage=USAGE.replace("\n", " | "),
+    summary=(
+        "Queues an A/B screen of a candidate (or of the control against itself) on the "
+        "campaign's hardware pool, one screen per track; dispatches the screen workflow when "
+        "the pool is free and posts the result with verdicts. `status` lists this PR's "
+        "screens and the budget; `cancel` takes a screen out of the queue or cancels its run."
+    ),
+    examples=(
+        "/screen candidate cache-dit track=5s-lossless",
+        "/screen candidate fp8-attn dry-run",
+        "/screen control track=5s-lossless",
+        "/screen status",
+        "/screen cancel S12",
+    ),
+    who=Who.WRITERS_OR_REQUESTERS,
+    pull_only=True,
+    needs_config=True,
+)
+
+
+@command(SPEC)
+async def screen_command(ctx: CommandContext) -> None:
+    """Run the command through :mod:`bot.screen` (blocking work in a thread)."""
+    from bot import screen as flow
+
+    await flow.run_from_command(ctx, ctx.command.verb_args, budget=False)

@@ -32,6 +32,7 @@ def upgrade() -> None:
         sa.Column("track", sa.String(200), nullable=False),
         sa.Column("session_order", sa.String(64), nullable=False),
         sa.Column("pool", sa.String(200), nullable=False),
+        sa.Column("workflow", sa.String(200), nullable=False),
         sa.Column("device_count", sa.Integer(), nullable=False),
         sa.Column("head_sha", sa.String(40), nullable=False),
         sa.Column("head_repo", sa.String(200)),
