@@ -31,7 +31,8 @@ def test_push_delivery_updates_header_through_the_service(
     github_double.add_repo(REPO, campaign_files(ROOT, rs))
     github_double.add_issue(REPO, 7, body="Goal and scope, by a human.")
     url = f"sqlite:///{tmp_path / 'svc.sqlite3'}"
-    settings = load_settings(webhook_secret=SECRET, database_url=url, retry_delays="0")
+    settings = load_settings(webhook_secret=SECRET, database_url=url, retry_delays="0",
+                             worker_mode="thread")
     engine = store.make_engine(url)
     auth = Auth.Token("test-token")
 
