@@ -67,6 +67,7 @@ from evidence.header import (
     EvidenceSource,
     HeaderContent,
     QueueItem,
+    ScreenOutcome,
     build_header,
 )
 from evidence.models import CampaignScope
@@ -123,11 +124,32 @@ Evaluator = Callable[[Any, str, int | None], EvidenceSource]
 campaign (default :func:`evidence.header.source_from_campaign`)."""
 Loader = Callable[[Path], Any]
 """``(directory) -> LoadedCampaign`` (default ``evidence.bundle.load_campaign``)."""
-QueueAndBudget = tuple[list[QueueItem] | None, list[BudgetLine] | None]
-QueueProvider = Callable[[Session, str, CampaignScope], QueueAndBudget]
-"""``(db, repo, scope) -> (queue, budget)`` from the bot's screen queue and budget ledger;
-None for either means "not available" (the header then says the queue is unknown, and
-computes the budget from receipts)."""
+@dataclass
+class BotState:
+    """What the bot itself knows about a campaign (issue 7's tables): the screen ``queue``
+    (None: no queue service, shown as unknown), the ``budget`` lines (None: computed from
+    receipts) and the ``finished`` screens, newest first."""
+
+    queue: list[QueueItem] | None = None
+    budget: list[BudgetLine] | None = None
+    finished: list[ScreenOutcome] = field(default_factory=list)
+
+    def digest(self) -> str:
+        """Content hash (part of the refresh input key)."""
+        blob = json.dumps(
+            [
+                [q.__dict__ for q in self.queue] if self.queue is not None else None,
+                [b.__dict__ for b in self.budget] if self.budget is not None else None,
+                [f.__dict__ for f in self.finished],
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+QueueProvider = Callable[[Session, str, CampaignScope], BotState]
+"""``(db, repo, scope) -> BotState`` from the bot's screen queue and budget ledger."""
 
 
 def _default_loader(path: Path) -> Any:
@@ -142,12 +164,12 @@ def _default_evaluator(loaded: Any, sha: str, pr: int | None) -> EvidenceSource:
     return source_from_campaign(loaded, sha=sha, pr=pr)
 
 
-def _default_queue(db: Session, repo: str, scope: CampaignScope) -> QueueAndBudget:
+def _default_queue(db: Session, repo: str, scope: CampaignScope) -> BotState:
     try:
-        from bot.header_queue import queue_and_budget  # issue 7's screens and budget
+        from bot.header_queue import bot_state  # issue 7's screens and budget
     except ImportError:
-        return None, None
-    return queue_and_budget(db, repo, scope)
+        return BotState()
+    return bot_state(db, repo, scope)
 
 
 @dataclass
@@ -496,16 +518,7 @@ class HeaderService:
 
     def _queue_digest(self, repo: str, scope: CampaignScope) -> str:
         with self.sessions() as db:
-            queue, budget = self.queue(db, repo, scope)
-        blob = json.dumps(
-            [
-                [q.__dict__ for q in queue] if queue is not None else None,
-                [b.__dict__ for b in budget] if budget is not None else None,
-            ],
-            sort_keys=True,
-            default=str,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()
+            return self.queue(db, repo, scope).digest()
 
     async def _compute(
         self, port: _Counting, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
@@ -524,7 +537,7 @@ class HeaderService:
             src.pr_title = pr.title
             sources.append(src)
         with self.sessions() as db:
-            queue, budget = self.queue(db, repo, scope)
+            state = self.queue(db, repo, scope)
         at = _aware(row.evidence_at) or utcnow()
         if row.evidence_sha:
             ev = EvidenceRef(
@@ -534,7 +547,9 @@ class HeaderService:
             ev = EvidenceRef(
                 tree, at, f"{self.html_base}/{repo}/tree/{row.default_branch}/{path}"
             )
-        return build_header(scope, sources, ev, budget=budget, queue=queue)
+        return build_header(
+            scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
+        )
 
     async def _source(
         self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None

@@ -8,14 +8,18 @@ the same header and an unchanged refresh writes nothing.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot import budget as budget_mod
 from bot import screens
-from evidence.header import BudgetLine, QueueItem
+from evidence.header import BudgetLine, QueueItem, ScreenOutcome
 from evidence.models import CampaignScope
+
+if TYPE_CHECKING:
+    from bot.campaign_status import BotState
 
 _NEW_HEAD = re.compile(r"new head ([0-9a-f]{7,40})")
 
@@ -90,12 +94,36 @@ def ledger_has_entries(db: Session, repo: str, scope: CampaignScope) -> bool:
     return bool(budget_mod.history(db, repo, scope.id))
 
 
-def queue_and_budget(
-    db: Session, repo: str, scope: CampaignScope
-) -> tuple[list[QueueItem], list[BudgetLine] | None]:
-    """``(queue, budget)`` for :func:`evidence.header.build_header`.  The budget comes from
-    the ledger once the bot has charged or recorded anything for the campaign; before that
-    (evidence produced outside the bot) it is None, and the header computes it from the
-    receipts."""
+def finished_screens(db: Session, repo: str, scope: CampaignScope,
+                     limit: int = 3) -> list[ScreenOutcome]:
+    """The campaign's last ``limit`` finished or failed screens, newest first, with the
+    verdict issue 7 recorded (from the verified bundle; REFUSED / NOT COUNTED otherwise)."""
+    rows = db.scalars(
+        select(screens.Screen)
+        .where(
+            screens.Screen.repo == repo,
+            screens.Screen.campaign == scope.id,
+            screens.Screen.state.in_((screens.FINISHED, screens.FAILED)),
+            screens.Screen.completed_at.is_not(None),
+        )
+        .order_by(screens.Screen.completed_at.desc(), screens.Screen.id.desc())
+        .limit(limit)
+    )
+    return [
+        ScreenOutcome(
+            s.label, s.name, s.track, s.verdict or "no verdict", s.conclusion or "unknown",
+            pr=s.pr_number, head_sha=s.head_sha, finished=screens.aware(s.completed_at),
+        )
+        for s in rows
+    ]
+
+
+def bot_state(db: Session, repo: str, scope: CampaignScope) -> BotState:
+    """Queue, budget and finished screens for :func:`evidence.header.build_header`.  The
+    budget comes from the ledger once the bot has charged or recorded anything for the
+    campaign; before that (evidence produced outside the bot) it is None, and the header
+    computes it from the receipts."""
+    from bot.campaign_status import BotState
+
     lines = budget_lines(db, repo, scope) if ledger_has_entries(db, repo, scope) else None
-    return queue_items(db, repo, scope), lines
+    return BotState(queue_items(db, repo, scope), lines, finished_screens(db, repo, scope))

@@ -145,6 +145,23 @@ class QueueItem:
 
 
 @dataclass(frozen=True)
+class ScreenOutcome:
+    """A screen the bot ran and finished (issue 7's record): ``label`` (e.g. ``S12``),
+    ``verdict`` as issue 7 recorded it from the verified bundle (the verdict engine's value,
+    or ``REFUSED`` / ``NOT COUNTED``), ``conclusion`` of the workflow run, ``finished`` its
+    completion time.  Shown in Current state until its receipts are committed."""
+
+    label: str
+    candidate: str
+    track: str
+    verdict: str
+    conclusion: str
+    pr: int | None = None
+    head_sha: str | None = None
+    finished: datetime | None = None
+
+
+@dataclass(frozen=True)
 class EvidenceRef:
     """The evidence the header was computed from: ``sha`` (last default-branch commit that
     touched the campaign), its commit time ``at``, and a ``url`` to the campaign at that SHA."""
@@ -353,6 +370,7 @@ def build_header(
     *,
     budget: Sequence[BudgetLine] | None = None,
     queue: Sequence[QueueItem] | None = None,
+    finished: Sequence[ScreenOutcome] = (),
 ) -> HeaderContent:
     """Compute the header content.
 
@@ -360,7 +378,8 @@ def build_header(
     order (sorted here by PR number).  ``budget``: the budget lines from the bot's budget
     ledger; None computes them from every source's receipts (:func:`budget_from_receipts`).
     ``queue``: the screen queue; None means the queue is unknown (no queue service), shown as
-    such, and an empty list means nothing is queued.
+    such, and an empty list means nothing is queued.  ``finished``: screens the bot finished,
+    newest first (the newest one is the "latest screen" of Current state).
     Raises KeyError when a verdict names a track that the scope does not have.
     """
     srcs = sorted(sources, key=lambda s: (s.pr is not None, s.pr or 0))
@@ -435,7 +454,7 @@ def build_header(
             pr = f", PR #{row.pr}" if row.pr else ""
             parts.append(f"{row.track} {row.verdict} ({row.candidate}{pr}, {row.m_vs_n})")
     sentence1 = "Overall verdict per track: " + "; ".join(parts) + "."
-    sentence2 = _latest_screen_sentence(srcs, queue)
+    sentence2 = _latest_screen_sentence(srcs, queue, finished)
     failed_tracks = [tid for tid in track_ids if tid in baseline_problems]
     if failed_tracks:
         sentence1 += (
@@ -504,8 +523,19 @@ def build_header(
 
 
 def _latest_screen_sentence(
-    srcs: Sequence[EvidenceSource], queue: Sequence[QueueItem] | None
+    srcs: Sequence[EvidenceSource],
+    queue: Sequence[QueueItem] | None,
+    finished: Sequence[ScreenOutcome] = (),
 ) -> str:
+    if finished:
+        f = finished[0]
+        where = f" (PR #{f.pr}" + (f", head {short_sha(f.head_sha)}" if f.head_sha else "") + ")"
+        when = f" on {f.finished:%Y-%m-%d %H:%M} UTC" if f.finished else ""
+        return (
+            f"Latest screen: {f.label}, {f.candidate} on {f.track}{where}, finished{when}: "
+            f"{f.verdict} (run {f.conclusion}; verified bundle, judged by the bot)."
+            + _queue_sentence(queue)
+        )
     latest: tuple[datetime, EvidenceSource, Receipt] | None = None
     for s in srcs:
         for r in s.receipts:
@@ -532,16 +562,17 @@ def _latest_screen_sentence(
             found.append(f"verdict {verdict.verdict}")
         found_txt = "; ".join(found) if found else "no verdict yet"
         out = f"Latest screen: {r.candidate} on {r.track}{where}, {found_txt}."
+    return (out + _queue_sentence(queue)).strip()
+
+
+def _queue_sentence(queue: Sequence[QueueItem] | None) -> str:
     if queue is None:
-        out += " Screen queue: unknown."
-    else:
-        running = [q for q in queue if q.state == "running"]
-        queued = [q for q in queue if q.state != "running"]
-        if running or queued:
-            out += f" {len(running)} screen(s) running, {len(queued)} queued."
-        else:
-            out += " Nothing is queued or running."
-    return out.strip()
+        return " Screen queue: unknown."
+    running = [q for q in queue if q.state == "running"]
+    queued = [q for q in queue if q.state != "running"]
+    if running or queued:
+        return f" {len(running)} screen(s) running, {len(queued)} queued."
+    return " Nothing is queued or running."
 
 
 def _next_action(

@@ -435,3 +435,21 @@ async def test_workflow_run_of_the_screen_workflow_refreshes_others_do_not(
     screen = {**base, "workflow_run": {"path": ".github/workflows/campaign-screen.yml"}}
     await cs.on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
     assert _calls(github_double, start)[1] == [f"PATCH /repos/{REPO}/issues/{ISSUE}"]
+
+
+async def test_finished_screen_result_shows_until_committed(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    from bot import screens
+
+    _setup(github_double, _controls("5s-lossless"))
+    camp = await _register(service, gh)
+    await service.refresh(gh, camp, trigger="test")
+    sid = _screen(service, state=screens.FINISHED, verdict="INCONCLUSIVE",
+                  conclusion="success", completed_at=T0 + timedelta(days=1),
+                  started_at=T0 + timedelta(hours=20))
+    await service.refresh(gh, camp, trigger="screen result")
+    block = current_block(_body(github_double)) or ""
+    assert (f"Latest screen: S{sid}, resident-layers on 5s-lossy (PR #21, head eeeeeeee), "
+            "finished on 2026-11-21 08:00 UTC: INCONCLUSIVE (run success; verified bundle, "
+            "judged by the bot).") in block
