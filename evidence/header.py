@@ -382,7 +382,8 @@ def build_header(
     newest first (the newest one is the "latest screen" of Current state).
     Raises KeyError when a verdict names a track that the scope does not have.
     """
-    srcs = sorted(sources, key=lambda s: (s.pr is not None, s.pr or 0))
+    srcs = [_only_new_candidates(s, sources) for s in
+            sorted(sources, key=lambda s: (s.pr is not None, s.pr or 0))]
     all_receipts = [r for s in srcs for r in s.receipts]
     budget_lines = list(budget) if budget is not None else budget_from_receipts(scope, all_receipts)
     track_ids = [t.id for t in scope.tracks]
@@ -519,6 +520,29 @@ def build_header(
         queue=list(queue) if queue is not None else None,
         evidence=evidence,
         problems=problems,
+    )
+
+
+def _only_new_candidates(
+    src: EvidenceSource, all_sources: Sequence[EvidenceSource]
+) -> EvidenceSource:
+    """A PR's candidates are those with candidate sessions that the default branch does not
+    hold: a PR branched from the default branch carries its receipts too, and those belong to
+    the default branch's rows.  Receipts stay (the budget dedupes sessions)."""
+    base = next((s for s in all_sources if s.pr is None), None)
+    if src.pr is None or base is None:
+        return src
+    on_base = {(r.screen_id, r.session_id) for r in base.receipts}
+    new = {
+        r.candidate
+        for r in src.receipts
+        if r.arm == "candidate" and r.candidate and (r.screen_id, r.session_id) not in on_base
+    }
+    return EvidenceSource(
+        sha=src.sha, pr=src.pr, pr_title=src.pr_title, receipts=src.receipts,
+        verdicts=[v for v in src.verdicts if v.candidate in new],
+        screens=[d for d in src.screens if d.candidate in new],
+        findings=src.findings,
     )
 
 

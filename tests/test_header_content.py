@@ -48,7 +48,8 @@ def test_verdict_is_copied_never_upgraded() -> None:
     v = TrackVerdict("resident-layers", "5s-lossless", "INCONCLUSIVE",
                      (Reason("UNDERPOWERED", "1 vs 1 cannot reach alpha 0.05"),),
                      ratio=0.61, m=1, n=1)
-    src = EvidenceSource(sha="b" * 40, pr=12, verdicts=[v])
+    src = EvidenceSource(sha="b" * 40, pr=12, verdicts=[v], receipts=[
+        receipt("5s-lossless", "candidate", 105.0, session="t0", candidate="resident-layers")])
     h = build_header(scope(), [EvidenceSource(sha="f" * 40), src], EV, queue=[])
     row = h.board[0]
     assert (row.candidate, row.verdict, row.pr, row.m_vs_n) == (
@@ -151,3 +152,17 @@ def test_same_evidence_same_text() -> None:
     ev2 = EvidenceRef(EV.sha, datetime(2026, 11, 20, 9, 0, tzinfo=UTC), EV.url)
     c = render_header(build_header(scope(), [EvidenceSource(sha="f" * 40, receipts=rs)], ev2))
     assert c != a
+
+
+def test_pr_carrying_default_branch_receipts_does_not_duplicate_candidates() -> None:
+    base_rs = [receipt("5s-lossy", "candidate", 120.0, session="t0", candidate="a")]
+    v = TrackVerdict("a", "5s-lossy", "INCONCLUSIVE", ratio=0.7, m=1, n=1)
+    base = EvidenceSource(sha="1" * 40, receipts=base_rs, verdicts=[v])
+    # PR 5 branched from the default branch (same receipts) and adds candidate b
+    b_rs = [receipt("15s-lossy", "candidate", 900.0, session="t9", screen="scr-9",
+                    candidate="b")]
+    vb = TrackVerdict("b", "15s-lossy", "INCONCLUSIVE", ratio=0.9, m=1, n=1)
+    pr = EvidenceSource(sha="2" * 40, pr=5, receipts=base_rs + b_rs, verdicts=[v, vb])
+    h = build_header(scope(), [base, pr], EV, queue=[])
+    assert [(c.candidate, c.pr) for c in h.candidates] == [("a", None), ("b", 5)]
+    assert next(r for r in h.board if r.track == "5s-lossy").pr is None
