@@ -528,7 +528,7 @@ def _only_new_candidates(
 ) -> EvidenceSource:
     """A PR's candidates are those with candidate sessions that the default branch does not
     hold: a PR branched from the default branch carries its receipts too, and those belong to
-    the default branch's rows.  Receipts stay (the budget dedupes sessions)."""
+    the default branch's rows (its receipts are counted there, once)."""
     base = next((s for s in all_sources if s.pr is None), None)
     if src.pr is None or base is None:
         return src
@@ -539,7 +539,8 @@ def _only_new_candidates(
         if r.arm == "candidate" and r.candidate and (r.screen_id, r.session_id) not in on_base
     }
     return EvidenceSource(
-        sha=src.sha, pr=src.pr, pr_title=src.pr_title, receipts=src.receipts,
+        sha=src.sha, pr=src.pr, pr_title=src.pr_title,
+        receipts=[r for r in src.receipts if (r.screen_id, r.session_id) not in on_base],
         verdicts=[v for v in src.verdicts if v.candidate in new],
         screens=[d for d in src.screens if d.candidate in new],
         findings=src.findings,
