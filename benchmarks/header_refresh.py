@@ -105,7 +105,7 @@ async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
                          statistics.median(times)))
             await step("scheduler pass, nothing changed", skip_if_unchanged=True)
             pr = double.add_pull(REPO, 41, {
-                f"{CAMPAIGN}/notes/candidate.md": "candidate notes\n"}, head_ref="cand")
+                f"{CAMPAIGN}/results/candidate-notes.md": "candidate notes\n"}, head_ref="cand")
             await svc.record_pull(gh, {"number": 41, "state": "open", "title": "cand",
                                        "head": {"sha": pr.head_sha}})
             await step("candidate PR opened (its evidence read)")

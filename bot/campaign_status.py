@@ -17,7 +17,8 @@ Triggers of a refresh:
 - ``push`` to the default branch whose commits touch a campaign directory (the commit SHA and
   time of the last such commit become the header's "Updated from evidence at ...");
 - ``pull_request`` opened / synchronize / reopened / closed / edited on a PR whose files touch
-  a campaign directory (such a PR is a *candidate PR* of that campaign);
+  the campaign's evidence paths (``evidence_paths`` of campaign.toml; such a PR is a
+  *candidate PR* of that campaign);
 - ``workflow_run`` completed (a screen result: the screen workflow finished);
 - ``/campaign refresh`` and, as a safety net, a scheduler job every 30 minutes that skips a
   campaign whose input key (content hash of everything the header reads) has not changed.
@@ -231,10 +232,13 @@ class HeaderService:
     # ---------------------------------------------------------------- registry
 
     def register(
-        self, repo: str, path: str, campaign_id: str, issue: int, default_branch: str = "main"
+        self, repo: str, path: str, campaign_id: str, issue: int, default_branch: str = "main",
+        evidence_paths: Sequence[str] = ("results", "receipts"),
     ) -> CampaignHeader:
-        """Record (or update) that ``repo``'s campaign at ``path`` lives in ``issue``."""
+        """Record (or update) that ``repo``'s campaign at ``path`` lives in ``issue``, with
+        its ``evidence_paths`` (relative to ``path``; PRs touching them are candidates)."""
         path = path.strip("/")
+        eps = sorted({e.strip("/") for e in evidence_paths if e.strip("/")})
         with self.sessions.begin() as db:
             row = db.scalar(
                 select(CampaignHeader).where(
@@ -244,7 +248,7 @@ class HeaderService:
             if row is None:
                 row = CampaignHeader(
                     repo=repo, path=path, campaign_id=campaign_id, issue=issue,
-                    default_branch=default_branch, inserted=False,
+                    default_branch=default_branch, inserted=False, evidence_paths=eps,
                 )
                 db.add(row)
             else:
@@ -253,6 +257,7 @@ class HeaderService:
                     row.markers_notice_at = None
                     row.input_key = None
                 row.campaign_id, row.issue, row.default_branch = campaign_id, issue, default_branch
+                row.evidence_paths = eps
             db.flush()
             db.expunge(row)
             return row
@@ -285,7 +290,7 @@ class HeaderService:
             scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
             if scope is None or scope.issue is None:
                 continue
-            self.register(repo, d, scope.id, scope.issue, ref)
+            self.register(repo, d, scope.id, scope.issue, ref, scope.evidence_paths)
             found.append(d)
         return found
 
@@ -338,7 +343,9 @@ class HeaderService:
         if state == "open" and head and head != known_sha:
             files = [f.filename for f in await _call(gh.list_pull_files, number)]
             touches = sorted(
-                {c.path for c in self.campaigns(repo) if any(_under(f, c.path) for f in files)}
+                c.path
+                for c in self.campaigns(repo)
+                if any(_touches_evidence(f, c) for f in files)
             )
         with self.sessions.begin() as db:
             row = db.scalar(
@@ -645,6 +652,12 @@ def _iso(t: dt.datetime | None) -> str | None:
 def _under(file: str, directory: str) -> bool:
     directory = directory.strip("/")
     return directory == "" or file == directory or file.startswith(directory + "/")
+
+
+def _touches_evidence(file: str, c: CampaignHeader) -> bool:
+    """Whether ``file`` lies under one of the campaign's evidence paths."""
+    eps = c.evidence_paths or ["results", "receipts"]
+    return any(_under(file, posixpath.join(c.path, e)) for e in eps)
 
 
 def _parse_time(s: Any) -> dt.datetime | None:

@@ -2,6 +2,7 @@
 Alembic revision ``0008_campaign_headers``.
 
 * ``campaign_headers``: one row per campaign (repository + campaign directory): its issue,
+  its evidence paths (``evidence_paths`` of campaign.toml, relative to the directory),
   whether the bot has inserted a header block there (so missing markers mean a human deleted
   them), when the bot said so, the last input key (content hash of everything the header is
   computed from) and the last rendered header, and the evidence reference (commit SHA and time
@@ -35,6 +36,7 @@ class CampaignHeader(Base):
     campaign_id: Mapped[str] = mapped_column(String(200), nullable=False)
     issue: Mapped[int] = mapped_column(Integer, nullable=False)
     default_branch: Mapped[str] = mapped_column(String(200), nullable=False, default="main")
+    evidence_paths: Mapped[list[Any]] = mapped_column(JSON, nullable=False, default=list)
     inserted: Mapped[bool] = mapped_column(nullable=False, default=False)
     markers_notice_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     input_key: Mapped[str | None] = mapped_column(String(64))

@@ -214,7 +214,8 @@ async def test_two_prs_with_candidates_on_different_tracks(
     pr_b = github_double.add_pull(REPO, 22, campaign_files(ROOT, ab_screen(
         "15s-lossless", "tp2-sp2", 2475.9, 2600.0, screen="scr-b")), head_ref="b",
         title="tp2 sp2")
-    unrelated = github_double.add_pull(REPO, 23, {"docs/notes.md": "hello"}, head_ref="c")
+    # a PR changing only the campaign README (not an evidence path) is not a candidate
+    unrelated = github_double.add_pull(REPO, 23, {f"{ROOT}/README.md": "edited"}, head_ref="c")
     for pr in (pr_a, pr_b, unrelated):
         ev = Event(f"d-{pr.number}", "pull_request", {
             "action": "opened", "repository": {"full_name": REPO, "default_branch": "main"},

@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("campaign_id", sa.String(200), nullable=False),
         sa.Column("issue", sa.Integer(), nullable=False),
         sa.Column("default_branch", sa.String(200), nullable=False),
+        sa.Column("evidence_paths", sa.JSON(), nullable=False),
         sa.Column("inserted", sa.Boolean(), nullable=False),
         sa.Column("markers_notice_at", sa.DateTime(timezone=True)),
         sa.Column("input_key", sa.String(64)),
