@@ -75,6 +75,8 @@ from evidence.models import CampaignScope
 
 log = logging.getLogger(__name__)
 
+MAX_BODY_CHARS = 65536
+"""GitHub refuses issue bodies longer than this (422; GITHUB.md, the double enforces it)."""
 SCHEDULE_MINUTES = 30
 """Safety-net refresh interval (issue 8)."""
 BLOB_CACHE_BYTES = 64 * 1024 * 1024
@@ -176,8 +178,9 @@ def _default_queue(db: Session, repo: str, scope: CampaignScope) -> BotState:
 @dataclass
 class RefreshResult:
     """What one refresh did: ``outcome`` is ``written``, ``unchanged``, ``skipped`` (input
-    key unchanged, scheduler), ``markers-missing`` or ``notice-posted``; ``reads``/``writes``
-    count the GitHub calls this refresh made through the port."""
+    key unchanged, scheduler), ``markers-missing``, ``notice-posted``, ``too-long`` (the
+    body would exceed GitHub's limit: not written, logged) or ``campaign-missing``;
+    ``reads``/``writes`` count the GitHub calls this refresh made through the port."""
 
     outcome: str
     reads: int = 0
@@ -470,6 +473,10 @@ class HeaderService:
             new = splice(body, header, inserted_before=row.inserted)
         except MarkersMissing as exc:
             return await self._markers_missing(port, row, exc.reason, trigger, delivery_id)
+        if new is not None and len(new) > MAX_BODY_CHARS:
+            log.error("issue %s#%s: body with header would be %d characters (GitHub allows "
+                      "%d); not written", row.repo, row.issue, len(new), MAX_BODY_CHARS)
+            return RefreshResult("too-long", port.reads, port.writes, header)
         if new is None:
             with self.sessions.begin() as db:
                 r = db.get(CampaignHeader, row.id)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from github import Auth
+from webhook_helpers import DB_KINDS, database_url
 
 from bot import campaign_status as cs
 from bot.github import PyGithubPort, make_client
@@ -27,15 +28,17 @@ HUMAN_ABOVE = "Note from amy: see the scope record.\r\n\r\n"
 HUMAN_BELOW = "\r\n\r\nGoal and scope\r\n\r\nOptimize MiniMax-H3 Ref2VA on 4 devices.\r\n"
 
 
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[cs.HeaderService]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
-    migrate(engine)
-    svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]")
-    cs.configure(svc)
-    yield svc
-    cs.configure(None)
-    engine.dispose()
+@pytest.fixture(params=DB_KINDS)
+def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[cs.HeaderService]:
+    """The header service on a migrated SQLite file or PostgreSQL schema (both, per test)."""
+    with database_url(request.param, tmp_path) as url:
+        engine = make_engine(url)
+        migrate(engine)
+        svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]")
+        cs.configure(svc)
+        yield svc
+        cs.configure(None)
+        engine.dispose()
 
 
 @pytest.fixture
@@ -454,3 +457,15 @@ async def test_finished_screen_result_shows_until_committed(
     assert (f"Latest screen: S{sid}, resident-layers on 5s-lossy (PR #21, head eeeeeeee), "
             "finished on 2026-11-21 08:00 UTC: INCONCLUSIVE (run success; verified bundle, "
             "judged by the bot).") in block
+
+
+async def test_body_over_githubs_limit_is_not_written(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    _setup(github_double, _controls("5s-lossless"), body="x" * 65000)
+    camp = await _register(service, gh)
+    start = len(github_double.calls)
+    res = await service.refresh(gh, camp, trigger="test")
+    assert res.outcome == "too-long"
+    assert _calls(github_double, start)[1] == []
+    assert _body(github_double) == "x" * 65000
