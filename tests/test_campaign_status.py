@@ -469,3 +469,25 @@ async def test_body_over_githubs_limit_is_not_written(
     assert res.outcome == "too-long"
     assert _calls(github_double, start)[1] == []
     assert _body(github_double) == "x" * 65000
+
+
+async def test_human_edit_removing_markers_gets_one_notice(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    _setup(github_double, _controls("5s-lossless"))
+    camp = await _register(service, gh)
+    await service.refresh(gh, camp, trigger="test")
+    before = _body(github_double)
+    github_double.repo(REPO).issues[ISSUE]["body"] = "rewritten by a human"
+    ev = Event("d-edit", "issues", {
+        "action": "edited", "repository": {"full_name": REPO},
+        "sender": {"login": "amy", "type": "User"},
+        "issue": {"number": ISSUE, "body": "rewritten by a human"},
+        "changes": {"body": {"from": before}}})
+    start = len(github_double.calls)
+    await cs.on_issue_edited(ev, gh, None)
+    await cs.on_issue_edited(ev, gh, None)  # a redelivery: still one notice
+    assert _calls(github_double, start)[1] == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
+    assert _body(github_double) == "rewritten by a human"
+    kinds = [h.kind for h in service.history(REPO, ISSUE)]
+    assert kinds == ["markers-missing", "write"]
