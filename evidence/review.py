@@ -200,8 +200,8 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         t = Table(title="claims traced", title_justify="left")
         for c in ("line", "claim", "traced to"):
             t.add_column(c, overflow="fold")
-        for c in claims:
-            src = (escape(c.traced_to) if c.traced_to else
-                   "[red]summed gain[/]" if c.summed else "[red]untraceable[/]")
-            t.add_row(str(c.line), escape(c.text.strip()), src)
+        for cl in claims:
+            src = (escape(cl.traced_to) if cl.traced_to else
+                   "[red]summed gain[/]" if cl.summed else "[red]untraceable[/]")
+            t.add_row(str(cl.line), escape(cl.text.strip()), src)
         console.print(t)

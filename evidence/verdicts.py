@@ -762,7 +762,8 @@ def _group(ev: Evidence) -> list[_Group]:
                         if i.receipt.arm == "candidate" and i.receipt.candidate})
         for tr in tracks:
             mine = [i for i in items if i.receipt.track == tr]
-            for cand in cands or [None]:
+            slots: list[str | None] = [*cands] or [None]
+            for cand in slots:
                 g = groups.setdefault((tr, cand), _Group(tr, cand))
                 g.screens.append(sid)
                 g.items.extend(i for i in mine if i.receipt.arm == "control"
