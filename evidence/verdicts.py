@@ -195,6 +195,10 @@ class TrackVerdict(BaseModel):
         return deciding[0].text if deciding else self.verdict
 
 
+UNREADABLE_RULES = frozenset({"SCHEMA_INVALID", "JSON_INVALID", "UNREADABLE", "FILE_TOO_LARGE"})
+"""Loader finding rules (issue 2) after which a receipt file is absent from the typed lists."""
+
+
 class CompositionRefused(ValueError):
     """Raised when asked to combine verdicts or gains of separate screens."""
 
@@ -261,6 +265,10 @@ class Evidence:
     scope_path: str = "campaign.toml"
     scope_text: str | None = None
     root: Path | None = None
+    unreadable: list[tuple[str, str | None, str | None, str | None]] = field(
+        default_factory=list)
+    """(path, screen id, track, candidate; each None when unknown) of receipt files that
+    could not be read or validated: a verdict never silently drops them."""
 
     @classmethod
     def from_lists(
@@ -282,7 +290,20 @@ class Evidence:
         """From a loaded campaign directory.  Raises ValueError when it has no valid scope."""
         if loaded.scope is None:
             raise ValueError("the campaign has no valid campaign.toml; no verdict can be given")
-        return cls(
+        bad: list[tuple[str, str | None, str | None, str | None]] = []
+        for f in loaded.findings:
+            if f.rule not in UNREADABLE_RULES or not f.path.endswith(".json"):
+                continue
+            obj = loaded.json_docs.get(f.path, (None, ""))[0]
+            schema = obj.get("schema") if isinstance(obj, dict) else None
+            if isinstance(schema, str) and not schema.startswith("campaign-bot/receipt"):
+                continue  # a status or media report: not a session
+            def _s(key: str, o: object = obj) -> str | None:
+                v = o.get(key) if isinstance(o, dict) else None
+                return v if isinstance(v, str) else None
+
+            bad.append((f.path, _s("screen_id"), _s("track"), _s("candidate")))
+        ev = cls(
             loaded.scope.model,
             [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts],
             [ReportIn(d.model, d.path, d.text) for d in loaded.media_reports],
@@ -292,6 +313,8 @@ class Evidence:
             loaded.scope.text,
             Path(loaded.root),
         )
+        ev.unreadable = sorted(set(bad), key=lambda x: x[0])
+        return ev
 
 
 # ----------------------------------------------------------------------- session helpers
@@ -755,11 +778,18 @@ def _group(ev: Evidence) -> list[_Group]:
     by_screen: dict[str, list[ReceiptIn]] = defaultdict(list)
     for it in ev.receipts:
         by_screen[it.receipt.screen_id].append(it)
+    # unreadable receipts still name their screen, track and candidate when the JSON parsed
+    ghosts: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
+    for _path, sid, track, cand in ev.unreadable:
+        if sid is not None and track is not None:
+            ghosts[sid].add((track, cand))
     groups: dict[tuple[str, str | None], _Group] = {}
-    for sid, items in sorted(by_screen.items()):
-        tracks = sorted({i.receipt.track for i in items})
+    for sid in sorted(set(by_screen) | set(ghosts)):
+        items = by_screen.get(sid, [])
+        tracks = sorted({i.receipt.track for i in items} | {t for t, _ in ghosts[sid]})
         cands = sorted({i.receipt.candidate for i in items
-                        if i.receipt.arm == "candidate" and i.receipt.candidate})
+                        if i.receipt.arm == "candidate" and i.receipt.candidate}
+                       | {c for _, c in ghosts[sid] if c})
         for tr in tracks:
             mine = [i for i in items if i.receipt.track == tr]
             slots: list[str | None] = [*cands] or [None]
@@ -795,6 +825,10 @@ def _validity(ev: Evidence, g: _Group) -> list[Reason]:
 
     add("MANIFEST_UNVERIFIED", [i.path for i in g.items if i.path in ev.unverified],
         "receipt not verified by the manifest")
+    add("RECEIPT_UNREADABLE", [p for p, sid, _t, _c in ev.unreadable
+                               if sid is None or sid in g.screens],
+        "receipt file that could not be read or validated (its session is not dropped "
+        "silently)")
     add("CAMPAIGN_MISMATCH", [f"{r.session_id} ({r.campaign})" for r in rs
                               if r.campaign != scope.id], f"receipt not of campaign {scope.id}")
     if g.track not in track_ids:
