@@ -584,6 +584,11 @@ def _judge_lossy(q: QualityOutcome, scope: CampaignScope, cand_out: dict[str, st
     gates = scope.quality_gates
     uncovered = []
     for sha, sess in cand_out.items():
+        if sha in ctrl_out or any(
+                r.bit_exact is not None and r.bit_exact.frames_equal
+                and r.bit_exact.pcm_equal is True and r.candidate.sha256 == sha
+                and r.control.sha256 in ctrl_out for r in reports):
+            continue  # identical to control: every perceptual gate holds trivially
         reps = [r for r in reports if r.candidate.sha256 == sha and r.control.sha256 in ctrl_out
                 and r.mode == "lossy"]
         if not reps:
@@ -1027,10 +1032,9 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.verdict = dec.verdict
             v.regression = dec.regression
         if dec is not None and v.verdict != dec.verdict:
-            # the decision gate was not reached: say so instead of showing its outcome
-            for r in v.reasons:
-                if r.gate == "decision":
-                    r.text = f"(not reached: gated) {r.text}"
+            # the decision gate was not reached: its outcome is not a reason (the statistics
+            # stay in the fields); only UNDERPOWERED, a property of the design, is kept
+            v.reasons = [r for r in v.reasons if r.gate != "decision" or r.code == "UNDERPOWERED"]
         out.append(v)
     covered = {g.track for g in groups}
     for t in scope.tracks:
