@@ -150,3 +150,44 @@ def test_wheel_ships_every_package_and_the_schemas(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["title"] == "Receipt"
+
+
+def test_progress_bar_appears_only_after_the_delay() -> None:
+    import io
+
+    from rich.console import Console
+
+    from evidence.cli import _LazyProgress
+
+    buf = io.StringIO()
+    slow = _LazyProgress(Console(file=buf, force_terminal=True, width=100), delay_s=3600)
+    slow(10, 100)
+    slow.stop()
+    assert slow.bar is None and buf.getvalue() == ""
+    fast = _LazyProgress(Console(file=buf, force_terminal=True, width=100), delay_s=0)
+    fast(50 << 20, 100 << 20)
+    fast.stop()
+    assert "hashing" in buf.getvalue()
+
+
+def test_committed_schemas_accept_the_example_documents() -> None:
+    import tomllib
+
+    import jsonschema
+
+    def schema(name: str) -> dict:
+        return json.loads((ROOT / "evidence" / "schemas" / f"{name}.json").read_text())
+
+    lc = load_campaign(EXAMPLE)
+    for d in lc.receipts:
+        jsonschema.validate(json.loads(d.text), schema("receipt"))
+    for sd in lc.statuses:
+        jsonschema.validate(json.loads(sd.text), schema("status"))
+    jsonschema.validate(tomllib.loads((EXAMPLE / "campaign.toml").read_text()),
+                        schema("campaign"))
+    rep = json.loads(CliRunner().invoke(app, ["check", str(EXAMPLE), "--json"]).stdout)
+    jsonschema.validate(rep, schema("check-report"))
+    bad = json.loads(lc.receipts[0].text)
+    bad["arm"] = "treatment"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema("receipt"))
