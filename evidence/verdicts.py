@@ -460,7 +460,8 @@ def control_repeatability(
 
     ``differs`` when a lossless media report between outputs of two different control sessions
     shows unequal frames or PCM (this wins over any equal pair); ``established`` when two
-    sessions' outputs have equal SHA-256 or a report shows them bit-exact; else ``unproven``.
+    sessions' outputs have equal SHA-256 or a report shows their frames and PCM equal (PCM not
+    compared does not establish it: lossless means frames and PCM); else ``unproven``.
     """
     by_sha: dict[str, set[str]] = defaultdict(set)
     for r in controls:
@@ -481,9 +482,10 @@ def control_repeatability(
             return "differs", (
                 f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
                 f"differ in {what}: control is not repeatable")
-        established = established or (
-            f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} are "
-            "bit-exact")
+        if be.pcm_equal is True:  # frames and PCM both shown equal
+            established = established or (
+                f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
+                "are bit-exact")
     if established:
         return "established", established
     return "unproven", "no two control sessions are shown to give equal decoded output"
@@ -542,18 +544,20 @@ def _judge_lossless(q: QualityOutcome, cand_out: dict[str, str], ctrl_out: dict[
     for sha, sess in cand_out.items():
         if sha in ctrl_out:
             continue  # byte-identical MP4: identical decoded output
-        verdicts = []
+        seen: list[bool | None] = []  # True equal, False differs, None PCM not compared
         for rep in reports:
             if rep.bit_exact is None:
                 continue
             pair = {rep.control.sha256, rep.candidate.sha256}
             if sha in pair and (pair - {sha}) & ctrl_out.keys():
                 be = rep.bit_exact
-                verdicts.append(be.frames_equal and be.pcm_equal is not False)
-        if verdicts and not all(verdicts):
+                seen.append(False if not be.frames_equal or be.pcm_equal is False
+                            else be.pcm_equal)
+        if False in seen:
             differing.append(f"{sess} ({sha[:12]})")
-        elif not verdicts:
-            unproven.append(f"{sess} ({sha[:12]})")
+        elif True not in seen:
+            unproven.append(f"{sess} ({sha[:12]})"
+                            + (": decoded PCM not compared" if seen else ""))
     if rep_state == "differs":
         q.unproven.append(Reason(
             code="LOSSLESS_CONTROL_NOT_REPEATABLE", gate="quality",

@@ -187,3 +187,15 @@ def test_unreadable_receipt_is_never_dropped_silently(example_copy: Path, damage
         assert v["verdict"] == "INCONCLUSIVE" and (v["m"], v["n"]) == (1, 0)
     else:  # nothing can be attributed: every row with sessions carries it
         assert hit == {("5s-lossless", "tp2-sp2"), ("15s-lossless", None)}
+
+
+def test_review_api_and_prior_noise_flag() -> None:
+    from evidence.bundle import load_campaign
+    from evidence.review import review
+
+    verdicts, findings = review(load_campaign(EXAMPLE))
+    assert [v.verdict for v in verdicts] == ["INCONCLUSIVE"] * 5
+    assert {f.rule for f in findings} >= {"STALE_STATUS", "LIFECYCLE_FAILED"}
+    code, rep, _ = _check(EXAMPLE, "--prior-noise")
+    assert code == 1  # the example holds no 10 control-vs-control differences: no mode shown
+    assert all(v["prior_noise"] is None for v in rep["verdicts"])
