@@ -1018,8 +1018,6 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
                                                  ctrl[0].config_digest, g.screens)
                 if len(diffs) >= PRIOR_NOISE_MIN_DIFFS:
                     v.prior_noise = prior_noise_decision(c_med, t_med, v.theta0, diffs, alpha)
-        elif c_med:
-            v.best_confidence = None
         v.reasons = validity + quality_failed + quality_unproven + design
         if dec is not None:
             v.reasons += dec.reasons
@@ -1034,7 +1032,8 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.verdict = "INCONCLUSIVE"
         else:
             v.verdict = dec.verdict
-            v.regression = dec.regression
+        # REGRESSION flags a FAILED verdict whose valid evidence is significantly slower
+        v.regression = bool(v.verdict == "FAILED" and dec is not None and dec.regression)
         if dec is not None and v.verdict != dec.verdict:
             # the decision gate was not reached: its outcome is not a reason (the statistics
             # stay in the fields); only UNDERPOWERED, a property of the design, is kept

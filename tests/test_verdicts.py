@@ -245,6 +245,14 @@ def test_regression_flag_and_report_fields() -> None:
     assert v.confidence == pytest.approx(0.95)
 
 
+def test_quality_failure_with_regression_keeps_the_flag() -> None:
+    rs = screen([100.0, 101.0, 102.0], [130.0, 131.0, 140.0], cand_outputs=CAND,
+                ctrl_outputs=CTRL_SAME)
+    v = _one(rs, (lossless_report("ctrl", "cand-1", False),))
+    assert v.verdict == "FAILED" and v.regression
+    assert v.codes[0] == "LOSSLESS_MISMATCH" and "REGRESSION" in v.codes
+
+
 def test_gate_order_validity_beats_quality_failure() -> None:
     """A failed request makes it INCONCLUSIVE even when quality failed too."""
     rs = _bad_request(screen(*FAST, cand_outputs=["c1", "c2", "c3"]))
