@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 from scipy import stats as sps
 
 from evidence import stats
@@ -186,9 +186,10 @@ class TrackVerdict(BaseModel):
         """Reason codes in order."""
         return [r.code for r in self.reasons]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def summary(self) -> str:
-        """One line: the deciding reason's text."""
+        """One line: the deciding reason's text (also in ``--json``)."""
         deciding = [r for r in self.reasons if r.gate != "decision"] or self.reasons
         if self.verdict == "FAILED":
             deciding = [r for r in self.reasons if r.code in FAILING_CODES] or deciding
@@ -1000,7 +1001,7 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
         if track is not None:
             v.target_reduction = track.target_reduction
             v.theta0 = 1 - track.target_reduction
-        if len(c_med) >= 1:
+        if len(c_med) >= 2:  # a spread needs two control sessions
             v.control_spread = max(c_med) / min(c_med)
         v.tail = [arm_tail("control", ctrl)] + ([arm_tail("candidate", cand)] if cand else [])
         dec = None
