@@ -263,12 +263,17 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
         plan = make_plan(scope.protocol, sessions=opts.sessions, control_only=opts.control_only)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    inputs = resolve_inputs(scope, opts.campaign)
     est = estimate(plan, scope.protocol, request_s=opts.request_estimate_s)
     print_plan(console, scope, plan, est, track.id, cand.name if cand else None)
     if opts.dry_run:
+        try:
+            resolve_inputs(scope, opts.campaign)
+            console.print("inputs: present, digests match")
+        except UsageError as exc:
+            console.print(f"[yellow]inputs: {exc}[/] (a real screen stops here with exit 2)")
         console.print("dry run: nothing started")
         return EXIT_OK
+    inputs = resolve_inputs(scope, opts.campaign)
     key_path = opts.signing_key or (Path(os.environ["CAMPAIGN_BOT_SIGNING_KEY"])
                                     if os.environ.get("CAMPAIGN_BOT_SIGNING_KEY") else None)
     if key_path is None:
