@@ -155,7 +155,14 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     lc = load_campaign(root, max_file_bytes=max_file_bytes, index=idx)
     vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
                                    workers=workers, index=idx, json_docs=lc.json_docs)
-    findings = list(lc.findings) + list(vr.findings)
+    findings = []
+    once: set[tuple[str, str]] = set()
+    for f in [*lc.findings, *vr.findings]:
+        if f.rule in ("UNREADABLE", "FILE_TOO_LARGE"):  # the loader and the verifier both
+            if (f.rule, f.path) in once:                 # meet such a file: say it once
+                continue
+            once.add((f.rule, f.path))
+        findings.append(f)
     if not idx.files and not idx.links and not idx.special:
         findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
                                 message="the directory holds no files: nothing to check",
