@@ -107,7 +107,7 @@ _END = object()
 class _Reader(threading.Thread):
     """Decode one file's first video stream into a bounded queue."""
 
-    def __init__(self, path: Path, depth: int, transform: Callable[[Any], Any] | None,
+    def __init__(self, path: Path, depth: int, transform: Callable[[Any, int], Any] | None,
                  packet_hook: Callable[[Any], None] | None) -> None:
         super().__init__(daemon=True, name=f"decode:{Path(path).name}")
         self.path = Path(path)
@@ -133,8 +133,9 @@ class _Reader(threading.Thread):
                 if self.packet_hook is not None and packet.size:
                     self.packet_hook(packet)
                 for frame in packet.decode():
+                    index = self.stats.frames
                     self.stats.see(frame)
-                    item = (frame, self.transform(frame) if self.transform else None)
+                    item = (frame, self.transform(frame, index) if self.transform else None)
                     while not self.stop.is_set():
                         try:
                             self.q.put(item, timeout=0.2)
@@ -165,14 +166,14 @@ class PairDecoder:
     """Decode control and candidate in lockstep, in two background threads.
 
     Iterating yields ``(index, control_item, candidate_item)`` for each frame index both
-    files have, where an item is ``(frame, transform(frame))``; frames past the shorter file
-    are counted in the stats but not yielded.  ``transform`` runs in the decode thread (use
-    it for colour conversion).  ``packet_hooks`` receive each demuxed video packet of the
+    files have, where an item is ``(frame, transform(frame, index))``; frames past the
+    shorter file are counted in the stats but not yielded.  ``transform`` runs in the decode
+    thread (use it for colour conversion).  ``packet_hooks`` receive each demuxed video packet of the
     matching file.  Use as a context manager so the threads stop on early exit.
     """
 
     def __init__(self, control: Path, candidate: Path, *, depth: int = 6,
-                 transform: Callable[[Any], Any] | None = None,
+                 transform: Callable[[Any, int], Any] | None = None,
                  packet_hooks: tuple[Callable[[Any], None] | None, Callable[[Any], None] | None]
                  = (None, None)) -> None:
         self.readers = (

@@ -62,7 +62,10 @@ class BlockSummer:
         self.acc16 = np.empty((h4, ww), np.uint16)
         self.acc32 = np.empty((h4, ww), np.uint32)
         self.hs32 = np.empty((h4, w4), np.uint32)
-        self.out = np.empty((4, h4, w4), np.int64)
+        # float64 holds every sum exactly (all stay far below 2**53) and vectorises better
+        # than int64 in the window arithmetic.
+        self.out = np.empty((4, h4, w4), np.float64)
+        self.win = _WindowWork(h4, w4)
 
     def _vsum(self, x: np.ndarray, acc: np.ndarray, first: bool) -> None:
         v = x.reshape(self.h4, 4, self.w4 * 4)
@@ -118,7 +121,7 @@ class BlockSummer:
 def block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """4x4 block sums of ``a``, ``b``, ``a^2 + b^2`` and ``a*b``.
 
-    ``a``, ``b``: ``uint8`` arrays of equal shape ``(H, W)``.  Returns a new ``int64`` array
+    ``a``, ``b``: ``uint8`` arrays of equal shape ``(H, W)``.  Returns a new ``float64`` array
     of shape ``(4, H >> 2, W >> 2)`` (exact integers; the ragged right and bottom edges are
     left out, as FFmpeg does).  Raises ``ValueError`` on a shape or dtype mismatch.
     """
@@ -127,29 +130,60 @@ def block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return BlockSummer(a.shape)(a, b).copy()
 
 
-def ssim_from_blocks(sums: np.ndarray) -> float:
+class _WindowWork:
+    """Preallocated buffers for :func:`ssim_from_blocks` on one block grid."""
+
+    def __init__(self, h4: int, w4: int) -> None:
+        shape = (max(h4 - 1, 0), max(w4 - 1, 0))
+        self.w = np.empty((4, *shape), np.float64)
+        self.t = [np.empty(shape, np.float64) for _ in range(3)]
+        self.f = [np.empty(shape, np.float32) for _ in range(3)]
+
+
+def ssim_from_blocks(sums: np.ndarray, work: _WindowWork | None = None) -> float:
     """FFmpeg's plane SSIM from the block sums of :func:`block_sums`.
 
-    Returns the mean over 8x8 windows on the 4-pixel grid; ``nan`` when the plane is smaller
-    than 8x8 (FFmpeg divides by zero there too).
+    ``sums``: ``(4, h4, w4)`` exact integer sums (any numeric dtype).  Returns the mean over
+    8x8 windows on the 4-pixel grid; ``nan`` when the plane is smaller than 8x8 (FFmpeg
+    divides by zero there too).  The integer terms are exact in float64 and are rounded to
+    float32 before the products, exactly as ``ssim_end1`` in ``vf_ssim.c`` does.
     """
     h4, w4 = sums.shape[1], sums.shape[2]
     if h4 < 2 or w4 < 2:
         return math.nan
-    w = sums[:, :-1, :-1] + sums[:, 1:, :-1]
+    if work is None:
+        work = _WindowWork(h4, w4)
+    w = work.w
+    np.add(sums[:, :-1, :-1], sums[:, 1:, :-1], out=w)
     w += sums[:, :-1, 1:]
     w += sums[:, 1:, 1:]
     s1, s2, ss, s12 = w[0], w[1], w[2], w[3]
-    s1s2 = s1 * s2
-    sq = s1 * s1
-    sq += s2 * s2
-    f32 = np.float32
-    num = (2 * s1s2 + SSIM_C1).astype(f32)
-    num *= (2 * (s12 * 64 - s1s2) + SSIM_C2).astype(f32)
-    den = (sq + SSIM_C1).astype(f32)
-    den *= (ss * 64 - sq + SSIM_C2).astype(f32)
-    num /= den
-    return float(num.sum(dtype=np.float64)) / ((h4 - 1) * (w4 - 1))
+    s1s2, sq, t = work.t
+    fa, fb, fc = work.f
+    np.multiply(s1, s2, out=s1s2)
+    np.multiply(s1, s1, out=sq)
+    np.multiply(s2, s2, out=t)
+    sq += t
+    # numerator: (float)(2*s1*s2 + C1) * (float)(2*covar + C2), covar = s12*64 - s1*s2
+    np.multiply(s1s2, 2, out=t)
+    t += SSIM_C1
+    np.copyto(fa, t, casting="unsafe")
+    np.multiply(s12, 64, out=t)
+    t -= s1s2
+    t *= 2
+    t += SSIM_C2
+    np.copyto(fb, t, casting="unsafe")
+    fa *= fb
+    # denominator: (float)(s1^2 + s2^2 + C1) * (float)(vars + C2), vars = ss*64 - s1^2 - s2^2
+    np.add(sq, SSIM_C1, out=t)
+    np.copyto(fb, t, casting="unsafe")
+    np.multiply(ss, 64, out=t)
+    t -= sq
+    t += SSIM_C2
+    np.copyto(fc, t, casting="unsafe")
+    fb *= fc
+    fa /= fb
+    return float(fa.sum(dtype=np.float64)) / ((h4 - 1) * (w4 - 1))
 
 
 def plane_sse(a: np.ndarray, b: np.ndarray, sums: np.ndarray) -> int:
@@ -158,7 +192,7 @@ def plane_sse(a: np.ndarray, b: np.ndarray, sums: np.ndarray) -> int:
     The cropped area comes from the block sums (``sum(a^2 + b^2) - 2 sum(a*b)``); the ragged
     right and bottom edges, when the size is not a multiple of 4, are added directly.
     """
-    sse = int(sums[2].sum()) - 2 * int(sums[3].sum())
+    sse = int(sums[2].sum()) - 2 * int(sums[3].sum())  # exact: float64 sums < 2**53
     h4, w4 = sums.shape[1] * 4, sums.shape[2] * 4
     h, w = a.shape
     if w4 < w:
@@ -230,7 +264,7 @@ class SsimPsnrAccumulator:
             if summer is None:
                 summer = self._summers[(i, pa.shape)] = BlockSummer(pa.shape)
             sums = summer(pa, pb)
-            ssim.append(ssim_from_blocks(sums))
+            ssim.append(ssim_from_blocks(sums, summer.win))
             mse.append(plane_sse(pa, pb, sums) / float(pa.shape[0] * pa.shape[1]))
         ssim_all = sum(s * n / total for s, n in zip(ssim, sizes, strict=True))
         mse_all = sum(m * n / total for m, n in zip(mse, sizes, strict=True))

@@ -62,7 +62,7 @@ def _frame_image(i: int, spec: ClipSpec, texture: np.ndarray, rng: np.random.Gen
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def expected_audio_seconds(frames: int, fps: int = 24, latent_hz: float = 40.0) -> float:
+def expected_audio_seconds(frames: int, fps: int = 24, latent_hz: float = 40.0) -> float:  # noqa: D401
     """The v2 audio rule: ``round(frames / fps * latent_hz) / latent_hz`` seconds.
 
     Source: vLLM-Omni 0.30.0 MiniMax-H3 ``time_request.py`` (40 Hz audio latents), e.g. 362
