@@ -52,8 +52,11 @@ def packet_digests(path: Path) -> dict[str, list[str]]:
     demux order.  Memory: one 64-character digest per packet."""
     out: dict[str, list[str]] = {}
     with open_container(path) as c:
-        names = {s.index: f"{s.type}:{sum(1 for t in c.streams[:s.index] if t.type == s.type)}"
-                 for s in c.streams}
+        names: dict[int, str] = {}
+        seen: dict[str, int] = {}
+        for s in c.streams:
+            names[s.index] = f"{s.type}:{seen.get(s.type, 0)}"
+            seen[s.type] = seen.get(s.type, 0) + 1
         for pkt in c.demux():
             if pkt.size == 0 or pkt.stream.index not in names:
                 continue

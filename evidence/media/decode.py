@@ -168,8 +168,8 @@ class PairDecoder:
     Iterating yields ``(index, control_item, candidate_item)`` for each frame index both
     files have, where an item is ``(frame, transform(frame, index))``; frames past the
     shorter file are counted in the stats but not yielded.  ``transform`` runs in the decode
-    thread (use it for colour conversion).  ``packet_hooks`` receive each demuxed video packet of the
-    matching file.  Use as a context manager so the threads stop on early exit.
+    thread (use it for colour conversion).  ``packet_hooks`` receive each demuxed video
+    packet of the matching file.  Use as a context manager so the threads stop on early exit.
     """
 
     def __init__(self, control: Path, candidate: Path, *, depth: int = 6,

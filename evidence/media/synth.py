@@ -27,8 +27,9 @@ class ClipSpec:
     ``sample_rate`` Hz with ``channels`` channels (0 = no audio stream).  ``noise`` is the
     standard deviation (8-bit levels) of extra noise added to every frame (the candidate's
     perturbation); ``crf`` the x264 constant rate factor; ``seed`` fixes the texture.
-    ``audio_gain`` scales the tone; ``nan_audio`` writes NaN samples (a broken decoder's
-    output, for the bad-input tests); ``vfr`` gives every third frame a doubled pts step.
+    ``audio_gain`` scales the tone; ``nan_audio`` writes NaN samples as float PCM (AAC's
+    encoder refuses NaN; for the bad-input tests); ``vfr`` gives every third frame a
+    doubled pts step.
     """
 
     frames: int = 24
@@ -88,7 +89,8 @@ def make_clip(path: Path, spec: ClipSpec = ClipSpec()) -> Path:
         v.codec_context.time_base = Fraction(1, spec.fps * (2 if spec.vfr else 1))
         a = None
         if spec.channels:
-            a = out.add_stream("aac", rate=spec.sample_rate)
+            # AAC's encoder refuses NaN input, so the NaN-audio clip stores float PCM instead
+            a = out.add_stream("pcm_f32le" if spec.nan_audio else "aac", rate=spec.sample_rate)
             a.codec_context.layout = "stereo" if spec.channels == 2 else (
                 "mono" if spec.channels == 1 else f"{spec.channels}c")
         pts = 0
@@ -118,8 +120,13 @@ def make_clip(path: Path, spec: ClipSpec = ClipSpec()) -> Path:
             step = 1024
             for s in range(0, n, step):
                 chunk = np.ascontiguousarray(pcm[:, s : s + step])
-                af = av.AudioFrame.from_ndarray(chunk, format="fltp",
-                                                layout=a.codec_context.layout.name)
+                if spec.nan_audio:  # packed float for the PCM encoder
+                    af = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk.T).reshape(1, -1),
+                                                    format="flt",
+                                                    layout=a.codec_context.layout.name)
+                else:
+                    af = av.AudioFrame.from_ndarray(chunk, format="fltp",
+                                                    layout=a.codec_context.layout.name)
                 af.sample_rate = spec.sample_rate
                 af.pts = s
                 af.time_base = Fraction(1, spec.sample_rate)

@@ -6,9 +6,9 @@ frozen receipts are never edited, corrections come as new versioned validators).
 
 Versions:
 
-* ``media-gates/1``: expected audio length ``frames / fps`` seconds (362 frames at 24 fps:
-  15.083 s).  Kept so that frozen v1 results can be reproduced; it wrongly fails correct
-  H3 outputs.
+* ``media-gates/1``: the declared audio duration must equal the video length
+  ``frames / fps`` seconds within 1 ms (362 frames at 24 fps: 15.083 s).  Kept so that
+  frozen v1 results can be reproduced; it wrongly fails correct H3 outputs.
 * ``media-gates/2`` (current): expected audio length follows the pinned model's 40 Hz
   audio-latent rule, ``round(frames / fps * 40) / 40`` seconds (vLLM-Omni 0.30.0 MiniMax-H3
   ``time_request.py``): 362 frames carry 15.075 s.  The rate comes from the scope's
@@ -63,17 +63,21 @@ class Expected:
 
 @dataclass(frozen=True)
 class Validator:
-    """One validator version: its name and its expected-audio-length rule."""
+    """One validator version: its name, its expected-audio-length rule, and whether decoded
+    AAC padding (< 1024 samples) is accepted in place of a matching declared duration."""
 
     version: str
     audio_rule: str
     expected_audio_s: Callable[[int, Fraction, float], float]
+    declared_tolerance_s: float | None = None
+    allow_decoded_padding: bool = True
 
 
 VALIDATORS: dict[str, Validator] = {
     "media-gates/1": Validator(
-        "media-gates/1", "frames / fps seconds",
-        lambda frames, fps, hz: expected_audio_seconds_v1(frames, fps)),
+        "media-gates/1", "declared audio duration = frames / fps seconds (within 1 ms)",
+        lambda frames, fps, hz: expected_audio_seconds_v1(frames, fps),
+        declared_tolerance_s=0.001, allow_decoded_padding=False),
     "media-gates/2": Validator(
         "media-gates/2", "round(frames / fps * latent_hz) / latent_hz seconds",
         expected_audio_seconds_v2),
@@ -193,16 +197,20 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
         assert hasattr(a, "decoded_samples")
         dec = a.decoded_samples  # type: ignore[attr-defined]
         decl = a.declared_duration_s  # type: ignore[attr-defined]
-        decl_ok = decl is not None and abs(decl - exp_s) <= 1.0 / exp_rate
+        tol = validator.declared_tolerance_s
+        tol = 1.0 / exp_rate if tol is None else tol
+        decl_ok = decl is not None and abs(decl - exp_s) <= tol
         pad = dec - exp_n
-        pad_ok = 0 <= pad < AAC_FRAME_SAMPLES
+        pad_ok = validator.allow_decoded_padding and 0 <= pad < AAC_FRAME_SAMPLES
         txt = (f"declared {decl if decl is None else round(decl, 6)} s, decoded {dec} samples "
                f"({pad:+d} vs expected)")
         return decl_ok or pad_ok, txt
 
     okc, txtc = duration_ok(ca)
     okk, txtk = duration_ok(ka)
+    rule = f"{validator.version}: {validator.audio_rule}"
+    if validator.allow_decoded_padding:
+        rule += f"; decoded padding < {AAC_FRAME_SAMPLES} samples allowed"
     add("audio_duration", okc and okk, f"{exp_s:g} s ({exp_n} samples)", _both(txtc, txtk),
-        f"{validator.version}: {validator.audio_rule}; decoded padding < "
-        f"{AAC_FRAME_SAMPLES} samples allowed")
+        rule)
     return checks
