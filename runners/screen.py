@@ -90,6 +90,9 @@ class ScreenOptions:
     health_poll_s: float = 2.0
     idle_timeout_s: float = 300.0
     request_estimate_s: float | None = None
+    media_device: str = "cpu"
+    lpips_weights: Path | None = None
+    lpips_sha256: str | None = None
 
 
 @dataclass
@@ -504,7 +507,9 @@ class _Screen:
             try:
                 report = compare(self.out / str(ref.output_path), self.out / str(r.output_path),
                                  mode=mode, gates=self.scope.quality_gates,
-                                 expected_frames=expected)
+                                 device=self.opts.media_device, expected_frames=expected,
+                                 lpips_weights=self.opts.lpips_weights,
+                                 lpips_sha256=self.opts.lpips_sha256)
             except ImportError as exc:
                 self.notes.append(f"media gates skipped: media extra not installed ({exc})")
                 return
@@ -514,7 +519,13 @@ class _Screen:
                 res.problems.append(f"media gate {name} could not run")
                 continue
             rel = f"data/media/{name}.json"
-            (self.out / rel).write_text(report.model_dump_json(indent=2, by_alias=True) + "\n")
+            try:
+                from evidence.media.report import write_report
+            except ImportError:
+                (self.out / rel).write_text(report.model_dump_json(indent=2, by_alias=True)
+                                            + "\n")
+            else:
+                write_report(self.out / rel, report)
             res.receipt.media_reports.append(rel)
             if not report.passed:
                 res.problems.append(f"media gate {name} failed: {'; '.join(report.reasons)}")
