@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import ValidationError
@@ -380,7 +380,7 @@ class _Screen:
         ready_at = None
         interrupted = False
         before: DeviceCheck | None = None
-        in_flight: tuple[int, str, datetime] | None = None
+        in_flight: tuple[int, Literal["warmup", "measured"], datetime] | None = None
         self.console.rule(f"session {ps.slot} ({ps.arm})")
         try:
             self._wait_idle_gap()
@@ -406,7 +406,9 @@ class _Screen:
                 notes.append("other server descendants (not workers): " + "; ".join(srv.others))
             url = srv.base_url + "/v1/videos/sync"
             fields = request_fields(scope, self.duration_s, self.inputs.prompt)
-            kinds = ["warmup"] * ps.warmups + ["measured"] * ps.measured
+            warm: list[Literal["warmup", "measured"]] = ["warmup"]
+            meas: list[Literal["warmup", "measured"]] = ["measured"]
+            kinds = warm * ps.warmups + meas * ps.measured
             with httpx.Client() as client:
                 for i, kind in enumerate(kinds):
                     in_flight = (i, kind, datetime.now(UTC))
@@ -427,6 +429,9 @@ class _Screen:
             interrupted = True
             self.intr.shielded = True
             if in_flight is not None and len(records) == in_flight[0]:
+                partial = self.out / f"data/outputs/s{ps.slot:02d}-{ps.arm}-{in_flight[1]}-" \
+                    f"{in_flight[0]}.mp4"
+                partial.unlink(missing_ok=True)  # never bundle half an MP4
                 records.append(RequestRecord(
                     index=in_flight[0], kind=in_flight[1], started_at=in_flight[2],
                     finished_at=datetime.now(UTC),
@@ -558,8 +563,8 @@ class _Screen:
         (self.data / "screen.json").write_text(json.dumps(summary, indent=2) + "\n")
         writer = write_bag(self.out, {"Source-Organization": "campaign-bot screen runner",
                                       "External-Identifier": self.screen_id})
-        predicate = {k: summary[k] for k in ("screen_id", "campaign", "track", "candidate",
-                                             "order", "interrupted")}
+        keep = ("screen_id", "campaign", "track", "candidate", "order", "interrupted")
+        predicate: dict[str, Any] = {k: summary[k] for k in keep}
         predicate["receipts"] = [r.path.relative_to(self.out).as_posix() for r in self.results]
         predicate["problem_count"] = len(problems)
         predicate["bag_writer"] = writer
