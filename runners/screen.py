@@ -182,6 +182,14 @@ def request_fields(scope: CampaignScope, track_duration_s: float, prompt: str,
             ("extra_params", json.dumps(extra, separators=(",", ":")))]
 
 
+def _port_in_use(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def free_port(host: str) -> int:
     """A TCP port free on ``host`` right now."""
     with socket.socket() as s:
@@ -235,6 +243,13 @@ class Interrupt:
     def restore(self) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
+
+
+def _same_version(installed: str, pinned: str) -> bool:
+    """``0.30.0`` pins ``0.30.0`` and local builds of it (``0.30.0+npu``); ``0.26.1.dev``
+    style pins match by prefix."""
+    base = installed.split("+")[0]
+    return base == pinned or (pinned.endswith("dev") and base.startswith(pinned))
 
 
 def _engine_installed() -> str | None:
@@ -311,6 +326,7 @@ class _Screen:
         self.screen_id = f"{scope.id}.{track}.{who}.{stamp}"
         self.results: list[SessionResult] = []
         self.notes: list[str] = []
+        self.screen_problems: list[str] = []
         self.last_exit: float | None = None
         self.intr = Interrupt()
         self.interrupted = False
@@ -323,9 +339,13 @@ class _Screen:
             self.notes.append("runner is a child subreaper: orphaned workers' exit status "
                               "is read with waitpid")
         installed = _engine_installed()
+        pinned = self.scope.engine.version
         self.notes.append(f"engine pinned by scope: {self.scope.engine.repo}@"
-                          f"{self.scope.engine.commit} version {self.scope.engine.version}; "
+                          f"{self.scope.engine.commit} version {pinned}; "
                           f"installed vllm-omni on the runner: {installed or 'not found'}")
+        if installed and pinned and not _same_version(installed, pinned):
+            self.screen_problems.append(f"installed vllm-omni {installed} is not the scope's "
+                                        f"pinned {pinned}")
         self.notes.append(f"device idle gate: {self.tool}")
         self.intr.install()
         try:
@@ -390,6 +410,11 @@ class _Screen:
                              f" s: {before.detail}")
                 return self._receipt(ps, tag, argv, env, started, None, [], srv, before,
                                      notes, started_server=False)
+            if self.opts.port is not None and _port_in_use(self.opts.host, port):
+                notes.append(f"not started: port {port} on {self.opts.host} already accepts "
+                             "connections (a previous server still running?)")
+                return self._receipt(ps, tag, argv, env, started, None, [], srv, before,
+                                     notes, started_server=False)
             self.console.print("starting: " + " ".join(argv))
             srv.start()
             try:
@@ -452,7 +477,7 @@ class _Screen:
             self.last_exit = srv.exited_at or time.monotonic()
             life = srv.lifecycle()
             self._wait_idle_gap()
-            life.devices_idle_after = devices.check_idle(self.tool, self.scope.pool.device_ids)
+            life.devices_idle_after = self._gate()
         else:
             life = Lifecycle()
         life.devices_idle_before = before
@@ -540,6 +565,7 @@ class _Screen:
     def _finish(self) -> int:
         problems = [f"session {r.planned.slot} ({r.planned.arm}): {x}" for r in self.results
                     for x in r.problems]
+        problems += self.screen_problems
         not_run = self.plan[len(self.results):]
         if not_run:
             problems.append(f"{len(not_run)} planned session(s) not run: "

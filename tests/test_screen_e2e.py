@@ -303,6 +303,24 @@ def test_sigint_shuts_down_and_writes_a_verifiable_bundle(
     _assert_checks_clean(out, keys[1])
 
 
+def test_busy_port_is_not_mistaken_for_a_ready_server(
+        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path) -> None:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = tmp_path / "b"
+        res = _cli(*_screen_args(out, keys[0], "noop", "--port", str(port)), env=_env(npu_dir))
+    assert res.returncode == 1
+    (control,) = _receipts(out)
+    assert control.requests == [] and control.ready_at is None
+    assert f"not started: port {port} on 127.0.0.1 already accepts connections" in (
+        control.notes or "")
+    summary = json.loads((out / "data" / "screen.json").read_text())
+    assert "1 planned session(s) not run: 1 (candidate)" in summary["problems"]
+
+
 def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path) -> None:
     out = tmp_path / "b"
     res = _cli("screen", "--campaign", str(CAMPAIGN), "--candidate", "noop", "--track",
@@ -328,3 +346,16 @@ def test_bad_usage_exits_2(tmp_path: Path, args: list[str], needle: str) -> None
     res = _cli(*base, *args, env=env)
     assert res.returncode == 2
     assert needle in " ".join(res.stderr.split())
+
+
+def test_check_trusted_keys_needs_a_signed_bundle(tmp_path: Path,
+                                                  keys: tuple[Path, Path]) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("x")
+    res = _check(tmp_path, keys[1])
+    assert res.returncode == 1
+    assert "SIGNATURE_MISSING" in {f["rule"] for f in json.loads(res.stdout)["findings"]}
+    bad = tmp_path / "bad.pub"
+    bad.write_text("not a key\n")
+    res = _cli("check", str(tmp_path), "--trusted-keys", str(bad))
+    assert res.returncode == 2 and "no '-----BEGIN PUBLIC KEY-----' block" in res.stderr
