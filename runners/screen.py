@@ -93,6 +93,7 @@ class ScreenOptions:
     media_device: str = "cpu"
     lpips_weights: Path | None = None
     lpips_sha256: str | None = None
+    futility_stop: bool = False
 
 
 @dataclass
@@ -357,7 +358,9 @@ class _Screen:
                 if res.receipt.lifecycle.interrupted:
                     self.interrupted = True
                     break
-                if res.receipt.notes and res.receipt.notes.startswith("not started"):
+                if res.receipt.ready_at is None:
+                    break  # not started, or the server never became ready: fail fast
+                if self.opts.futility_stop and self._futile():
                     break
         except KeyboardInterrupt:
             self.interrupted = True
@@ -368,6 +371,26 @@ class _Screen:
             return self._finish()
         finally:
             self.intr.restore()
+
+    def _futile(self) -> bool:
+        """After the first control and candidate sessions with a successful measured request:
+        True (and a note) when candidate/control client wall exceeds the protocol's
+        ``futility_ratio`` (seed 000: 173.211 s control vs 365.884 s candidate, rejected
+        after the first pair, the rest of the order explicitly not run)."""
+        walls: dict[str, list[float]] = {"control": [], "candidate": []}
+        for r in self.results:
+            walls[r.planned.arm] += [float(q.client_wall_s) for q in r.receipt.measured
+                                     if q.ok and q.client_wall_s is not None]
+        if not walls["control"] or not walls["candidate"]:
+            return False
+        ratio = (sorted(walls["candidate"])[len(walls["candidate"]) // 2]
+                 / sorted(walls["control"])[len(walls["control"]) // 2])
+        limit = self.scope.protocol.futility_ratio
+        if ratio > limit:
+            self.notes.append(f"futility stop: candidate/control client wall {ratio:.3f} > "
+                              f"{limit:g} after the first pair; remaining sessions not run")
+            return True
+        return False
 
     def _wait_idle_gap(self) -> None:
         if self.last_exit is None:

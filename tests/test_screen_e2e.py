@@ -321,6 +321,20 @@ def test_busy_port_is_not_mistaken_for_a_ready_server(
     assert "1 planned session(s) not run: 1 (candidate)" in summary["problems"]
 
 
+def test_futility_stop_after_the_first_pair(tmp_path: Path, keys: tuple[Path, Path],
+                                           npu_dir: Path) -> None:
+    out = tmp_path / "b"
+    res = _cli(*_screen_args(out, keys[0], "slower", "--sessions", "4", "--futility-stop"),
+               env=_env(npu_dir))
+    assert res.returncode == 1, res.stdout + res.stderr
+    control, cand = _receipts(out)  # ABAB cut after AB
+    assert cand.measured[0].client_wall_s > 1.1 * control.measured[0].client_wall_s
+    summary = json.loads((out / "data" / "screen.json").read_text())
+    assert any(n.startswith("futility stop: candidate/control client wall")
+               for n in summary["notes"])
+    assert "2 planned session(s) not run: 2 (control), 3 (candidate)" in summary["problems"]
+
+
 def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path) -> None:
     out = tmp_path / "b"
     res = _cli("screen", "--campaign", str(CAMPAIGN), "--candidate", "noop", "--track",
