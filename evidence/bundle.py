@@ -119,8 +119,20 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
 
 def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> str | None:
     if size > limit:
-        out.append(_f("FILE_TOO_LARGE", "P1", rel,
-                      f"{size} bytes exceeds the {limit}-byte limit for documents; not read",
+        # A large JSON payload (a trace, say) is legitimate; a large campaign-bot document is
+        # not.  Documents we write start with their schema, so the head tells them apart.
+        sev: Severity = "P1"
+        what = "documents"
+        if rel.endswith(".json"):
+            try:
+                with open(root / rel, "rb") as f:
+                    head = f.read(4096)
+            except OSError:
+                head = b"campaign-bot/"
+            if b"campaign-bot/" not in head:
+                sev, what = "P3", "JSON read whole (hashed only)"
+        out.append(_f("FILE_TOO_LARGE", sev, rel,
+                      f"{size} bytes exceeds the {limit}-byte limit for {what}; not read",
                       fix="raise --max-file-bytes if this file is meant to be this large"))
         return None
     try:

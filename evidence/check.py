@@ -15,6 +15,7 @@ three requests does not weigh three times.  The verdicts list is filled by the v
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -217,11 +218,22 @@ def _bytes(n: int) -> str:
 
 
 def _short_lifecycle(problems: list[str]) -> str:
-    idle = [p for p in problems if p.startswith("devices not shown idle")]
-    rest = [p for p in problems if p not in idle]
+    """Compress lifecycle problems for the table: group workers, merge idle checks."""
+    workers: dict[str, int] = {}
+    rest: list[str] = []
+    idle: list[str] = []
+    for p in problems:
+        m = re.match(r"^worker (?:rank|pid) \S+ (.*)$", p)
+        if m:
+            workers[m.group(1)] = workers.get(m.group(1), 0) + 1
+        elif p.startswith("devices not shown idle"):
+            idle.append(p.rsplit(" ", 1)[1])
+        else:
+            rest.append(p)
+    out = [f"{n} worker(s) {what}" for what, n in workers.items()] + rest
     if idle:
-        rest.append("no idle check " + "/".join(p.rsplit(" ", 1)[1] for p in idle))
-    return "; ".join(rest) or "clean"
+        out.append("no idle check " + "/".join(idle))
+    return "; ".join(out) or "clean"
 
 
 def render(rep: CheckReport, console: Any) -> None:
@@ -251,21 +263,22 @@ def render(rep: CheckReport, console: Any) -> None:
                       str(m.unsafe + m.malformed + m.duplicates))
         console.print(t)
     if rep.arms:
-        t = Table(title="sessions per screen, track and arm (warmups never counted)",
-                  title_justify="left")
+        t = Table(title="sessions per screen, track and arm (warmups never counted; clean = "
+                        "sessions with a clean lifecycle / sessions)", title_justify="left")
         server = any(a.median_server_inference_s is not None for a in rep.arms)
-        cols = ["screen", "track", "arm", "sessions", "clean", "measured", "failed",
-                "median client s", "median server s", "warmups (s)", "lifecycle problems"]
+        cols = ["screen", "track", "arm", "clean", "measured", "failed",
+                "median client s", "median server s", "warmups s", "lifecycle problems"]
         if not server:
             cols.remove("median server s")
         for c in cols:
             left = c in ("screen", "track", "arm", "lifecycle problems")
             t.add_column(c, justify="left" if left else "right",
-                         no_wrap=c in ("screen", "track"))
+                         no_wrap=c == "track",
+                         overflow="fold" if c in ("screen", "arm") else "ellipsis")
         for a in rep.arms:
             arm = a.arm if not a.candidate else f"{a.arm} {a.candidate}"
             warm = ", ".join(f"{w:.3f}" for w in a.warmup_client_wall_s)
-            row = [escape(a.screen_id), a.track, escape(arm), str(a.sessions),
+            row = [escape(a.screen_id), a.track, escape(arm),
                    f"{a.sessions_clean}/{a.sessions}", str(a.measured_requests),
                    str(a.measured_failed), _fmt_s(a.median_client_wall_s)]
             if server:

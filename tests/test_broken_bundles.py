@@ -316,3 +316,14 @@ def test_unreadable_file_is_a_finding_not_a_crash() -> None:
         assert res.returncode == 1
     finally:
         shutil.rmtree(base)
+
+
+def test_oversized_document_is_an_error_but_oversized_payload_json_a_note(
+        example_copy: Path) -> None:
+    (example_copy / "trace.json").write_text(json.dumps({"events": ["x" * 100] * 100}))
+    code, rep = run_check(example_copy, "--max-file-bytes", "2500")
+    sev = {f["path"]: f["severity"] for f in rep["findings"] if f["rule"] == "FILE_TOO_LARGE"}
+    assert sev["trace.json"] == "P3"
+    assert sev["campaign.toml"] == "P1"
+    assert sev[RECEIPT] == "P1"  # a receipt starts with its campaign-bot schema
+    assert code == 1

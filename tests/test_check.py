@@ -164,3 +164,26 @@ def test_progress_bar_appears_only_after_the_delay() -> None:
     fast(50 << 20, 100 << 20)
     fast.stop()
     assert "hashing" in buf.getvalue()
+
+
+def test_committed_schemas_accept_the_example_documents() -> None:
+    import tomllib
+
+    import jsonschema
+
+    def schema(name: str) -> dict:
+        return json.loads((ROOT / "evidence" / "schemas" / f"{name}.json").read_text())
+
+    lc = load_campaign(EXAMPLE)
+    for d in lc.receipts:
+        jsonschema.validate(json.loads(d.text), schema("receipt"))
+    for sd in lc.statuses:
+        jsonschema.validate(json.loads(sd.text), schema("status"))
+    jsonschema.validate(tomllib.loads((EXAMPLE / "campaign.toml").read_text()),
+                        schema("campaign"))
+    rep = json.loads(CliRunner().invoke(app, ["check", str(EXAMPLE), "--json"]).stdout)
+    jsonschema.validate(rep, schema("check-report"))
+    bad = json.loads(lc.receipts[0].text)
+    bad["arm"] = "treatment"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema("receipt"))

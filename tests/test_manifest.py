@@ -13,6 +13,8 @@ from pathlib import Path
 
 import bagit
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evidence.manifest import hash_files, sha256_file, verify_tree, write_bag
 
@@ -182,3 +184,44 @@ def test_hashing_is_streamed_and_parallel(tmp_path: Path) -> None:
     (tmp_path / "f0.bin").chmod(0)
     if os.geteuid() != 0:
         assert isinstance(hash_files(files)[files[0]], PermissionError)
+
+
+def test_fetch_txt_entries_are_external(tmp_path: Path) -> None:
+    make_payload(tmp_path, 1)
+    write_bag(tmp_path)
+    with open(tmp_path / "manifest-sha256.txt", "a") as f:
+        f.write(f"{'3' * 64}  data/big/out.mp4\n")
+    (tmp_path / "fetch.txt").write_text("https://example.org/out.mp4 123 data/big/out.mp4\n")
+    res = verify_tree(tmp_path)
+    assert [e.path for e in res.external] == ["data/big/out.mp4"]
+    assert res.missing == 0
+    # the tag manifest still hashed the manifest before the append: exactly that mismatch
+    assert [(f.rule, f.path) for f in res.findings] == [("MANIFEST_MISMATCH",
+                                                         "manifest-sha256.txt")]
+
+
+manifest_lines = st.lists(
+    st.one_of(
+        st.text(max_size=90),
+        st.builds(lambda h, p: f"{h}  {p}", st.text("0123456789abcdefABCDEF", min_size=60,
+                                                    max_size=66), st.text(max_size=40)),
+        st.builds(lambda p: f"{'a' * 64} *{p}", st.text(max_size=40)),
+    ), max_size=12)
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=manifest_lines, crlf=st.booleans())
+def test_any_manifest_text_gives_findings_not_exceptions(tmp_path: Path, lines: list[str],
+                                                         crlf: bool) -> None:
+    d = tmp_path / "fz"
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "x.json").write_text("{}\n")
+    nl = "\r\n" if crlf else "\n"
+    for name in ("manifest-sha256.txt", "SHA256SUMS"):
+        (d / name).write_text(nl.join(lines) + nl, encoding="utf-8", errors="surrogatepass")
+    (d / "map.json").write_text(json.dumps({f"data/{i}.txt": x for i, x in enumerate(lines)}))
+    res = verify_tree(d)
+    for f in res.findings:
+        assert f.path and f.message
