@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -216,13 +220,48 @@ def compare(
             return None
         return frame.to_ndarray(format="rgb24")
 
+    # LPIPS runs in its own thread, fed whole batches through a short queue, so the
+    # accelerator works while the CPU decodes and computes SSIM/PSNR.  Every batch has the
+    # same shape (the last one is padded and the padding dropped), so cuDNN tunes once.
+    lp_queue: queue.Queue[Any] = queue.Queue(maxsize=2)
+    lp_box: dict[str, Any] = {}
+
+    def lpips_job() -> None:
+        assert scorer is not None
+        while True:
+            item = lp_queue.get()
+            if item is None:
+                return
+            if "error" in lp_box:
+                continue
+            idx, a_, b_, n_real = item
+            try:
+                vals = scorer.score(a_, b_)
+                lp_values.extend((i_, float(v)) for i_, v in zip(idx, vals[:n_real],
+                                                                 strict=True))
+            except BaseException as exc:  # reported by the caller's thread
+                lp_box["error"] = exc
+
+    lp_thread = threading.Thread(target=lpips_job, name="lpips", daemon=True)
+    if scorer is not None:
+        lp_thread.start()
+
     def flush() -> None:
         if not batch:
             return
-        assert scorer is not None
-        vals = scorer.score(np.stack([b[1] for b in batch]), np.stack([b[2] for b in batch]))
-        lp_values.extend((b[0], float(v)) for b, v in zip(batch, vals, strict=True))
+        n_real = len(batch)
+        while len(batch) < bsize:
+            batch.append(batch[-1])
+        lp_queue.put(([b[0] for b in batch[:n_real]], np.stack([b[1] for b in batch]),
+                      np.stack([b[2] for b in batch]), n_real))
         batch.clear()
+
+    def frame_job(i: int, fa: Any, fb: Any) -> tuple[Any, bytes | None, bytes | None]:
+        pa, pb = yuv_planes(fa), yuv_planes(fb)
+        fs = acc.score(i, pa, pb)
+        if lossless:
+            return fs, _plane_hash(pa), _plane_hash(pb)
+        return fs, None, None
 
     # Audio is small (a 15 s stereo track is 4 MB of float32): decode it and compute its
     # metrics in a background thread while the video streams (numpy and scipy.fft release the
@@ -249,37 +288,61 @@ def compare(
 
     total = expected.frames or vc["frames"]
     bar = _Progress(progress, total, f"comparing {candidate.name}")
+    # SSIM/PSNR (and plane hashes) of each frame pair run in a small thread pool (numpy
+    # releases the GIL); results are taken in frame order, with a bounded number in flight.
+    workers = max(1, min(4, os.cpu_count() or 1))
+    pending: deque[tuple[int, Future[Any], Any, Any]] = deque()
+
+    def take_one() -> None:
+        nonlocal differing, first_diff, metric_error
+        i, fut, _fa, _fb = pending.popleft()
+        try:
+            fs, ha, hb = fut.result()
+        except ValueError as exc:
+            if metric_error is None:
+                metric_error = f"frame {i}: {exc}"
+            return
+        if metric_error is not None:
+            return
+        acc.accumulate(fs)
+        if lossless:
+            assert ha is not None and hb is not None
+            hashes_c.update(ha)
+            hashes_k.update(hb)
+            if ha != hb:
+                differing += 1
+                if first_diff is None:
+                    first_diff = i
+
     try:
-        with PairDecoder(control, candidate,
-                         transform=to_rgb if scorer is not None and metrics_possible else None
-                         ) as pairs:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool, \
+                PairDecoder(control, candidate,
+                            transform=to_rgb if scorer is not None and metrics_possible
+                            else None) as pairs:
             for i, (fa, ra), (fb, rb) in pairs:
                 if metrics_possible and metric_error is None:
-                    try:
-                        pa, pb = yuv_planes(fa), yuv_planes(fb)
-                        acc.add(i, pa, pb)
-                        if lossless:
-                            ha, hb = _plane_hash(pa), _plane_hash(pb)
-                            hashes_c.update(ha)
-                            hashes_k.update(hb)
-                            if ha != hb:
-                                differing += 1
-                                if first_diff is None:
-                                    first_diff = i
-                        if ra is not None and rb is not None:
-                            batch.append((i, ra, rb))
-                            if len(batch) >= bsize:
-                                flush()
-                    except ValueError as exc:
-                        metric_error = f"frame {i}: {exc}"
+                    pending.append((i, pool.submit(frame_job, i, fa, fb), fa, fb))
+                    while len(pending) > 2 * workers:
+                        take_one()
+                    if ra is not None and rb is not None:
+                        batch.append((i, ra, rb))
+                        if len(batch) >= bsize:
+                            flush()
                 bar.advance()
                 if on_frame is not None:
                     on_frame(i)
+            while pending:
+                take_one()
             if metric_error is None:
                 flush()
             stats_c, stats_k = pairs.stats
     finally:
         bar.close()
+        if scorer is not None:
+            lp_queue.put(None)
+            lp_thread.join()
+    if "error" in lp_box:
+        raise lp_box["error"]
 
     audio_thread.join()
     if "error" in audio_box:
