@@ -19,8 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import queue
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -28,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evidence.media.audio import rms_ratio, spectral_cosine
+from evidence.media.audio import decode_audio, rms_ratio, spectral_cosine
 from evidence.media.decode import PLANAR_8BIT, PairDecoder, open_container, yuv_planes
 from evidence.media.errors import MediaInputError
 from evidence.media.ffconv import SsimPsnrAccumulator
@@ -215,51 +220,134 @@ def compare(
             return None
         return frame.to_ndarray(format="rgb24")
 
+    # LPIPS runs in its own thread, fed whole batches through a short queue, so the
+    # accelerator works while the CPU decodes and computes SSIM/PSNR.  Every batch has the
+    # same shape (the last one is padded and the padding dropped), so cuDNN tunes once.
+    lp_queue: queue.Queue[Any] = queue.Queue(maxsize=2)
+    lp_box: dict[str, Any] = {}
+
+    def lpips_job() -> None:
+        assert scorer is not None
+        while True:
+            item = lp_queue.get()
+            if item is None:
+                return
+            if "error" in lp_box:
+                continue
+            idx, a_, b_, n_real = item
+            try:
+                vals = scorer.score(a_, b_)
+                lp_values.extend((i_, float(v)) for i_, v in zip(idx, vals[:n_real],
+                                                                 strict=True))
+            except BaseException as exc:  # reported by the caller's thread
+                lp_box["error"] = exc
+
+    lp_thread = threading.Thread(target=lpips_job, name="lpips", daemon=True)
+    if scorer is not None:
+        lp_thread.start()
+
     def flush() -> None:
         if not batch:
             return
-        assert scorer is not None
-        vals = scorer.score(np.stack([b[1] for b in batch]), np.stack([b[2] for b in batch]))
-        lp_values.extend((b[0], float(v)) for b, v in zip(batch, vals, strict=True))
+        n_real = len(batch)
+        while len(batch) < bsize:
+            batch.append(batch[-1])
+        lp_queue.put(([b[0] for b in batch[:n_real]], np.stack([b[1] for b in batch]),
+                      np.stack([b[2] for b in batch]), n_real))
         batch.clear()
+
+    def frame_job(i: int, fa: Any, fb: Any) -> tuple[Any, bytes | None, bytes | None]:
+        pa, pb = yuv_planes(fa), yuv_planes(fb)
+        fs = acc.score(i, pa, pb)
+        if lossless:
+            return fs, _plane_hash(pa), _plane_hash(pb)
+        return fs, None, None
+
+    # Audio is small (a 15 s stereo track is 4 MB of float32): decode it and compute its
+    # metrics in a background thread while the video streams (numpy and scipy.fft release the
+    # GIL), so it costs no wall time on a machine with a spare core.
+    audio_box: dict[str, Any] = {}
+
+    def audio_job() -> None:
+        try:
+            ac_, ak_ = decode_audio(control), decode_audio(candidate)
+            audio_box["decoded"] = (ac_, ak_)
+            if mode == "lossy" and ac_ is not None and ak_ is not None and \
+                    ac_.channels == ak_.channels and ac_.sample_rate == ak_.sample_rate and \
+                    not ac_.nonfinite and not ak_.nonfinite:
+                try:
+                    audio_box["cosine"] = spectral_cosine(ac_.samples, ak_.samples)
+                except ValueError as exc:
+                    audio_box["cosine_error"] = str(exc)
+                audio_box["rms"] = rms_ratio(ac_.samples, ak_.samples)
+        except BaseException as exc:  # re-raised in the caller's thread below
+            audio_box["error"] = exc
+
+    audio_thread = threading.Thread(target=audio_job, name="audio", daemon=True)
+    audio_thread.start()
 
     total = expected.frames or vc["frames"]
     bar = _Progress(progress, total, f"comparing {candidate.name}")
+    # SSIM/PSNR (and plane hashes) of each frame pair run in a small thread pool (numpy
+    # releases the GIL); results are taken in frame order, with a bounded number in flight.
+    workers = max(1, min(4, os.cpu_count() or 1))
+    pending: deque[tuple[int, Future[Any], Any, Any]] = deque()
+
+    def take_one() -> None:
+        nonlocal differing, first_diff, metric_error
+        i, fut, _fa, _fb = pending.popleft()
+        try:
+            fs, ha, hb = fut.result()
+        except ValueError as exc:
+            if metric_error is None:
+                metric_error = f"frame {i}: {exc}"
+            return
+        if metric_error is not None:
+            return
+        acc.accumulate(fs)
+        if lossless:
+            assert ha is not None and hb is not None
+            hashes_c.update(ha)
+            hashes_k.update(hb)
+            if ha != hb:
+                differing += 1
+                if first_diff is None:
+                    first_diff = i
+
     try:
-        with PairDecoder(control, candidate,
-                         transform=to_rgb if scorer is not None and metrics_possible else None
-                         ) as pairs:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool, \
+                PairDecoder(control, candidate,
+                            transform=to_rgb if scorer is not None and metrics_possible
+                            else None) as pairs:
             for i, (fa, ra), (fb, rb) in pairs:
                 if metrics_possible and metric_error is None:
-                    try:
-                        pa, pb = yuv_planes(fa), yuv_planes(fb)
-                        acc.add(i, pa, pb)
-                        if lossless:
-                            ha, hb = _plane_hash(pa), _plane_hash(pb)
-                            hashes_c.update(ha)
-                            hashes_k.update(hb)
-                            if ha != hb:
-                                differing += 1
-                                if first_diff is None:
-                                    first_diff = i
-                        if ra is not None and rb is not None:
-                            batch.append((i, ra, rb))
-                            if len(batch) >= bsize:
-                                flush()
-                    except ValueError as exc:
-                        metric_error = f"frame {i}: {exc}"
+                    pending.append((i, pool.submit(frame_job, i, fa, fb), fa, fb))
+                    while len(pending) > 2 * workers:
+                        take_one()
+                    if ra is not None and rb is not None:
+                        batch.append((i, ra, rb))
+                        if len(batch) >= bsize:
+                            flush()
                 bar.advance()
                 if on_frame is not None:
                     on_frame(i)
+            while pending:
+                take_one()
             if metric_error is None:
                 flush()
             stats_c, stats_k = pairs.stats
     finally:
         bar.close()
+        if scorer is not None:
+            lp_queue.put(None)
+            lp_thread.join()
+    if "error" in lp_box:
+        raise lp_box["error"]
 
-    from evidence.media.audio import decode_audio
-
-    aud_c, aud_k = decode_audio(control), decode_audio(candidate)
+    audio_thread.join()
+    if "error" in audio_box:
+        raise audio_box["error"]
+    aud_c, aud_k = audio_box["decoded"]
     probe_c = build_probe(control, hdr_c, stats_c, aud_c, sha_c)
     probe_k = build_probe(candidate, hdr_k, stats_k, aud_k, sha_k)
     checks = structural_checks(probe_c, probe_k, expected, val)
@@ -364,21 +452,17 @@ def compare(
                    f"{aud_k.channels} ch {aud_k.sample_rate} Hz")
         elif aud_c.nonfinite or aud_k.nonfinite:
             why = "non-finite audio samples"
-        if why is None:
-            assert aud_c is not None and aud_k is not None
-            try:
-                cos, cos_detail = spectral_cosine(aud_c.samples, aud_k.samples)
-            except ValueError as exc:
-                why = str(exc)
+        if why is None and "cosine_error" in audio_box:
+            why = audio_box["cosine_error"]
         if why is not None:
             metrics.append(_gate_ge("audio_spectral_cosine", None, ac, {}, why))
             metrics.append(MediaMetric(name="audio_rms_ratio", value=None, op="in",
                                        threshold=[rg.low, rg.high], passed=False,
                                        source=rg.source, detail={"not_measured": why}))
         else:
-            assert aud_c is not None and aud_k is not None
+            cos, cos_detail = audio_box["cosine"]
             metrics.append(_gate_ge("audio_spectral_cosine", cos, ac, cos_detail))
-            ratio = rms_ratio(aud_c.samples, aud_k.samples)
+            ratio = audio_box["rms"]
             metrics.append(MediaMetric(
                 name="audio_rms_ratio", value=ratio, op="in", threshold=[rg.low, rg.high],
                 passed=bool(rg.low <= ratio <= rg.high), source=rg.source,

@@ -33,6 +33,7 @@ in clip length.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -232,7 +233,9 @@ class SsimPsnrAccumulator:
     """Streaming SSIM/PSNR over frame pairs; memory does not grow with clip length.
 
     Call :meth:`add` once per frame pair with the planes (Y, U, V) of control and candidate,
-    then :meth:`result`.  Plane weights are the plane sizes, as both filters use.
+    then :meth:`result`.  Plane weights are the plane sizes, as both filters use.  For
+    parallel use, call :meth:`score` from worker threads (each keeps its own buffers) and
+    :meth:`accumulate` the results in frame order.
     """
 
     frames: int = 0
@@ -245,8 +248,7 @@ class SsimPsnrAccumulator:
     max_mse: float = -1.0
     max_mse_frame: int | None = None
     min_mse: float = math.inf
-    _summers: dict[tuple[int, tuple[int, int]], BlockSummer] = field(default_factory=dict,
-                                                                      repr=False)
+    _tls: threading.local = field(default_factory=threading.local, repr=False)
 
     def score(self, index: int, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]
               ) -> FrameScore:
@@ -260,9 +262,12 @@ class SsimPsnrAccumulator:
         for i, (pa, pb) in enumerate(zip(a, b, strict=True)):
             if pa.shape != pb.shape:
                 raise ValueError(f"plane {i}: shapes differ, {pa.shape} and {pb.shape}")
-            summer = self._summers.get((i, pa.shape))
+            summers = getattr(self._tls, "summers", None)
+            if summers is None:
+                summers = self._tls.summers = {}
+            summer = summers.get((i, pa.shape))
             if summer is None:
-                summer = self._summers[(i, pa.shape)] = BlockSummer(pa.shape)
+                summer = summers[(i, pa.shape)] = BlockSummer(pa.shape)
             sums = summer(pa, pb)
             ssim.append(ssim_from_blocks(sums, summer.win))
             mse.append(plane_sse(pa, pb, sums) / float(pa.shape[0] * pa.shape[1]))
@@ -274,9 +279,15 @@ class SsimPsnrAccumulator:
             ) -> FrameScore:
         """Score and accumulate one frame pair; returns that frame's :class:`FrameScore`."""
         fs = self.score(index, a, b)
+        self.accumulate(fs)
+        return fs
+
+    def accumulate(self, fs: FrameScore) -> None:
+        """Add one scored frame to the clip figures (call in frame order)."""
+        index = fs.index
         if self.frames == 0:
-            self.ssim_sum = [0.0] * len(a)
-            self.mse_sum = [0.0] * len(a)
+            self.ssim_sum = [0.0] * len(fs.ssim)
+            self.mse_sum = [0.0] * len(fs.mse)
         self.frames += 1
         for i, (s, m) in enumerate(zip(fs.ssim, fs.mse, strict=True)):
             self.ssim_sum[i] += s
@@ -288,7 +299,6 @@ class SsimPsnrAccumulator:
         if fs.mse_all > self.max_mse:
             self.max_mse, self.max_mse_frame = fs.mse_all, index
         self.min_mse = min(self.min_mse, fs.mse_all)
-        return fs
 
     def result(self) -> dict[str, float | int | None]:
         """Clip figures as FFmpeg prints them at the end of the run.

@@ -48,8 +48,8 @@ class ClipSpec:
     preset: str = "ultrafast"
 
 
-def _frame_image(i: int, spec: ClipSpec, texture: np.ndarray, rng: np.random.Generator | None
-                 ) -> np.ndarray:
+def _frame_image(i: int, spec: ClipSpec, texture: np.ndarray,
+                 noise_bank: list[np.ndarray] | None) -> np.ndarray:
     h, w = spec.height, spec.width
     y = np.arange(h, dtype=np.float32)[:, None]
     x = np.arange(w, dtype=np.float32)[None, :]
@@ -58,8 +58,8 @@ def _frame_image(i: int, spec: ClipSpec, texture: np.ndarray, rng: np.random.Gen
     g = 128 + 100 * np.sin((y - 2 * t) / 17.0) + 0 * x
     b = 128 + 80 * np.cos((x + y + 5 * t) / 41.0)
     img = np.stack([r, g, b], axis=-1) + texture
-    if rng is not None and spec.noise > 0:
-        img = img + rng.normal(0.0, spec.noise, img.shape).astype(np.float32)
+    if noise_bank is not None:
+        img = img + noise_bank[i % len(noise_bank)]
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
@@ -81,7 +81,12 @@ def make_clip(path: Path, spec: ClipSpec = ClipSpec()) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tex_rng = np.random.default_rng(spec.seed)
     texture = tex_rng.normal(0.0, 12.0, (spec.height, spec.width, 3)).astype(np.float32)
-    noise_rng = np.random.default_rng(spec.seed + 1000) if spec.noise > 0 else None
+    noise_bank = None
+    if spec.noise > 0:
+        # a bank of 7 noise fields, cycled: cheap to make, and no frame repeats its neighbour
+        nrng = np.random.default_rng(spec.seed + 1000)
+        noise_bank = [nrng.normal(0.0, spec.noise, (spec.height, spec.width, 3))
+                      .astype(np.float32) for _ in range(7)]
     with av.open(str(path), "w", format="mp4") as out:
         v = out.add_stream("libx264", rate=spec.fps)
         v.width, v.height, v.pix_fmt = spec.width, spec.height, "yuv420p"
@@ -95,7 +100,7 @@ def make_clip(path: Path, spec: ClipSpec = ClipSpec()) -> Path:
                 "mono" if spec.channels == 1 else f"{spec.channels}c")
         pts = 0
         for i in range(spec.frames):
-            frame = av.VideoFrame.from_ndarray(_frame_image(i, spec, texture, noise_rng),
+            frame = av.VideoFrame.from_ndarray(_frame_image(i, spec, texture, noise_bank),
                                                format="rgb24").reformat(format="yuv420p")
             if spec.vfr:
                 frame.pts = pts

@@ -35,6 +35,7 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out: dict[str, Path] = {}
     specs = {
         "control": BASE,
+        "mild": replace(BASE, noise=1.0),
         "noisy": replace(BASE, noise=6.0),
         "very_noisy": replace(BASE, noise=40.0, audio_gain=0.05),
         "no_audio": replace(BASE, channels=0),
