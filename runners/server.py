@@ -125,6 +125,16 @@ def config_digest(argv: Sequence[str], env: dict[str, str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _term_when_runner_dies() -> None:
+    """In the server child before exec: ``PR_SET_PDEATHSIG`` = SIGTERM, so a runner killed
+    outright (a job cancel ends with SIGKILL) still starts the server's own graceful
+    shutdown instead of leaving it holding the devices."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def become_subreaper() -> bool:
     """Make this process a child subreaper (``PR_SET_CHILD_SUBREAPER``), so workers orphaned
     by a dying server are re-parented here and their exit status can be read with waitpid.
@@ -178,7 +188,7 @@ class ServerProcess:
         try:
             self.popen = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True)
+                env=env, start_new_session=True, preexec_fn=_term_when_runner_dies)
         except OSError as exc:
             raise ServerStartError(f"cannot start {self.argv[0]!r}: {exc}") from exc
         finally:

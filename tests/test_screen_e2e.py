@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -333,6 +334,39 @@ def test_futility_stop_after_the_first_pair(tmp_path: Path, keys: tuple[Path, Pa
     assert any(n.startswith("futility stop: candidate/control client wall")
                for n in summary["notes"])
     assert "2 planned session(s) not run: 2 (control), 3 (candidate)" in summary["problems"]
+
+
+def test_server_is_terminated_when_the_runner_is_killed(
+        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path) -> None:
+    """A job cancel ends with SIGKILL of the runner: the server (in its own session) gets
+    SIGTERM through PR_SET_PDEATHSIG and runs its own shutdown ladder."""
+    out = tmp_path / "b"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from evidence.cli import main; main()",
+         *_screen_args(out, keys[0], "noop", "--control-only", "--sessions", "1")],
+        env=_env(npu_dir, server_cmd=f"{STANDIN} --gen-seconds 30"), cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    log = out / "data" / "logs" / "session-00-control.log"
+    deadline = time.monotonic() + 30
+    pid = None
+    while time.monotonic() < deadline and pid is None:
+        m = re.search(r"Started server process \[(\d+)\]", log.read_text()) \
+            if log.exists() else None
+        pid = int(m.group(1)) if m else None
+        time.sleep(0.05)
+    assert pid is not None
+    time.sleep(0.3)
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and psutil.pid_exists(pid) and \
+            psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.1)
+    assert list((out / "data" / "receipts").glob("*.json")) == []  # the runner never got
+    text = log.read_text()                                       # to shut it down itself
+    assert "POST /v1/videos/sync" not in text  # the warmup was still in flight
+    assert "Shutting down FastAPI HTTP server." in text
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path) -> None:
