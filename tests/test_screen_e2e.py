@@ -245,6 +245,26 @@ def test_different_output_bytes_fail_the_lossless_gate(
     assert any("media gate s01-measured-1-vs-s00 failed" in p for p in summary["problems"])
 
 
+def test_connection_loss_is_recorded_and_orphans_are_reaped(
+        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path) -> None:
+    out = tmp_path / "b"
+    res = _cli(*_screen_args(out, keys[0], "dies-mid-request"), env=_env(npu_dir))
+    assert res.returncode == 1, res.stdout + res.stderr
+    cand = _receipts(out)[1]
+    (q,) = cand.requests
+    assert q.http_status is None and q.error and q.error.startswith("connection failed")
+    life = cand.lifecycle
+    assert life.server_signal == signal.SIGKILL and life.server_exit_code is None
+    # The orphaned workers got SIGTERM through PDEATHSIG and were re-parented to the
+    # runner (a child subreaper), which read their real exit status: 143 from the worker's
+    # SIGTERM handler, or SIGTERM itself when it lands before the handler runs.
+    assert len(life.workers) == 2
+    for w in life.workers:
+        assert (w.state, w.source) == ("exited", "waitpid")
+        assert (w.exit_code, w.signal) in ((143, None), (None, signal.SIGTERM))
+        assert not w.clean
+
+
 def test_server_dying_during_load_fails_fast(tmp_path: Path, keys: tuple[Path, Path],
                                              npu_dir: Path) -> None:
     out = tmp_path / "b"
