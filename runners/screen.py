@@ -309,6 +309,9 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     if tool not in devices.TOOLS:
         raise UsageError(f"--device-tool {opts.device_tool!r}: use auto, none, npu-smi or "
                          "nvidia-smi")
+    if opts.device_tool == "auto" and tool == "none":
+        console.print("[yellow]warning:[/] neither npu-smi nor nvidia-smi is on PATH: the "
+                      "device idle gate is recorded as not checked")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
                    tool).run()
 
