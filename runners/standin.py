@@ -372,6 +372,7 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
             if self.path != "/v1/videos/sync":
                 self._json(404, {"detail": "Not Found"})
                 return
+            LOG.info("stand-in: POST /v1/videos/sync received")
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             try:

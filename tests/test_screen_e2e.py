@@ -302,11 +302,10 @@ def test_sigint_shuts_down_and_writes_a_verifiable_bundle(
     log = out / "data" / "logs" / "session-01-candidate.log"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if log.exists() and "POST" not in log.read_text() and \
-                "Application startup complete." in log.read_text():
-            break
+        if log.exists() and "POST /v1/videos/sync received" in log.read_text():
+            break  # the warmup request is in flight (30 s of stand-in generation)
         time.sleep(0.05)
-    time.sleep(0.5)  # the warmup request is in flight (30 s of stand-in generation)
+    time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     stdout, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, stdout
@@ -370,12 +369,12 @@ def test_server_is_terminated_when_the_runner_is_killed(
     deadline = time.monotonic() + 30
     pid = None
     while time.monotonic() < deadline and pid is None:
-        m = re.search(r"Started server process \[(\d+)\]", log.read_text()) \
-            if log.exists() else None
-        pid = int(m.group(1)) if m else None
+        text = log.read_text() if log.exists() else ""
+        m = re.search(r"Started server process \[(\d+)\]", text)
+        if m and "POST /v1/videos/sync received" in text:
+            pid = int(m.group(1))
         time.sleep(0.05)
     assert pid is not None
-    time.sleep(0.3)
     proc.kill()
     proc.wait(10)
     deadline = time.monotonic() + 15
@@ -384,7 +383,7 @@ def test_server_is_terminated_when_the_runner_is_killed(
         time.sleep(0.1)
     assert list((out / "data" / "receipts").glob("*.json")) == []  # the runner never got
     text = log.read_text()                                       # to shut it down itself
-    assert "POST /v1/videos/sync" not in text  # the warmup was still in flight
+    assert '"POST /v1/videos/sync HTTP/1.1"' not in text  # the warmup was still in flight
     assert "Shutting down FastAPI HTTP server." in text
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
