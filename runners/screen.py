@@ -351,6 +351,20 @@ class _Screen:
             self.screen_problems.append(f"installed vllm-omni {installed} is not the scope's "
                                         f"pinned {pinned}")
         self.notes.append(f"device idle gate: {self.tool}")
+        for arm_cand in [None] + ([self.cand] if self.cand else []):
+            env = build_env(self.scope.serving, arm_cand, device_ids=[],
+                            request_timeout_s=self.scope.protocol.request_timeout_s,
+                            device_tool=self.tool)
+            try:
+                sync = float(env["VLLM_OMNI_VIDEO_SYNC_TIMEOUT"])
+            except ValueError:
+                sync = -1.0
+            if sync <= self.scope.protocol.request_timeout_s:
+                who = arm_cand.name if arm_cand else "control"
+                self.notes.append(
+                    f"{who}: VLLM_OMNI_VIDEO_SYNC_TIMEOUT={env['VLLM_OMNI_VIDEO_SYNC_TIMEOUT']} "
+                    f"is not above the request timeout {self.scope.protocol.request_timeout_s:g}"
+                    " s: the server may answer 504 before the client gives up")
         self.intr.install()
         try:
             for ps in self.plan:

@@ -214,6 +214,9 @@ def test_failed_warmup_is_recorded_and_session_shuts_down(
     q = cand.requests[0]
     assert q.http_status == status and needle in (q.error or "")
     assert q.request_id and q.client_wall_s is not None
+    notes = json.loads((out / "data" / "screen.json").read_text())["notes"]
+    warned = [n for n in notes if "VLLM_OMNI_VIDEO_SYNC_TIMEOUT=0.5 is not above" in n]
+    assert len(warned) == (1 if candidate == "timeout-504" else 0)
     if candidate == "worker-crash":
         w0 = cand.lifecycle.workers[0]
         assert (w0.rank, w0.signal, w0.source) == (0, 9, "log: died unexpectedly")
