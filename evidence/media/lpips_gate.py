@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import pickle
 import warnings
 import zipfile
@@ -182,7 +183,9 @@ class LpipsScorer:
         self.weights_sha256 = sha256.lower().removeprefix("sha256:")
         self.linear_sha256 = linear_layers_sha256()
         if self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = True
+            # cuDNN autotuning pays off only over many same-shaped batches; it costs seconds
+            # on the first one.  CAMPAIGN_BOT_CUDNN_BENCHMARK=1 turns it on.
+            torch.backends.cudnn.benchmark = os.environ.get("CAMPAIGN_BOT_CUDNN_BENCHMARK") == "1"
 
     def score(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """LPIPS per frame pair of two ``(N, H, W, 3)`` uint8 batches (float64, shape N)."""
