@@ -40,6 +40,7 @@ from typing import Any
 
 from bot.github import (
     FileChange,
+    GitHubError,
     GitHubPort,
     GitHubValidationError,
     InlineComment,
@@ -63,6 +64,8 @@ FAILING = frozenset({"P0", "P1", "P2"})
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 FINDING_MARKER = re.compile(r"<!-- campaign-bot:finding key=([0-9a-f]+) sha=([0-9a-f]+) -->")
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+MAX_BODY_FINDINGS = 100
+"""Findings listed in one review body (the rest wait for the next review)."""
 MAX_TABLE_FINDINGS = 100
 """Findings listed in the summary comment; the rest are counted."""
 
@@ -285,6 +288,9 @@ async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFi
     lines = {f.filename: diff_lines(f.patch) for f in files if f.status != "removed"}
     inline: list[PlacedFinding] = []
     body: list[PlacedFinding] = []
+    # a review body stays well under GitHub's 65,536 characters; findings beyond the cap are
+    # listed in the summary and posted by a later review
+    new = new[: max_inline + MAX_BODY_FINDINGS]
     for p in new:
         if p.line is not None and p.line in lines.get(p.repo_path, set()) and \
                 len(inline) < max_inline:
@@ -315,12 +321,22 @@ async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFi
 
 
 async def _check_run(gh: GitHubPort, sha: str) -> Any:
+    """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
+    GitHub refuses check runs to these credentials (only Apps with checks:write may create
+    them; a token gets 403), so the review still happens without one."""
     runs = await gh.list_check_runs(sha, CHECK_NAME)
     if runs:
         return runs[0]
-    return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
-                                     title="Checking campaign evidence",
-                                     summary="campaign-bot is checking the evidence files.")
+    try:
+        return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                         title="Checking campaign evidence",
+                                         summary="campaign-bot is checking the evidence files.")
+    except GitHubError as exc:
+        if exc.retryable or exc.status != 403:
+            raise
+        log.warning("no check run on %s: %s (check runs need a GitHub App with checks:write)",
+                    sha[:12], exc)
+        return None
 
 
 async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,

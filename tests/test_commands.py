@@ -46,6 +46,12 @@ async def test_help_lists_every_command_once_per_command(repo) -> None:
     assert len(repo.writes()) == 1
 
 
+async def test_a_command_repeated_in_one_comment_runs_once(repo) -> None:
+    await router.dispatch(comment_event("/campaign help\n/campaign help"), port(repo),
+                          RepoConfig())
+    assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
+
+
 async def test_comments_by_bots_are_ignored_without_any_request(repo) -> None:
     for login, kind in ((BOT, "Bot"), ("dependabot[bot]", "Bot"), ("ci-bot[bot]", "User")):
         await router.dispatch(comment_event("/campaign help", login=login, user_type=kind),

@@ -196,6 +196,13 @@ async def test_recording_port_reads_through_and_records_writes(gh_repo) -> None:
         await RecordingGitHub(repo=REPO).get_pull(2)
 
 
+async def test_wrong_bot_login_setting_is_reported(gh_repo, caplog) -> None:
+    p = port(gh_repo)
+    p.bot_login = "someone-else[bot]"
+    await p.create_issue_comment(2, "x")
+    assert "CAMPAIGN_BOT_BOT_LOGIN" in caplog.text and BOT in caplog.text
+
+
 async def test_api_calls_and_rate_limit_are_counted(gh_repo) -> None:
     metrics.reset()
     await port(gh_repo).get_pull(2)

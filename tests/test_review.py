@@ -12,7 +12,7 @@ import pytest
 from github_helpers import BOT, EXAMPLE, REPO, comment_event, example_files, port, pr_event
 
 from bot import repo_config
-from bot.github import GitHubRetryableError
+from bot.github import GitHubRetryableError, RecordingGitHub
 from bot.repo_config import RepoConfig
 from bot.review import (
     CHECK_NAME,
@@ -191,6 +191,15 @@ async def test_rate_limited_reads_back_off_and_complete(campaign_pr) -> None:
     assert [w for w, _ in double.write_summary()][:3] == [w for w, _ in OPENED_WRITES]
 
 
+async def test_token_without_checks_permission_still_reviews(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/check-runs", 403,
+                  message="Resource not accessible by personal access token")
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert double.write_summary() == OPENED_WRITES[1:]
+
+
 async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
     github_double.add_repo(REPO, example_files())
     pull = github_double.add_pull(REPO, 2, {"README.md": "docs\n"})
@@ -215,3 +224,23 @@ async def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -
 ], ids=["nested", "root-file", "above", "two-levels", "repo-root"])
 def test_campaign_dir_of(path, patterns, expected) -> None:
     assert campaign_dir_of(path, patterns) == expected
+
+
+async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, fork="evil/Hello-World")
+    gh = port(github_double)
+    assert (await gh.get_pull(2)).is_fork
+    outcome = await review_pull(gh, RepoConfig(), 2)
+    assert outcome.head_sha == pull.head_sha and outcome.problem_count > 0
+    (run,) = check_runs(github_double)
+    assert run["head_sha"] == pull.head_sha  # on the base repository, at the fork's head
+
+
+async def test_dry_run_records_the_review_writes(campaign_pr) -> None:
+    double, _ = campaign_pr
+    rec = RecordingGitHub(port(double))
+    await review_pull(rec, RepoConfig(), 2)
+    assert [w.op for w in rec.writes] == ["create_check_run", "create_review",
+                                          "create_issue_comment", "update_check_run"]
+    assert double.writes() == []

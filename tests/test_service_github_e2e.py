@@ -26,7 +26,7 @@ def settings(github_double, tmp_path: Path):
     repo_config.clear_cache()
     return load_settings(webhook_secret=SECRET, database_url=f"sqlite:///{tmp_path/'b.db'}",
                          token="test-token", github_api_url=github_double.base_url,
-                         bot_login=BOT, retry_delays="0.2")
+                         bot_login=BOT, retry_delays="0.2", worker_mode="thread")
 
 
 def _comment_body(text: str, comment_id: int = 777) -> bytes:

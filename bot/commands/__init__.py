@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import tomllib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.commands.parser import Command, new_commands, parse
-from bot.github import GitHubError, GitHubPort
+from bot.github import GitHubPort
 from bot.payloads import IssueCommentPayload
 from bot.render import marker, render
 from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
@@ -209,13 +208,26 @@ def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, 
             previous)
 
 
+def _unique(body: str, previous: str | None) -> list[Command]:
+    """Commands to run for a comment body (new ones only on an edit); a command repeated
+    verbatim in one comment runs once."""
+    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    seen: set[str] = set()
+    out = []
+    for c in cmds:
+        if c.text not in seen:
+            seen.add(c.text)
+            out.append(c)
+    return out
+
+
 def commands_in(event: Event, bot_login: str) -> list[Command]:
     """The commands an ``issue_comment`` delivery asks to run (bots ignored, edits diffed)."""
     target = _comment_target(event, bot_login)
     if target is None:
         return []
     *_, body, previous = target
-    return new_commands(body, previous) if previous is not None else parse(body)
+    return _unique(body, previous)
 
 
 def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], CommandFn]:
@@ -229,7 +241,7 @@ def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], 
             if target is None:
                 return
             number, is_pull, login, cid, body, previous = target
-            cmds = new_commands(body, previous) if previous is not None else parse(body)
+            cmds = _unique(body, previous)
             for cmd in cmds:
                 if cmd.verb != spec.verb:
                     continue
@@ -281,7 +293,7 @@ async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
     if target is None:
         return
     number, is_pull, login, cid, body, previous = target
-    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    cmds = _unique(body, previous)
     for cmd in cmds:
         if cmd.verb in REGISTRY:
             continue
@@ -291,18 +303,12 @@ async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
         await ctx.reply("unknown.md.j2", known=known)
 
 
-def valid_login(login: str) -> bool:
-    """GitHub login syntax (letters, digits, hyphens; ``[bot]`` suffix for Apps)."""
-    return bool(re.fullmatch(r"[A-Za-z0-9-]+(\[bot\])?", login))
-
-
 __all__ = [
     "REGISTRY",
     "Command",
     "CommandContext",
     "CommandSpec",
     "Decision",
-    "GitHubError",
     "UserError",
     "Who",
     "authorize",
