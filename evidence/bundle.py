@@ -40,7 +40,14 @@ from pydantic import BaseModel, ValidationError
 
 from evidence.lines import line_of
 from evidence.manifest import DEFAULT_MAX_FILE_BYTES, TreeIndex, index_tree
-from evidence.models import CampaignScope, Finding, MediaReport, Receipt, StatusSnapshot
+from evidence.models import (
+    CampaignScope,
+    Finding,
+    MediaReport,
+    Receipt,
+    Severity,
+    StatusSnapshot,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -87,9 +94,9 @@ class LoadedCampaign:
     index: TreeIndex | None = field(default=None, repr=False)
 
 
-def _f(rule: str, sev: str, path: str, msg: str, *, line: int | None = None,
+def _f(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None,
        fieldp: str | None = None, fix: str | None = None) -> Finding:
-    return Finding(rule=rule, severity=sev, path=path, line=line, field=fieldp,  # type: ignore[arg-type]
+    return Finding(rule=rule, severity=sev, path=path, line=line, field=fieldp,
                    message=msg, resolution=fix)
 
 
@@ -112,8 +119,20 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
 
 def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> str | None:
     if size > limit:
-        out.append(_f("FILE_TOO_LARGE", "P1", rel,
-                      f"{size} bytes exceeds the {limit}-byte limit for documents; not read",
+        # A large JSON payload (a trace, say) is legitimate; a large campaign-bot document is
+        # not.  Documents we write start with their schema, so the head tells them apart.
+        sev: Severity = "P1"
+        what = "documents"
+        if rel.endswith(".json"):
+            try:
+                with open(root / rel, "rb") as f:
+                    head = f.read(4096)
+            except OSError:
+                head = b"campaign-bot/"
+            if b"campaign-bot/" not in head:
+                sev, what = "P3", "JSON read whole (hashed only)"
+        out.append(_f("FILE_TOO_LARGE", sev, rel,
+                      f"{size} bytes exceeds the {limit}-byte limit for {what}; not read",
                       fix="raise --max-file-bytes if this file is meant to be this large"))
         return None
     try:
@@ -243,9 +262,9 @@ def _against_scope(lc: LoadedCampaign) -> None:
                 "RECEIPT_SCOPE", "P1", d.path,
                 f"candidate {r.candidate!r} is not in campaign.toml (candidates: "
                 f"{sorted(cands)})", line=line_of(d.text, ("candidate",)), fieldp="candidate"))
-    for d in lc.statuses:
-        if d.model.campaign != scope.id:
+    for sd in lc.statuses:
+        if sd.model.campaign != scope.id:
             lc.findings.append(_f(
-                "STATUS_SCOPE", "P1", d.path,
-                f"campaign {d.model.campaign!r} is not this scope's id {scope.id!r}",
-                line=line_of(d.text, ("campaign",)), fieldp="campaign"))
+                "STATUS_SCOPE", "P1", sd.path,
+                f"campaign {sd.model.campaign!r} is not this scope's id {scope.id!r}",
+                line=line_of(sd.text, ("campaign",)), fieldp="campaign"))

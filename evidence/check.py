@@ -15,6 +15,7 @@ three requests does not weigh three times.  The verdicts list is filled by the v
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -24,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
+from evidence.claims import Claim
 from evidence.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
@@ -34,6 +36,8 @@ from evidence.manifest import (
     verify_tree,
 )
 from evidence.models import Finding
+from evidence.screening import ScreeningDecision
+from evidence.verdicts import TrackVerdict
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 FAILING = frozenset({"P0", "P1", "P2"})
@@ -85,8 +89,13 @@ class CheckReport(BaseModel):
     external: list[ExternalDigest] = Field(default_factory=list)
     arms: list[ArmSummary] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
-    verdicts: list[Any] = Field(
+    verdicts: list[TrackVerdict] = Field(
         default_factory=list, description="Per-track verdicts, added by the verdict engine.")
+    screening: list[ScreeningDecision] = Field(
+        default_factory=list,
+        description="Screening decisions (issue 3): never verdicts.")
+    claims: list[Claim] = Field(
+        default_factory=list, description="With --claims: every stated number and its source.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -141,11 +150,20 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
 
 def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    progress: ProgressFn | None = None,
-                   workers: int | None = None) -> CheckReport:
+                   workers: int | None = None,
+                   base_ref: str | None = None,
+                   claims_file: Path | None = None,
+                   prior_noise: bool = False) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
+    Issue 3 adds the per-track verdicts, screening decisions and review findings; with
+    ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the claim rules,
+    with ``prior_noise`` the labelled prior-noise mode (see :mod:`evidence.review`).
+
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
-    ``root`` itself cannot be listed; every other problem is a finding.
+    ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
+    for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
+    scope; every other problem is a finding.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -179,6 +197,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
     # Issue 3 (verdict engine): consistency rules and per-track verdicts are added here.
+    from evidence.review import review_check
+
+    issue3 = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
+                          prior_noise=prior_noise)
+    findings += issue3.findings
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
     rep = CheckReport(
         root=str(root),
@@ -195,6 +218,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         external=vr.external,
         arms=summarize_arms(lc),
         findings=findings,
+        verdicts=issue3.verdicts,
+        screening=issue3.screening,
+        claims=issue3.claims,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -217,11 +243,22 @@ def _bytes(n: int) -> str:
 
 
 def _short_lifecycle(problems: list[str]) -> str:
-    idle = [p for p in problems if p.startswith("devices not shown idle")]
-    rest = [p for p in problems if p not in idle]
+    """Compress lifecycle problems for the table: group workers, merge idle checks."""
+    workers: dict[str, int] = {}
+    rest: list[str] = []
+    idle: list[str] = []
+    for p in problems:
+        m = re.match(r"^worker (?:rank|pid) \S+ (.*)$", p)
+        if m:
+            workers[m.group(1)] = workers.get(m.group(1), 0) + 1
+        elif p.startswith("devices not shown idle"):
+            idle.append(p.rsplit(" ", 1)[1])
+        else:
+            rest.append(p)
+    out = [f"{n} worker(s) {what}" for what, n in workers.items()] + rest
     if idle:
-        rest.append("no idle check " + "/".join(p.rsplit(" ", 1)[1] for p in idle))
-    return "; ".join(rest) or "clean"
+        out.append("no idle check " + "/".join(idle))
+    return "; ".join(out) or "clean"
 
 
 def render(rep: CheckReport, console: Any) -> None:
@@ -251,21 +288,22 @@ def render(rep: CheckReport, console: Any) -> None:
                       str(m.unsafe + m.malformed + m.duplicates))
         console.print(t)
     if rep.arms:
-        t = Table(title="sessions per screen, track and arm (warmups never counted)",
-                  title_justify="left")
+        t = Table(title="sessions per screen, track and arm (warmups never counted; clean = "
+                        "sessions with a clean lifecycle / sessions)", title_justify="left")
         server = any(a.median_server_inference_s is not None for a in rep.arms)
-        cols = ["screen", "track", "arm", "sessions", "clean", "measured", "failed",
-                "median client s", "median server s", "warmups (s)", "lifecycle problems"]
+        cols = ["screen", "track", "arm", "clean", "measured", "failed",
+                "median client s", "median server s", "warmups s", "lifecycle problems"]
         if not server:
             cols.remove("median server s")
         for c in cols:
             left = c in ("screen", "track", "arm", "lifecycle problems")
             t.add_column(c, justify="left" if left else "right",
-                         no_wrap=c in ("screen", "track"))
+                         no_wrap=c == "track",
+                         overflow="fold" if c in ("screen", "arm") else "ellipsis")
         for a in rep.arms:
             arm = a.arm if not a.candidate else f"{a.arm} {a.candidate}"
             warm = ", ".join(f"{w:.3f}" for w in a.warmup_client_wall_s)
-            row = [escape(a.screen_id), a.track, escape(arm), str(a.sessions),
+            row = [escape(a.screen_id), a.track, escape(arm),
                    f"{a.sessions_clean}/{a.sessions}", str(a.measured_requests),
                    str(a.measured_failed), _fmt_s(a.median_client_wall_s)]
             if server:
@@ -274,6 +312,9 @@ def render(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.review import render_review
+
+    render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:
         t = Table(title="findings", title_justify="left")
         for c in ("sev", "rule", "file:line", "field", "message"):

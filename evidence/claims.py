@@ -17,9 +17,9 @@ precision, to a receipt or a computed verdict:
 ``73.45 %`` needs a source in [73.445, 73.455].
 
 A percentage that traces to nothing but equals the sum (or the compounded product) of two
-other percentages of the text, or that sits in a sentence with a combination word
-("combined", "together", "total", "stacked", "overall", "cumulative", "sum") beside two other
-percentages, is a SUMMED_GAINS finding (P0): a combination is judged only by its own direct
+other percentages of the text, or that follows two other percentages of its line and a
+combination word after them ("combined", "together", "total", "stacked", "overall",
+"cumulative", "sum"), is a SUMMED_GAINS finding (P0): a combination is judged only by its own direct
 A/B.  Anything else untraced is UNTRACEABLE_CLAIM (P1).
 
 Fenced code blocks, inline code and HTML comments are not prose and are skipped.
@@ -67,6 +67,7 @@ class Claim(BaseModel):
     stated unit, ``decimals`` stated, and the source it traced to (None when untraced)."""
 
     line: int
+    col: int = 0
     text: str
     kind: Kind
     unit: str
@@ -109,8 +110,9 @@ def extract_claims(text: str) -> list[Claim]:
         for m in _RANGE.finditer(line):
             kind, unit = _kind(m.group(5))
             val, dec = _num(m.group(1), m.group(2))
-            out.append(Claim(line=no, text=m.group(0)[: m.end(2) - m.start(0)
-                                                    if m.group(2) else m.end(1) - m.start(0)],
+            out.append(Claim(line=no, col=m.start(0),
+                             text=m.group(0)[: m.end(2) - m.start(0)
+                                             if m.group(2) else m.end(1) - m.start(0)],
                              kind=kind, unit=unit, value=val, decimals=dec))
             seen.add(m.start(1))
         for m in _CLAIM.finditer(line):
@@ -118,9 +120,9 @@ def extract_claims(text: str) -> list[Claim]:
                 continue
             kind, unit = _kind(m.group(3) or m.group(4))
             val, dec = _num(m.group(1), m.group(2))
-            out.append(Claim(line=no, text=m.group(0), kind=kind, unit=unit, value=val,
-                             decimals=dec))
-    out.sort(key=lambda c: (c.line, masked.split("\n")[c.line - 1].find(c.text)))
+            out.append(Claim(line=no, col=m.start(0), text=m.group(0), kind=kind, unit=unit,
+                             value=val, decimals=dec))
+    out.sort(key=lambda c: (c.line, c.col))
     return out
 
 
@@ -168,11 +170,12 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
         if v.control_spread is not None:
             s.ratio.append((v.control_spread, f"{tag} control spread"))
             s.percent.append(((v.control_spread - 1) * 100, f"{tag} control spread"))
-        for c in v.control_medians_s:
-            for t in v.candidate_medians_s:
-                s.ratio += [(t / c, f"{tag} pair {t:g}/{c:g}"), (c / t, f"{tag} pair {c:g}/{t:g}")]
-                s.percent += [((1 - t / c) * 100, f"{tag} pair {t:g} vs {c:g}"),
-                              ((t / c - 1) * 100, f"{tag} pair {t:g} vs {c:g}")]
+        for cm in v.control_medians_s:
+            for tm in v.candidate_medians_s:
+                s.ratio += [(tm / cm, f"{tag} pair {tm:g}/{cm:g}"),
+                            (cm / tm, f"{tag} pair {cm:g}/{tm:g}")]
+                s.percent += [((1 - tm / cm) * 100, f"{tag} pair {tm:g} vs {cm:g}"),
+                              ((tm / cm - 1) * 100, f"{tag} pair {tm:g} vs {cm:g}")]
     return s
 
 
@@ -234,10 +237,12 @@ def _mark_summed(claims: list[Claim], lines: list[str]) -> None:
                 compounded = (1 - (1 - a.value / 100) * (1 - b.value / 100)) * 100
                 if abs(summed - c.value) <= tol or abs(compounded - c.value) <= tol:
                     c.summed = True
-        same_line = [o for o in others if o.line == c.line]
-        if not c.summed and len(same_line) >= 2:
+        before = [o for o in others if o.line == c.line and o.col < c.col]
+        if not c.summed and len(before) >= 2:
+            # "A x% and B y%, together z%": the percentage after the combination word
             line = lines[c.line - 1] if c.line <= len(lines) else ""
-            c.summed = bool(_COMBINE.search(line))
+            cue = _COMBINE.search(line, before[-1].col)
+            c.summed = cue is not None and cue.start() < c.col
 
 
 

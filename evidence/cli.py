@@ -117,16 +117,43 @@ def check_cmd(
         help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
              "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
              "exist.")] = None,
+    base: Annotated[str | None, typer.Option(
+        "--base", metavar="REF",
+        help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
+    claims: Annotated[Path | None, typer.Option(
+        "--claims", metavar="FILE",
+        help="Prose (PR description, status comment) whose numbers must trace to receipts "
+             "or verdicts (UNTRACEABLE_CLAIM, SUMMED_GAINS).")] = None,
+    prior_noise: Annotated[bool, typer.Option(
+        "--prior-noise",
+        help="Also show the labelled, model-based prior-noise decision where the campaign "
+             "holds >= 10 historical control-vs-control differences.")] = False,
 ) -> None:
-    """Validate every document and verify every manifest under DIRECTORY in one pass.
+    """Validate every document and verify every manifest under DIRECTORY in one pass, then
+    give per-track verdicts, screening decisions and review findings.
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
     from evidence.check import check_campaign, render
+    from evidence.findings import BaseRefError
 
+    if claims is not None and not claims.is_file():
+        err.print(f"[red]cannot read[/] --claims {claims}: not a file")
+        raise typer.Exit(EXIT_USAGE)
     progress = _LazyProgress(err) if err.is_terminal else None
     try:
-        rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress)
+        rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress,
+                             base_ref=base, claims_file=claims, prior_noise=prior_noise)
+    except BaseRefError as e:
+        if progress:
+            progress.stop()
+        err.print(f"[red]--base {base}:[/] {e}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        if progress:
+            progress.stop()
+        err.print(f"[red]cannot check:[/] {e}")
+        raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()

@@ -10,7 +10,8 @@ Rules (severity):
   field.  A manifest that still hashes the old status is consistent: not a manifest error.
 - ``FROZEN_RECEIPT_CHANGED`` (P1): with ``--base REF``, a receipt that existed at REF was
   edited or deleted (corrections come as new versioned files).  Read-only git subprocesses.
-- ``LIFECYCLE_FAILED`` (P1): a session's lifecycle is unclean; it does not qualify.
+- ``LIFECYCLE_FAILED`` (P1; P2 when the only problem is a device idle check that was never
+  recorded): a session's lifecycle is unclean; it does not qualify.
 - ``REQUEST_FAILED`` (P1): a request without HTTP 200, or a measured request without a finite
   client wall time; the session does not qualify.
 - ``PROTOCOL_SHORTFALL`` (P2; P3 when a screening decision rejected the screen early on
@@ -39,6 +40,7 @@ from evidence.verdicts import (
     ReceiptIn,
     TrackVerdict,
     control_repeatability,
+    hard_lifecycle_issues,
     lifecycle_issues,
     mean_slot_gap,
     request_issues,
@@ -47,6 +49,12 @@ from evidence.verdicts import (
 )
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+REVIEW_RULES = frozenset({
+    "STALE_STATUS", "FROZEN_RECEIPT_CHANGED", "LIFECYCLE_FAILED", "REQUEST_FAILED",
+    "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
+    "UNTRACEABLE_CLAIM",
+})
+"""The rule ids of issue 3's review findings (the loader's and manifests' are issue 2's)."""
 
 STALE_FIX = (
     'either mark this snapshot historical ("frozen": true, "superseded_by": "{receipt}") or '
@@ -150,8 +158,10 @@ def lifecycle_failed(ev: Evidence) -> list[Finding]:
     out = []
     for it in ev.receipts:
         issues = lifecycle_issues(it.receipt.lifecycle)
+        hard = hard_lifecycle_issues(it.receipt.lifecycle)
         if issues:
-            out.append(_f("LIFECYCLE_FAILED", "P1", it.path, it.text, issues[0][0],
+            sev = "P1" if hard else "P2"
+            out.append(_f("LIFECYCLE_FAILED", sev, it.path, it.text, (hard or issues)[0][0],
                           f"session {it.receipt.session_id} ({it.receipt.arm}) does not "
                           f"qualify: {'; '.join(t for _, t in issues)}", LIFECYCLE_FIX))
     return out
@@ -230,11 +240,11 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
             ctrl = {it.receipt.input_digests.get(name) for it in items
                     if it.receipt.arm == "control"}
             for it in items:
-                sha = it.receipt.input_digests.get(name)
-                if it.receipt.arm == "candidate" and ctrl and sha not in ctrl:
+                got = it.receipt.input_digests.get(name)
+                if it.receipt.arm == "candidate" and ctrl and got not in ctrl:
                     out.append(_f("INPUTS_DIFFER", "P1", it.path, it.text,
                                   f"input_digests.{name}",
-                                  f"screen {sid}: candidate {name} {str(sha)[:12]} differs from "
+                                  f"screen {sid}: candidate {name} {str(got)[:12]} differs from "
                                   "control's", INPUTS_FIX))
     per_track: dict[str, dict[str, ReceiptIn]] = defaultdict(dict)
     for it in ev.receipts:
@@ -243,7 +253,8 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
     for name, tracks in sorted(per_track.items()):
         digests = {t: it.receipt.input_digests[name] for t, it in tracks.items()}
         if len(set(digests.values())) > 1 and name not in pinned:
-            first, *rest = sorted(tracks)
+            order = {t.id: i for i, t in enumerate(ev.scope.tracks)}
+            first, *rest = sorted(tracks, key=lambda t: (order.get(t, len(order)), t))
             for t in rest:
                 if digests[t] != digests[first]:
                     it = tracks[t]
@@ -288,7 +299,9 @@ def lossless_unproven(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> list[Fi
                    and it.receipt.candidate == v.candidate), None)
         if it is None:
             continue
-        out.append(_f("LOSSLESS_UNPROVEN", "P2", it.path, it.text, "media_reports",
+        idx = next((i for i, q in enumerate(it.receipt.requests) if q.kind == "measured"), 0)
+        fld = "media_reports" if it.receipt.media_reports else f"requests.{idx}.output_sha256"
+        out.append(_f("LOSSLESS_UNPROVEN", "P2", it.path, it.text, fld,
                       f"{v.candidate}@{v.track}: " + "; ".join(r.text for r in codes),
                       LOSSLESS_FIX))
     return out
@@ -326,18 +339,21 @@ def frozen_receipt_changed(root: Path, base_ref: str) -> list[Finding]:
     """
     root = root.resolve()
     top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip()).resolve()
-    commit = _git(top, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}"
-                  ).decode().strip()
+    try:
+        commit = _git(top, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}"
+                      ).decode().strip()
+    except BaseRefError:
+        raise BaseRefError(f"unknown git revision {base_ref!r} in {top}") from None
     prefix = root.relative_to(top).as_posix()
     listing = _git(top, "ls-tree", "-r", "-z", commit, "--", "." if prefix == "." else prefix)
     entries = []
     for rec in listing.split(b"\0"):
         if not rec:
             continue
-        meta, _, name = rec.partition(b"\t")
+        meta, _, raw = rec.partition(b"\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == b"blob" and name.endswith(b".json"):
-            entries.append((parts[2].decode(), name.decode()))
+        if len(parts) == 3 and parts[1] == b"blob" and raw.endswith(b".json"):
+            entries.append((parts[2].decode(), raw.decode()))
     if not entries:
         return []
     blobs = _cat_batch(top, [oid for oid, _ in entries])

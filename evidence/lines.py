@@ -24,6 +24,7 @@ from typing import Literal
 
 Loc = tuple[str | int, ...]
 
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _WS = re.compile(r"[ \t\n\r]*")
 _NUM = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|NaN|-?Infinity|true|false|null")
 
@@ -59,7 +60,7 @@ class _JsonLines:
                 i = self.ws(i)
                 if self.s[i] != '"':
                     raise ValueError("key expected")
-                key, j = json.decoder.scanstring(self.s, i + 1)
+                key, j = _scanstring(self.s, i + 1)
                 self.map[(*loc, key)] = self.line(i)
                 j = self.ws(j)
                 if self.s[j] != ":":
@@ -88,7 +89,7 @@ class _JsonLines:
                     return i + 1
                 raise ValueError("comma expected")
         if c == '"':
-            return json.decoder.scanstring(self.s, i + 1)[1]
+            return _scanstring(self.s, i + 1)[1]
         m = _NUM.match(self.s, i)
         if not m:
             raise ValueError("value expected")

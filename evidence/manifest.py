@@ -49,7 +49,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from evidence.lines import line_of
-from evidence.models import Finding
+from evidence.models import Finding, Severity
 
 CHUNK_BYTES = 1 << 20
 """Read size for hashing (1 MiB): large enough that OpenSSL's SHA-256 dominates the cost and
@@ -101,6 +101,8 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
     view = memoryview(buf)
     size = 0
     with open(path, "rb", buffering=0) as f:
+        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
             n = f.readinto(buf)
             if not n:
@@ -430,10 +432,10 @@ class Entry:
     external: bool = False
 
 
-def _finding(rule: str, sev: str, path: str, msg: str, *, line: int | None = None,
+def _finding(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None,
              fieldp: str | None = None, fix: str | None = None) -> Finding:
     return Finding(rule=rule, severity=sev, path=path, line=line, field=fieldp, message=msg,
-                   resolution=fix)  # type: ignore[arg-type]
+                   resolution=fix)
 
 
 class _Verifier:
@@ -484,10 +486,13 @@ class _Verifier:
         if not listed:
             self.malformed(summ, line, "empty path")
             return None
+        if "\0" in listed:
+            self.malformed(summ, line, "path contains a NUL byte")
+            return None
         if listed.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", listed):
             self.unsafe(summ, line, f"absolute path {listed!r}")
             return None
-        parts = PurePosixPath(listed.replace("\\", "/")).parts
+        parts = PurePosixPath(listed).parts
         if ".." in parts:
             self.unsafe(summ, line, f"path {listed!r} contains '..'")
             return None
@@ -770,15 +775,19 @@ class _Verifier:
                           total_bytes=total)
         self.res.hash_seconds = time.perf_counter() - t0
         by_rel = {rel: done[p] for rel, p in paths.items()}
-        for r in by_rel.values():
-            if not isinstance(r, OSError):
+        for got in by_rel.values():
+            if not isinstance(got, OSError):
                 self.res.files_hashed += 1
-                self.res.bytes_hashed += r[1]
+                self.res.bytes_hashed += got[1]
         unreadable_named: set[str] = set()
         for summ, e in live:
             assert e.rel is not None
             r = by_rel.get(e.rel)
             if r is None:
+                if e.rel in self.idx.dirs:
+                    self.add(_finding("NOT_REGULAR_FILE", "P1", e.manifest,
+                                      f"{e.rel} is a directory, not a file", line=e.line))
+                    continue
                 if e.rel in self.idx.special:
                     self.add(_finding("NOT_REGULAR_FILE", "P1", e.rel,
                                       f"listed in {e.manifest} but not a regular file; not "
@@ -844,8 +853,8 @@ def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
     if container:
         return out
     digests = [k for k, v in obj.items() if _looks_digest(v)]
-    if not digests:
-        return None
+    if not digests or not all("/" in k or "." in k for k in digests):
+        return None  # e.g. {"commit": HEX}: a digest-valued field, not a path map
     for k, v in obj.items():
         if k in _META_KEYS and not _looks_digest(v):
             continue

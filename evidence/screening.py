@@ -7,11 +7,12 @@ control against 365.884 s candidate, was rejected after its first measured pair)
 Rules, per (track, candidate, screen), in order:
 
 1. REJECT when any candidate request failed (non-200, error, no timing), a candidate
-   lifecycle is unclean, or a candidate output fails a quality gate (FAILED by
-   :func:`evidence.verdicts.judge_quality`): seed 001, "stop candidate promotion on quality
-   failure, request failure ... or incomplete cleanup".
-2. CONTINUE when control is not usable (failed control request or lifecycle): fix control
-   first; nothing is concluded about the candidate.
+   lifecycle failed (a worker, server or container exit, a forced action, busy devices; a
+   device idle check that was merely not recorded does not reject), or a candidate output
+   fails a quality gate (FAILED by :func:`evidence.verdicts.judge_quality`): seed 001,
+   "stop candidate promotion on quality failure, request failure ... or incomplete cleanup".
+2. CONTINUE when control is not usable (failed control request or lifecycle, as in 1): fix
+   control first; nothing is concluded about the candidate.
 3. With the first balanced pair (the first control and the first candidate session, in slot
    order): REJECT when ``t / c > protocol.futility_ratio`` (the scope's futility margin, for
    example 1.10).  Later pairs make it REJECT when the Hodges-Lehmann ratio of every session
@@ -26,13 +27,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from evidence import stats
+from evidence.models import MediaReport, Receipt, Track
 from evidence.verdicts import (
     Evidence,
+    hard_lifecycle_issues,
     judge_quality,
     request_issues,
     session_median,
@@ -71,7 +74,7 @@ def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
     scope = ev.scope
     tracks = {t.id: t for t in scope.tracks}
     reports = [r.report for r in ev.reports]
-    by_key: dict[tuple[str, str], list] = defaultdict(list)
+    by_key: dict[tuple[str, str], list[Receipt]] = defaultdict(list)
     for it in ev.receipts:
         by_key[(it.receipt.screen_id, it.receipt.track)].append(it.receipt)
     out: list[ScreeningDecision] = []
@@ -89,15 +92,17 @@ def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
     return out
 
 
-def _decide(sid, tr, cand, ctrl, mine, theta0, fut, track, ev, reports) -> ScreeningDecision:  # noqa: ANN001
-    base = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
+def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receipt],
+            theta0: float | None, fut: float, track: Track | None, ev: Evidence,
+            reports: list[MediaReport]) -> ScreeningDecision:
+    base: dict[str, Any] = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
             "theta0": theta0, "m": len(ctrl), "n": len(mine)}
     failed = [f"{r.session_id}: {t}" for r in mine for _, t in request_issues(r)]
     if failed:
         return ScreeningDecision(decision="REJECT", reason=f"candidate request failed: "
                                  f"{failed[0]}", **base)
-    dirty = [f"{r.session_id}: {'; '.join(r.lifecycle.problems())}" for r in mine
-             if r.lifecycle.problems()]
+    dirty = [f"{r.session_id}: {'; '.join(t for _, t in hard)}" for r in mine
+             if (hard := hard_lifecycle_issues(r.lifecycle))]
     if dirty:
         return ScreeningDecision(decision="REJECT", reason=f"candidate lifecycle not clean: "
                                  f"{dirty[0]}", **base)
@@ -109,7 +114,8 @@ def _decide(sid, tr, cand, ctrl, mine, theta0, fut, track, ev, reports) -> Scree
         if q.failed:
             return ScreeningDecision(decision="REJECT",
                                      reason=f"quality gate failed: {q.failed[0].text}", **base)
-    bad_ctrl = [r.session_id for r in ctrl if request_issues(r) or r.lifecycle.problems()]
+    bad_ctrl = [r.session_id for r in ctrl
+                if request_issues(r) or hard_lifecycle_issues(r.lifecycle)]
     if bad_ctrl:
         return ScreeningDecision(decision="CONTINUE", reason=f"control session(s) "
                                  f"{', '.join(bad_ctrl)} not usable: fix control first", **base)

@@ -16,7 +16,9 @@ candidate session medians ``t_1..t_n``, everything here works on the ``m * n`` p
 - The Hodges-Lehmann estimate is the median of the pairwise ratios (geometric mean of the two
   middle ratios when ``m * n`` is even).
 
-Source of ``alpha = 0.05`` (one-sided): issue 3, "one-sided alpha 0.05".
+Source of ``alpha = 0.05`` (one-sided): issue 3, "one-sided alpha 0.05".  Beyond
+:data:`EXACT_LIMIT_PAIRS` pairs the null distribution comes from scipy's normal
+approximation instead, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
 from scipy import stats
 
 ALPHA = 0.05
@@ -49,10 +52,22 @@ def _data_with_u(m: int, n: int, k: int) -> tuple[list[float], list[float]]:
     return x, y
 
 
+EXACT_LIMIT_PAIRS = 10_000
+"""Designs with more than this many pairs (beyond 100 vs 100 sessions) use scipy's normal
+approximation with continuity correction: scipy's exact distribution takes seconds per call
+there (benchmarks/verdicts.py).  :func:`u_method` says which one a design uses."""
+
+
+def u_method(m: int, n: int) -> str:
+    """``"exact"`` or ``"asymptotic"`` (see :data:`EXACT_LIMIT_PAIRS`)."""
+    return "exact" if m * n <= EXACT_LIMIT_PAIRS else "asymptotic"
+
+
 @lru_cache(maxsize=4096)
 def null_cdf(m: int, n: int, k: int) -> float:
-    """Exact ``P(U <= k)`` for the Mann-Whitney statistic of ``n`` candidate against ``m``
-    control values under the null of equal continuous distributions (from scipy).
+    """``P(U <= k)`` for the Mann-Whitney statistic of ``n`` candidate against ``m`` control
+    values under the null of equal continuous distributions, from scipy: exact up to
+    :data:`EXACT_LIMIT_PAIRS` pairs, normal approximation beyond.
 
     Raises ValueError for ``m < 1``, ``n < 1`` or ``k`` outside ``[0, m * n]``.
     """
@@ -61,7 +76,7 @@ def null_cdf(m: int, n: int, k: int) -> float:
     if not 0 <= k <= m * n:
         raise ValueError(f"k={k} outside [0, {m * n}]")
     x, y = _data_with_u(m, n, k)
-    res = stats.mannwhitneyu(x, y, alternative="less", method="exact")
+    res = stats.mannwhitneyu(x, y, alternative="less", method=u_method(m, n))
     return float(res.pvalue)
 
 
@@ -139,8 +154,9 @@ def p95_upper_bound_index(n: int, q: float = 0.95, conf: float = 0.95) -> int | 
     """0-based index of the smallest order statistic that bounds the ``q`` quantile from above
     with confidence ``conf`` (distribution-free, binomial); None when even the maximum does
     not (``n < 59`` for q = conf = 0.95, since ``1 - 0.95**58 < 0.95 <= 1 - 0.95**59``)."""
-    for k in range(1, n + 1):
-        # P(X_(k) >= x_q) = P(Binomial(n, q) <= k - 1)
-        if stats.binom.cdf(k - 1, n, q) >= conf:
-            return k - 1
-    return None
+    if n < 1:
+        return None
+    # P(X_(k) >= x_q) = P(Binomial(n, q) <= k - 1), for k = 1..n
+    cdf = stats.binom.cdf(np.arange(n), n, q)
+    hits = np.nonzero(cdf >= conf)[0]
+    return int(hits[0]) if hits.size else None

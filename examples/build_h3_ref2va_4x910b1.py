@@ -40,7 +40,7 @@ def illustrative(name: str) -> str:
 
 
 CAMPAIGN_TOML = f'''# Seed 000: four-device Ascend910B1 MiniMax-H3 Ref2VA campaign (draft PR #321, refs #320).
-# Where each value comes from: README, "Where the example's numbers come from".
+# Where each value comes from: README.md, "The example campaign" (table), issue 2 section.
 schema = "campaign-bot/campaign@1"
 id = "{CAMPAIGN_ID}"
 title = "MiniMax-H3 Ref2VA on 4x Ascend910B1: >=30% lower E2E latency at 5 s and 15 s, 50-step BF16, no quality loss"

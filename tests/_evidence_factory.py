@@ -214,3 +214,20 @@ def lossy_report(ctrl: str, cand: str, *, structural_ok: bool = True,
         "metrics": [MediaMetric(name=k, value=v).model_dump() for k, v in vals.items()],
         "passed": True,
     })
+
+
+def as_items(receipts: list[Receipt], prefix: str = "receipts") -> list[Any]:
+    """Receipts as they come from disk: path ``prefix/<session>.json`` and indented JSON."""
+    from evidence.verdicts import ReceiptIn
+
+    return [ReceiptIn(r, f"{prefix}/{r.session_id}.json",
+                      r.model_dump_json(by_alias=True, indent=2, exclude_none=True))
+            for r in receipts]
+
+
+def line_containing(text: str, needle: str) -> int:
+    """1-based number of the first line of ``text`` containing ``needle``."""
+    for i, line in enumerate(text.split("\n"), 1):
+        if needle in line:
+            return i
+    raise AssertionError(f"{needle!r} not in text")
