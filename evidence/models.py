@@ -523,7 +523,13 @@ class MediaCheck(Strict):
 
 
 class MediaMetric(Strict):
-    """One metric with its gate. ``passed`` is None when the metric has no gate here."""
+    """One metric with its gate. ``passed`` is None when the metric has no gate here.
+
+    JSON writes infinities as the strings ``"Infinity"``/``"-Infinity"`` (identical inputs
+    give PSNR = inf); they read back as floats.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
 
     name: str = Field(description="e.g. 'ssim_all', 'psnr_avg_db', 'lpips', 'audio_rms_ratio'.")
     value: float | None = Field(description="None when not computed; inf for identical PSNR.")
@@ -542,6 +548,16 @@ class BitExact(Strict):
     first_differing_frame: int | None = None
     pcm_equal: bool | None = None
     decoder_build: str | None = Field(default=None, description="FFmpeg/libav build compared.")
+    frames_compared: int | None = Field(default=None, description="Frame pairs hashed.")
+    differing_frames: int | None = Field(default=None, description="Frame pairs that differ.")
+    first_differing_packet: dict[str, int | None] = Field(
+        default_factory=dict, description="stream -> index of the first differing packet.")
+    video_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="arm -> SHA-256 over the per-frame SHA-256s of the decoded YUV planes.")
+    pcm_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="arm -> SHA-256 of the decoded float32 PCM (this decoder build only).")
 
 
 class MediaReport(Strict):
@@ -561,6 +577,12 @@ class MediaReport(Strict):
     passed: bool
     reasons: list[str] = Field(default_factory=list)
     created_at: datetime | None = None
+    decoder_build: str | None = Field(default=None, description="Decoder build used.")
+    gates_source: str | None = Field(
+        default=None, description="Where the thresholds came from (campaign, file, defaults).")
+    wall_s: Seconds | None = Field(default=None, description="Wall time of the comparison.")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
 
     @field_validator("schema_")
     @classmethod

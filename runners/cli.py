@@ -45,6 +45,16 @@ def screen_cmd(
         help="How long the device idle gate waits for idle devices.")] = 300.0,
     request_estimate_s: Annotated[float | None, typer.Option(
         help="Expected seconds per request, for the device-time estimate.")] = None,
+    media_device: Annotated[str, typer.Option(
+        help="Where the media gates run LPIPS: cpu, cuda or npu.")] = "cpu",
+    lpips_weights: Annotated[Path | None, typer.Option(
+        help="LPIPS AlexNet backbone file for lossy tracks (with --lpips-sha256).")] = None,
+    lpips_sha256: Annotated[str | None, typer.Option(
+        help="SHA-256 the LPIPS backbone file must have.")] = None,
+    futility_stop: Annotated[bool, typer.Option(
+        help="Stop once the first control/candidate pair shows candidate/control above the "
+             "protocol's futility_ratio (the rest of the order is recorded as not run).")
+    ] = False,
 ) -> None:
     """Run one A/B screen of a candidate against control on one track and write a signed
     bundle.  Exit 0 clean, 1 problems found (failed request, unqualified lifecycle, failed
@@ -57,7 +67,8 @@ def screen_cmd(
         sessions=sessions, control_only=control_only, device_tool=device_tool,
         server_cmd=server_cmd, signing_key=signing_key, host=host, port=port,
         container=container, health_poll_s=health_poll_s, idle_timeout_s=idle_timeout_s,
-        request_estimate_s=request_estimate_s)
+        request_estimate_s=request_estimate_s, media_device=media_device,
+        lpips_weights=lpips_weights, lpips_sha256=lpips_sha256, futility_stop=futility_stop)
     try:
         code = run_screen(opts, Console(highlight=False))
     except UsageError as exc:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import ValidationError
@@ -90,6 +90,10 @@ class ScreenOptions:
     health_poll_s: float = 2.0
     idle_timeout_s: float = 300.0
     request_estimate_s: float | None = None
+    media_device: str = "cpu"
+    lpips_weights: Path | None = None
+    lpips_sha256: str | None = None
+    futility_stop: bool = False
 
 
 @dataclass
@@ -179,6 +183,14 @@ def request_fields(scope: CampaignScope, track_duration_s: float, prompt: str,
             ("extra_params", json.dumps(extra, separators=(",", ":")))]
 
 
+def _port_in_use(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def free_port(host: str) -> int:
     """A TCP port free on ``host`` right now."""
     with socket.socket() as s:
@@ -234,6 +246,13 @@ class Interrupt:
             signal.signal(s, h)
 
 
+def _same_version(installed: str, pinned: str) -> bool:
+    """``0.30.0`` pins ``0.30.0`` and local builds of it (``0.30.0+npu``); ``0.26.1.dev``
+    style pins match by prefix."""
+    base = installed.split("+")[0]
+    return base == pinned or (pinned.endswith("dev") and base.startswith(pinned))
+
+
 def _engine_installed() -> str | None:
     for dist in ("vllm-omni", "vllm_omni"):
         try:
@@ -263,12 +282,17 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
         plan = make_plan(scope.protocol, sessions=opts.sessions, control_only=opts.control_only)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    inputs = resolve_inputs(scope, opts.campaign)
     est = estimate(plan, scope.protocol, request_s=opts.request_estimate_s)
     print_plan(console, scope, plan, est, track.id, cand.name if cand else None)
     if opts.dry_run:
+        try:
+            resolve_inputs(scope, opts.campaign)
+            console.print("inputs: present, digests match")
+        except UsageError as exc:
+            console.print(f"[yellow]inputs: {exc}[/] (a real screen stops here with exit 2)")
         console.print("dry run: nothing started")
         return EXIT_OK
+    inputs = resolve_inputs(scope, opts.campaign)
     key_path = opts.signing_key or (Path(os.environ["CAMPAIGN_BOT_SIGNING_KEY"])
                                     if os.environ.get("CAMPAIGN_BOT_SIGNING_KEY") else None)
     if key_path is None:
@@ -285,6 +309,9 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     if tool not in devices.TOOLS:
         raise UsageError(f"--device-tool {opts.device_tool!r}: use auto, none, npu-smi or "
                          "nvidia-smi")
+    if opts.device_tool == "auto" and tool == "none":
+        console.print("[yellow]warning:[/] neither npu-smi nor nvidia-smi is on PATH: the "
+                      "device idle gate is recorded as not checked")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
                    tool).run()
 
@@ -303,6 +330,7 @@ class _Screen:
         self.screen_id = f"{scope.id}.{track}.{who}.{stamp}"
         self.results: list[SessionResult] = []
         self.notes: list[str] = []
+        self.screen_problems: list[str] = []
         self.last_exit: float | None = None
         self.intr = Interrupt()
         self.interrupted = False
@@ -315,10 +343,28 @@ class _Screen:
             self.notes.append("runner is a child subreaper: orphaned workers' exit status "
                               "is read with waitpid")
         installed = _engine_installed()
+        pinned = self.scope.engine.version
         self.notes.append(f"engine pinned by scope: {self.scope.engine.repo}@"
-                          f"{self.scope.engine.commit} version {self.scope.engine.version}; "
+                          f"{self.scope.engine.commit} version {pinned}; "
                           f"installed vllm-omni on the runner: {installed or 'not found'}")
+        if installed and pinned and not _same_version(installed, pinned):
+            self.screen_problems.append(f"installed vllm-omni {installed} is not the scope's "
+                                        f"pinned {pinned}")
         self.notes.append(f"device idle gate: {self.tool}")
+        for arm_cand in [None] + ([self.cand] if self.cand else []):
+            env = build_env(self.scope.serving, arm_cand, device_ids=[],
+                            request_timeout_s=self.scope.protocol.request_timeout_s,
+                            device_tool=self.tool)
+            try:
+                sync = float(env["VLLM_OMNI_VIDEO_SYNC_TIMEOUT"])
+            except ValueError:
+                sync = -1.0
+            if sync <= self.scope.protocol.request_timeout_s:
+                who = arm_cand.name if arm_cand else "control"
+                self.notes.append(
+                    f"{who}: VLLM_OMNI_VIDEO_SYNC_TIMEOUT={env['VLLM_OMNI_VIDEO_SYNC_TIMEOUT']} "
+                    f"is not above the request timeout {self.scope.protocol.request_timeout_s:g}"
+                    " s: the server may answer 504 before the client gives up")
         self.intr.install()
         try:
             for ps in self.plan:
@@ -329,7 +375,9 @@ class _Screen:
                 if res.receipt.lifecycle.interrupted:
                     self.interrupted = True
                     break
-                if res.receipt.notes and res.receipt.notes.startswith("not started"):
+                if res.receipt.ready_at is None:
+                    break  # not started, or the server never became ready: fail fast
+                if self.opts.futility_stop and self._futile():
                     break
         except KeyboardInterrupt:
             self.interrupted = True
@@ -340,6 +388,26 @@ class _Screen:
             return self._finish()
         finally:
             self.intr.restore()
+
+    def _futile(self) -> bool:
+        """After the first control and candidate sessions with a successful measured request:
+        True (and a note) when candidate/control client wall exceeds the protocol's
+        ``futility_ratio`` (seed 000: 173.211 s control vs 365.884 s candidate, rejected
+        after the first pair, the rest of the order explicitly not run)."""
+        walls: dict[str, list[float]] = {"control": [], "candidate": []}
+        for r in self.results:
+            walls[r.planned.arm] += [float(q.client_wall_s) for q in r.receipt.measured
+                                     if q.ok and q.client_wall_s is not None]
+        if not walls["control"] or not walls["candidate"]:
+            return False
+        ratio = (sorted(walls["candidate"])[len(walls["candidate"]) // 2]
+                 / sorted(walls["control"])[len(walls["control"]) // 2])
+        limit = self.scope.protocol.futility_ratio
+        if ratio > limit:
+            self.notes.append(f"futility stop: candidate/control client wall {ratio:.3f} > "
+                              f"{limit:g} after the first pair; remaining sessions not run")
+            return True
+        return False
 
     def _wait_idle_gap(self) -> None:
         if self.last_exit is None:
@@ -372,7 +440,7 @@ class _Screen:
         ready_at = None
         interrupted = False
         before: DeviceCheck | None = None
-        in_flight: tuple[int, str, datetime] | None = None
+        in_flight: tuple[int, Literal["warmup", "measured"], datetime] | None = None
         self.console.rule(f"session {ps.slot} ({ps.arm})")
         try:
             self._wait_idle_gap()
@@ -380,6 +448,11 @@ class _Screen:
             if not before.idle:
                 notes.append(f"not started: devices not idle after {self.opts.idle_timeout_s:g}"
                              f" s: {before.detail}")
+                return self._receipt(ps, tag, argv, env, started, None, [], srv, before,
+                                     notes, started_server=False)
+            if self.opts.port is not None and _port_in_use(self.opts.host, port):
+                notes.append(f"not started: port {port} on {self.opts.host} already accepts "
+                             "connections (a previous server still running?)")
                 return self._receipt(ps, tag, argv, env, started, None, [], srv, before,
                                      notes, started_server=False)
             self.console.print("starting: " + " ".join(argv))
@@ -398,7 +471,9 @@ class _Screen:
                 notes.append("other server descendants (not workers): " + "; ".join(srv.others))
             url = srv.base_url + "/v1/videos/sync"
             fields = request_fields(scope, self.duration_s, self.inputs.prompt)
-            kinds = ["warmup"] * ps.warmups + ["measured"] * ps.measured
+            warm: list[Literal["warmup", "measured"]] = ["warmup"]
+            meas: list[Literal["warmup", "measured"]] = ["measured"]
+            kinds = warm * ps.warmups + meas * ps.measured
             with httpx.Client() as client:
                 for i, kind in enumerate(kinds):
                     in_flight = (i, kind, datetime.now(UTC))
@@ -419,6 +494,9 @@ class _Screen:
             interrupted = True
             self.intr.shielded = True
             if in_flight is not None and len(records) == in_flight[0]:
+                partial = self.out / f"data/outputs/s{ps.slot:02d}-{ps.arm}-{in_flight[1]}-" \
+                    f"{in_flight[0]}.mp4"
+                partial.unlink(missing_ok=True)  # never bundle half an MP4
                 records.append(RequestRecord(
                     index=in_flight[0], kind=in_flight[1], started_at=in_flight[2],
                     finished_at=datetime.now(UTC),
@@ -439,7 +517,7 @@ class _Screen:
             self.last_exit = srv.exited_at or time.monotonic()
             life = srv.lifecycle()
             self._wait_idle_gap()
-            life.devices_idle_after = devices.check_idle(self.tool, self.scope.pool.device_ids)
+            life.devices_idle_after = self._gate()
         else:
             life = Lifecycle()
         life.devices_idle_before = before
@@ -499,7 +577,9 @@ class _Screen:
             try:
                 report = compare(self.out / str(ref.output_path), self.out / str(r.output_path),
                                  mode=mode, gates=self.scope.quality_gates,
-                                 expected_frames=expected)
+                                 device=self.opts.media_device, expected_frames=expected,
+                                 lpips_weights=self.opts.lpips_weights,
+                                 lpips_sha256=self.opts.lpips_sha256)
             except ImportError as exc:
                 self.notes.append(f"media gates skipped: media extra not installed ({exc})")
                 return
@@ -509,7 +589,13 @@ class _Screen:
                 res.problems.append(f"media gate {name} could not run")
                 continue
             rel = f"data/media/{name}.json"
-            (self.out / rel).write_text(report.model_dump_json(indent=2, by_alias=True) + "\n")
+            try:
+                from evidence.media.report import write_report
+            except ImportError:
+                (self.out / rel).write_text(report.model_dump_json(indent=2, by_alias=True)
+                                            + "\n")
+            else:
+                write_report(self.out / rel, report)
             res.receipt.media_reports.append(rel)
             if not report.passed:
                 res.problems.append(f"media gate {name} failed: {'; '.join(report.reasons)}")
@@ -519,6 +605,7 @@ class _Screen:
     def _finish(self) -> int:
         problems = [f"session {r.planned.slot} ({r.planned.arm}): {x}" for r in self.results
                     for x in r.problems]
+        problems += self.screen_problems
         not_run = self.plan[len(self.results):]
         if not_run:
             problems.append(f"{len(not_run)} planned session(s) not run: "
@@ -542,8 +629,8 @@ class _Screen:
         (self.data / "screen.json").write_text(json.dumps(summary, indent=2) + "\n")
         writer = write_bag(self.out, {"Source-Organization": "campaign-bot screen runner",
                                       "External-Identifier": self.screen_id})
-        predicate = {k: summary[k] for k in ("screen_id", "campaign", "track", "candidate",
-                                             "order", "interrupted")}
+        keep = ("screen_id", "campaign", "track", "candidate", "order", "interrupted")
+        predicate: dict[str, Any] = {k: summary[k] for k in keep}
         predicate["receipts"] = [r.path.relative_to(self.out).as_posix() for r in self.results]
         predicate["problem_count"] = len(problems)
         predicate["bag_writer"] = writer

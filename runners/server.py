@@ -45,6 +45,16 @@ MARK_COMPLETE = re.compile(r"Worker (\d+): Shutdown complete")
 MARK_SIGNALLED = re.compile(r"Worker (\d+): Shutdown signal received")
 
 
+def _alive(proc: psutil.Process | None) -> bool:
+    """True when ``proc`` still runs (a zombie or a vanished process is not alive)."""
+    if proc is None:
+        return False
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 class ServerStartError(RuntimeError):
     """The server exited or did not answer /health 200 within the init timeout."""
 
@@ -115,6 +125,16 @@ def config_digest(argv: Sequence[str], env: dict[str, str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _term_when_runner_dies() -> None:
+    """In the server child before exec: ``PR_SET_PDEATHSIG`` = SIGTERM, so a runner killed
+    outright (a job cancel ends with SIGKILL) still starts the server's own graceful
+    shutdown instead of leaving it holding the devices."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def become_subreaper() -> bool:
     """Make this process a child subreaper (``PR_SET_CHILD_SUBREAPER``), so workers orphaned
     by a dying server are re-parented here and their exit status can be read with waitpid.
@@ -168,7 +188,7 @@ class ServerProcess:
         try:
             self.popen = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True)
+                env=env, start_new_session=True, preexec_fn=_term_when_runner_dies)
         except OSError as exc:
             raise ServerStartError(f"cannot start {self.argv[0]!r}: {exc}") from exc
         finally:
@@ -231,7 +251,7 @@ class ServerProcess:
             except psutil.NoSuchProcess:
                 pass
         for w in self.workers:
-            if w.proc is not None and w.proc.is_running():
+            if w.proc is not None and _alive(w.proc):
                 procs.setdefault(w.pid, w.proc)
         return list(procs.values())
 
@@ -262,14 +282,19 @@ class ServerProcess:
                 survivors.append(f"main pid {self.popen.pid}")
         else:
             # The main process is gone; workers that outlived it are orphans: kill them too.
-            for w in self.workers:
-                if w.proc is not None and w.proc.is_running() and w.proc.status() != "zombie":
-                    time.sleep(0.5)
-                    if w.proc.is_running() and w.proc.status() != "zombie":
+            orphans = [w for w in self.workers if _alive(w.proc)]
+            if orphans:
+                time.sleep(0.5)
+            for w in orphans:
+                if _alive(w.proc):
+                    try:
+                        assert w.proc is not None
                         w.proc.kill()
-                        self.runner_kill += 1
-                        self.forced.append(f"runner: SIGKILL orphaned worker pid {w.pid} "
-                                           f"({w.title[:80]}) after the server exited")
+                    except psutil.NoSuchProcess:
+                        continue
+                    self.runner_kill += 1
+                    self.forced.append(f"runner: SIGKILL orphaned worker pid {w.pid} "
+                                       f"({w.title[:80]}) after the server exited")
         self.exited_at = time.monotonic()
         self.forced += [f"runner: could not end {s}" for s in survivors]
 
@@ -364,8 +389,7 @@ class ServerProcess:
                                   exit_code=os.WEXITSTATUS(status), source="waitpid")
         except ChildProcessError:
             pass
-        alive = w.proc is not None and w.proc.is_running() and w.proc.status() != "zombie"
-        if alive:
+        if _alive(w.proc):
             return WorkerExit(rank=w.rank, pid=w.pid, name=w.title, state="alive",
                               source="psutil: still running after the shutdown timeout")
         # 2. The executor's report of an unexpected death, e.g. DiffusionWorker-3(exitcode=-9).

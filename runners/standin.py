@@ -316,10 +316,12 @@ def _parse_form(ctype: str, body: bytes) -> tuple[dict[str, str], list[tuple[str
     files: list[tuple[str, str, bytes]] = []
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True) or b""
-        if part.get_filename() is not None:
+        raw = part.get_payload(decode=True)
+        payload = raw if isinstance(raw, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
             if name in ("input_references", "input_reference"):
-                files.append((part.get_filename(), part.get_content_type(), payload))
+                files.append((filename, part.get_content_type(), payload))
         elif name:
             fields[str(name)] = payload.decode("utf-8")
     return fields, files
@@ -370,6 +372,7 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
             if self.path != "/v1/videos/sync":
                 self._json(404, {"detail": "Not Found"})
                 return
+            LOG.info("stand-in: POST /v1/videos/sync received")
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             try:

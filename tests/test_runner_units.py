@@ -170,3 +170,12 @@ def test_keygen_refuses_overwrite(tmp_path: Path) -> None:
     assert (k.stat().st_mode & 0o777) == 0o600
     with pytest.raises(FileExistsError):
         generate_key(k)
+
+
+@pytest.mark.parametrize(("installed", "pinned", "same"), [
+    ("0.30.0", "0.30.0", True), ("0.30.0+npu", "0.30.0", True), ("0.32.0rc1", "0.30.0", False),
+    ("0.26.1.dev12", "0.26.1.dev", True), ("0.30.01", "0.30.0", False),
+])
+def test_engine_version_match(installed: str, pinned: str, same: bool) -> None:
+    from runners.screen import _same_version
+    assert _same_version(installed, pinned) is same
