@@ -14,6 +14,9 @@
 7. store (id, event, headers, body, received time) → 202 ``{"status": "queued"}``; a
    delivery id already stored → 200 ``{"status": "duplicate"}`` and it is not processed again.
 
+The worker runs as a child process by default (``bot.worker_process``; see there why), or
+on a thread of this process (``worker_mode="thread"``, used by the in-process tests).
+
 The store write goes through one writer thread that commits whatever arrived together in one
 transaction (group commit), so the event loop never waits on the disk and one fsync serves
 many deliveries under load.
@@ -23,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import queue
 import sys
 import threading
@@ -121,6 +126,114 @@ class InboxWriter:
                 loop.call_soon_threadsafe(_resolve, fut, res)
 
 
+class WorkerProcess:
+    """The worker as a child process (``python -m bot.worker_process``), supervised: if it
+    dies it is started again (its unfinished deliveries are requeued by the new one).
+
+    :meth:`wake` is thread-safe and never blocks; :attr:`snapshot` holds the child's latest
+    counters for ``GET /metrics``."""
+
+    def __init__(self) -> None:
+        self.proc: Any = None
+        self.snapshot: dict[str, Any] = {}
+        self._wake_w: int | None = None
+        self._report_r: int | None = None
+        self._buf = b""
+        self.restarts = 0
+
+    def start(self) -> None:
+        """Spawn the child with a wake pipe and a report pipe."""
+        import subprocess
+        import sys
+
+        wake_r, wake_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.worker_process", "--wake-fd", str(wake_r),
+             "--report-fd", str(rep_w)],
+            pass_fds=(wake_r, rep_w),
+        )
+        os.close(wake_r)
+        os.close(rep_w)
+        os.set_blocking(wake_w, False)
+        os.set_blocking(rep_r, False)
+        self._wake_w, self._report_r = wake_w, rep_r
+        asyncio.get_running_loop().add_reader(rep_r, self._on_report)
+
+    @property
+    def alive(self) -> bool:
+        """True while the child runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def wake(self) -> None:
+        """Tell the child new deliveries are stored."""
+        fd = self._wake_w
+        if fd is None:
+            return
+        try:
+            os.write(fd, b"w")
+        except (BlockingIOError, BrokenPipeError, OSError):
+            pass  # pipe full (the child is awake anyway) or child gone (supervisor restarts)
+
+    def _on_report(self) -> None:
+        fd = self._report_r
+        try:
+            data = os.read(fd, 65536) if fd is not None else b""
+        except BlockingIOError:
+            return
+        if not data:
+            self._close_report()
+            return
+        self._buf += data
+        *lines, self._buf = self._buf.split(b"\n")
+        if lines:
+            try:
+                self.snapshot = json.loads(lines[-1])
+            except ValueError:
+                pass
+
+    def _close_report(self) -> None:
+        if self._report_r is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._report_r)
+            os.close(self._report_r)
+            self._report_r = None
+
+    def _close(self) -> None:
+        self._close_report()
+        if self._wake_w is not None:
+            os.close(self._wake_w)
+            self._wake_w = None
+
+    async def supervise(self) -> None:
+        """Restart the child whenever it exits (until cancelled)."""
+        while True:
+            await asyncio.sleep(1.0)
+            if self.proc is not None and self.proc.poll() is not None:
+                log.error("worker process exited with %s; starting a new one",
+                          self.proc.returncode)
+                self._close()
+                self.restarts += 1
+                self.start()
+                self.wake()
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the child and wait (it finishes running handlers for up to ``grace``)."""
+        import signal
+        import subprocess
+
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.proc.wait, grace + 5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                await asyncio.to_thread(self.proc.wait)
+        self._close()
+
+
 def _resolve(fut: asyncio.Future[bool], res: bool | BaseException) -> None:
     if fut.done():
         return
@@ -141,7 +254,7 @@ def create_app(
     *,
     engine: Engine | None = None,
     context_factory: ContextFactory | None = None,
-    run_worker: bool = True,
+    run_worker: bool | None = None,
     metrics: Metrics = default_metrics,
     router: Router = default_router,
     poll_interval: float = 1.0,
@@ -154,6 +267,12 @@ def create_app(
     (unless ``run_worker`` is False) the worker thread; on shutdown it stops them, leaving
     unfinished deliveries for the next start.
     """
+    if run_worker is None:
+        run_worker = settings.run_worker
+    mode = settings.worker_mode
+    if mode == "process" and (context_factory is not None or router is not default_router):
+        raise ValueError("worker_mode 'process' reads its handlers and GitHub context from the "
+                         "settings; pass worker_mode='thread' to inject them")
     secret = settings.webhook_secret.get_secret_value().encode()
     max_body = settings.max_body_bytes
     state: dict[str, Any] = {}
@@ -164,8 +283,11 @@ def create_app(
                                           sqlite_synchronous=settings.sqlite_synchronous)
         await asyncio.to_thread(store.migrate, eng)
         load_handlers(settings.extra_handler_modules)
-        worker: Worker | None = None
-        if run_worker:
+        worker: Worker | WorkerProcess | None = None
+        supervisor = None
+        if run_worker and mode == "process":
+            worker = WorkerProcess()
+        elif run_worker:
             worker = Worker(
                 eng, context_factory or default_context_factory(settings),
                 concurrency=settings.worker_concurrency, max_attempts=settings.max_attempts,
@@ -174,7 +296,11 @@ def create_app(
             )
         writer = InboxWriter(eng, on_commit=worker.wake if worker else None)
         writer.start()
-        if worker is not None:
+        if isinstance(worker, WorkerProcess):
+            worker.start()
+            worker.wake()
+            supervisor = asyncio.create_task(worker.supervise())
+        elif worker is not None:
             worker.start_thread()
         # the /screen flow (issue 7): its runtime and watchdog jobs, when its module is loaded
         screens_svc = None
@@ -191,7 +317,11 @@ def create_app(
             if screens_svc is not None:
                 screens_svc.stop()
             writer.stop()
-            if worker is not None:
+            if supervisor is not None:
+                supervisor.cancel()
+            if isinstance(worker, WorkerProcess):
+                await worker.stop()
+            elif worker is not None:
                 await asyncio.to_thread(worker.stop)
 
     app = FastAPI(title="campaign-bot", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -262,7 +392,7 @@ def create_app(
             await asyncio.to_thread(_db_ping, state["engine"])
         except Exception as exc:  # noqa: BLE001
             problems.append(f"database: {type(exc).__name__}")
-        w: Worker | None = state.get("worker")
+        w: Worker | WorkerProcess | None = state.get("worker")
         if run_worker and (w is None or not w.alive):
             problems.append("worker: not running")
         if problems:
@@ -272,7 +402,9 @@ def create_app(
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
         counts = await asyncio.to_thread(store.status_counts, state["engine"])
-        return PlainTextResponse(metrics.render(counts),
+        w = state.get("worker")
+        others = [w.snapshot] if isinstance(w, WorkerProcess) and w.snapshot else []
+        return PlainTextResponse(metrics.render(counts, others),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app

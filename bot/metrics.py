@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 PREFIX = "campaign_bot"
 
@@ -102,9 +102,11 @@ class Metrics:
                 "github_rate_limit_remaining": self.github_rate_limit_remaining,
             }
 
-    def render(self, queue: Mapping[str, int]) -> str:
-        """Prometheus text format; ``queue`` maps delivery status to row count (from the DB)."""
-        s = self.snapshot()
+    def render(self, queue: Mapping[str, int], others: Iterable[Mapping[str, object]] = ()
+               ) -> str:
+        """Prometheus text format; ``queue`` maps delivery status to row count (from the DB);
+        ``others`` are snapshots of other processes (the worker process) added in."""
+        s = merge_snapshots([self.snapshot(), *others])
         out: list[str] = []
 
         def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
@@ -145,6 +147,27 @@ class Metrics:
                "Last X-RateLimit-Remaining from GitHub (NaN before the first call).",
                [("", float("nan") if rl is None else float(rl))])  # type: ignore[arg-type]
         return "\n".join(out) + "\n"
+
+
+def merge_snapshots(snaps: Iterable[Mapping[str, object]]) -> dict[str, object]:
+    """Sum counters of several :meth:`Metrics.snapshot` dicts; the rate-limit gauge is the
+    last one that is known."""
+    out: dict[str, object] = {}
+    for snap in snaps:
+        for k, v in snap.items():
+            if k == "github_rate_limit_remaining":
+                if v is not None:
+                    out[k] = v
+                else:
+                    out.setdefault(k, None)
+            elif isinstance(v, dict):
+                d = out.setdefault(k, {})
+                assert isinstance(d, dict)
+                for kk, vv in v.items():
+                    d[kk] = d.get(kk, 0) + vv
+            elif isinstance(v, int):
+                out[k] = int(out.get(k, 0)) + v  # type: ignore[call-overload]
+    return out
 
 
 def _esc(v: str) -> str:

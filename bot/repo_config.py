@@ -168,11 +168,12 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if model == "pools":
             model = PoolSection
             continue
-        f = model.model_fields.get(part) if isinstance(model, type) else None
+        is_model = isinstance(model, type) and issubclass(model, BaseModel)
+        f = model.model_fields.get(part) if is_model else None
         if f is None:
             return None
         model = f.annotation if isinstance(f.annotation, type) else None
-    return model if isinstance(model, type) else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
@@ -289,6 +290,13 @@ async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> N
     files = await gh.list_pull_files(int(number))
     change = next((f for f in files if f.filename == CONFIG_PATH), None)
     if change is None:
+        # an earlier push changed it and this one reverted it: say so in the same comment
+        mark = marker("config", pr=number)
+        if any(c.user == gh.bot_login and mark in c.body
+               for c in await gh.list_issue_comments(int(number))):
+            body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=False,
+                          reverted=True, problems=[], default_branch="", marker_text=mark)
+            await upsert_comment(gh, int(number), body, "config", pr=number)
         return
     if change.status == "removed":
         problems: list[ConfigProblem] = []
@@ -300,6 +308,6 @@ async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> N
     default_branch = (pr.get("base") or {}).get("repo", {}).get("default_branch") or \
         await gh.get_default_branch()
     body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=removed,
-                  problems=[str(p) for p in problems], default_branch=default_branch,
+                  reverted=False, problems=problems, default_branch=default_branch,
                   marker_text=marker("config", pr=number))
     await upsert_comment(gh, int(number), body, "config", pr=number)

@@ -12,9 +12,11 @@ On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 4. post ONE review (``event=COMMENT``, ``commit_id`` = the head SHA analysed) holding the
    findings not yet posted for this SHA: inline on the exact line when that line is inside
    the PR's diff hunks (GitHub rejects others with 422), in the review body otherwise.  Each
-   finding carries a hidden marker ``finding key=K sha=S``; markers already present in the
-   bot's reviews and review comments are skipped, so a retry, a redelivery or
-   ``/campaign verify`` never posts a finding twice for one SHA;
+   finding carries a hidden marker ``finding key=K sha=S`` (K hashes rule, file, line and
+   message); keys already present in the bot's reviews and review comments on this PR are
+   skipped, so a retry, a redelivery or ``/campaign verify`` never posts a finding twice for
+   one SHA, and a later push re-posts nothing it already said (only new findings; the
+   summary always lists all current ones);
 5. create or edit the one summary comment ``<!-- campaign-bot:summary pr=N -->`` (found by
    marker AND the bot's login; not rewritten when unchanged): "checked N hashes, K
    problems", counts per severity, the verdict table and the findings;
@@ -38,6 +40,7 @@ from typing import Any
 
 from bot.github import (
     FileChange,
+    GitHubError,
     GitHubPort,
     GitHubValidationError,
     InlineComment,
@@ -61,6 +64,8 @@ FAILING = frozenset({"P0", "P1", "P2"})
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 FINDING_MARKER = re.compile(r"<!-- campaign-bot:finding key=([0-9a-f]+) sha=([0-9a-f]+) -->")
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+MAX_BODY_FINDINGS = 100
+"""Findings listed in one review body (the rest wait for the next review)."""
 MAX_TABLE_FINDINGS = 100
 """Findings listed in the summary comment; the rest are counted."""
 
@@ -264,15 +269,16 @@ async def analyse_campaign(gh: GitHubPort, directory: str, ref: str) -> Campaign
 # --------------------------------------------------------------------- GitHub writes
 
 
-async def _posted_keys(gh: GitHubPort, number: int, sha: str) -> set[str]:
-    """Finding keys the bot already posted on PR ``number`` for commit ``sha``."""
+async def _posted_keys(gh: GitHubPort, number: int) -> set[str]:
+    """Finding keys the bot already posted on PR ``number`` (any commit), read from the
+    hidden markers of its own reviews and review comments."""
     keys: set[str] = set()
     for r in await gh.list_reviews(number):
         if r.user == gh.bot_login:
-            keys.update(k for k, s in FINDING_MARKER.findall(r.body) if s == sha)
+            keys.update(k for k, _sha in FINDING_MARKER.findall(r.body))
     for c in await gh.list_review_comments(number):
         if c.user == gh.bot_login:
-            keys.update(k for k, s in FINDING_MARKER.findall(c.body) if s == sha)
+            keys.update(k for k, _sha in FINDING_MARKER.findall(c.body))
     return keys
 
 
@@ -282,6 +288,9 @@ async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFi
     lines = {f.filename: diff_lines(f.patch) for f in files if f.status != "removed"}
     inline: list[PlacedFinding] = []
     body: list[PlacedFinding] = []
+    # a review body stays well under GitHub's 65,536 characters; findings beyond the cap are
+    # listed in the summary and posted by a later review
+    new = new[: max_inline + MAX_BODY_FINDINGS]
     for p in new:
         if p.line is not None and p.line in lines.get(p.repo_path, set()) and \
                 len(inline) < max_inline:
@@ -312,12 +321,22 @@ async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFi
 
 
 async def _check_run(gh: GitHubPort, sha: str) -> Any:
+    """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
+    GitHub refuses check runs to these credentials (only Apps with checks:write may create
+    them; a token gets 403), so the review still happens without one."""
     runs = await gh.list_check_runs(sha, CHECK_NAME)
     if runs:
         return runs[0]
-    return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
-                                     title="Checking campaign evidence",
-                                     summary="campaign-bot is checking the evidence files.")
+    try:
+        return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                         title="Checking campaign evidence",
+                                         summary="campaign-bot is checking the evidence files.")
+    except GitHubError as exc:
+        if exc.retryable or exc.status != 403:
+            raise
+        log.warning("no check run on %s: %s (check runs need a GitHub App with checks:write)",
+                    sha[:12], exc)
+        return None
 
 
 async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
@@ -343,7 +362,7 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
     outcome.finding_count = len(placed)
     outcome.problem_count = sum(1 for p in placed if p.finding.severity in FAILING)
 
-    posted = await _posted_keys(gh, number, sha)
+    posted = await _posted_keys(gh, number)
     new = [p for p in placed if p.key not in posted]
     outcome.new_findings = len(new)
     if new:

@@ -19,6 +19,8 @@ Every variable (README "webhook service" lists them with defaults)::
     CAMPAIGN_BOT_WORKER_CONCURRENCY  deliveries of different installations processed at once
     CAMPAIGN_BOT_EXTRA_HANDLERS      comma-separated modules imported at start (they register
                                      handlers on ``bot.router.router``)
+    CAMPAIGN_BOT_RUN_WORKER          false: only receive and store (no processing)
+    CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
     CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
@@ -27,7 +29,7 @@ Every variable (README "webhook service" lists them with defaults)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -80,6 +82,8 @@ class Settings(DatabaseSettings):
     retry_delays: str = "5,60,300"
     worker_concurrency: int = Field(4, ge=1)
     extra_handlers: str = ""
+    run_worker: bool = True
+    worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
     github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
 

@@ -220,12 +220,27 @@ def queue_heads(engine: Engine) -> list[Delivery]:
             .scalar_subquery()
         )
         rows = conn.execute(
-            select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id)
+            select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id,
+                   Delivery.event, Delivery.action)
             .where(Delivery.seq.in_(firsts))
             .order_by(Delivery.seq)
         ).all()
-    return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id)
-            for r in rows]
+    return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id,
+                     event=r.event, action=r.action) for r in rows]
+
+
+def complete_unhandled(engine: Engine, seq: int) -> bool:
+    """Mark a queued delivery that no handler matches ``done`` in one statement (counts one
+    attempt); False when it was not queued any more."""
+    now = utcnow()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .values(status="done", attempts=Delivery.attempts + 1, started_at=now,
+                    finished_at=now)
+        )
+        return res.rowcount == 1
 
 
 def claim(engine: Engine, seq: int) -> Delivery | None:

@@ -175,12 +175,17 @@ class Worker:
             except RuntimeError:  # loop closed between the check and the call
                 pass
 
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop taking deliveries, let running ones finish for up to ``grace`` seconds, then
-        cancel them (they stay ``processing`` and are recovered at the next start)."""
+    def request_stop(self, grace: float = 10.0) -> None:
+        """Ask :meth:`run` to stop: no new deliveries; running ones get ``grace`` seconds,
+        then are cancelled (they stay ``processing`` and are recovered at the next start).
+        Call on the worker's loop or through :meth:`stop`."""
         self._stopping = True
         self._grace = grace
         self.wake()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """:meth:`request_stop`, then wait for the worker thread to end."""
+        self.request_stop(grace)
         if self._thread is not None:
             self._thread.join(grace + 5)
 
@@ -244,6 +249,12 @@ class Worker:
                 continue
             if len(self._inflight) >= self.concurrency or self._stopping:
                 break
+            probe = Event(h.delivery_id, h.event, {"action": h.action} if h.action else {})
+            if not self.router.handlers_for(probe):
+                # Nothing to run (an event no feature handles): done in one statement.
+                if await asyncio.to_thread(store.complete_unhandled, self.engine, h.seq):
+                    self.metrics.inc_processed(failed=False)
+                continue
             task = asyncio.create_task(self._process(h.seq), name=f"delivery-{h.delivery_id}")
             self._inflight[h.key] = task
             task.add_done_callback(lambda _t, k=h.key: self._finished(k))

@@ -1,5 +1,5 @@
-"""Shared fixtures: the shared folder, the session-wide GitHub double, and the bundled
-example campaign."""
+"""Shared fixtures: the shared folder, the bundled example, and the session-wide GitHub
+double (tests/github_double/README.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """``../shared`` beside the repository root (seeds, fixtures, design notes)."""
+    """``../shared`` beside the repository root (DESIGN.md, seeds, fixtures)."""
     return SHARED
 
 

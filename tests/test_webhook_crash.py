@@ -90,6 +90,10 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
     proc = start_serve(tmp_path, port, log, block=False)
     try:
         wait_for(lambda: store.status_counts(engine) == {"done": N}, 60, "all 100 done")
+        # the worker process reports its counters to the server's /metrics
+        done_here = f"campaign_bot_deliveries_processed_total {N - BLOCK_FROM}"
+        wait_for(lambda: done_here in httpx.get(f"http://127.0.0.1:{port}/metrics").text
+                 .splitlines(), 10, "worker counters in /metrics")
         # redeliveries after the restart are acknowledged and not processed again
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             for did in ids[:20]:

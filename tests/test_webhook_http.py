@@ -44,7 +44,7 @@ class Service:
 @pytest.fixture(params=DB_KINDS)
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
     with database_url(request.param, tmp_path) as url:
-        settings = load_settings(webhook_secret=SECRET, database_url=url,
+        settings = load_settings(webhook_secret=SECRET, database_url=url, worker_mode="thread",
                                  max_body_bytes=25 * 1024 * 1024, retry_delays="0")
         engine = store.make_engine(url)
         seen: list[str] = []

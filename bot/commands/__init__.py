@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import tomllib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.commands.parser import Command, new_commands, parse
-from bot.github import GitHubError, GitHubPort
+from bot.github import GitHubPort
+from bot.payloads import IssueCommentPayload
 from bot.render import marker, render
 from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
 from bot.router import Event, Router, router
@@ -183,27 +185,40 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
 
 def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, str,
                                                              str | None] | None:
-    """``(number, is_pull, login, comment_id, body, previous body)`` of a human comment."""
+    """``(number, is_pull, login, comment_id, body, previous body)`` of a human comment, or
+    None (not a comment event, a bot's comment, an edit that left the body alone)."""
     if event.name != "issue_comment" or event.action not in ("created", "edited"):
         return None
-    p = event.payload
-    comment = p.get("comment") or {}
-    issue = p.get("issue") or {}
-    user = comment.get("user") or {}
-    login = user.get("login") or ""
-    if event.sender_is_bot or user.get("type") == "Bot" or login.endswith("[bot]") \
-            or login.lower() == bot_login.lower() or comment.get("performed_via_github_app"):
+    try:
+        p = IssueCommentPayload.model_validate(event.payload)
+    except ValidationError as exc:
+        log.warning("delivery %s: issue_comment payload not understood: %s",
+                    event.delivery_id, exc.errors()[:3])
         return None
-    number, cid = issue.get("number"), comment.get("id")
-    if not isinstance(number, int) or not isinstance(cid, int) or not login:
+    user = p.comment.user
+    if p.sender.is_bot or user.is_bot or user.login.lower() == bot_login.lower() \
+            or p.comment.performed_via_github_app:
         return None
     previous = None
-    if event.action == "edited":
-        change = (p.get("changes") or {}).get("body")
-        if not isinstance(change, dict) or "from" not in change:
-            return None  # the edit did not touch the body (e.g. only reactions)
-        previous = change.get("from") or ""
-    return number, "pull_request" in issue, login, cid, comment.get("body") or "", previous
+    if p.action == "edited":
+        if p.changes is None or p.changes.body is None:
+            return None  # the edit did not touch the body
+        previous = p.changes.body.from_ or ""
+    return (p.issue.number, p.issue.is_pull, user.login, p.comment.id, p.comment.body or "",
+            previous)
+
+
+def _unique(body: str, previous: str | None) -> list[Command]:
+    """Commands to run for a comment body (new ones only on an edit); a command repeated
+    verbatim in one comment runs once."""
+    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    seen: set[str] = set()
+    out = []
+    for c in cmds:
+        if c.text not in seen:
+            seen.add(c.text)
+            out.append(c)
+    return out
 
 
 def commands_in(event: Event, bot_login: str) -> list[Command]:
@@ -212,7 +227,7 @@ def commands_in(event: Event, bot_login: str) -> list[Command]:
     if target is None:
         return []
     *_, body, previous = target
-    return new_commands(body, previous) if previous is not None else parse(body)
+    return _unique(body, previous)
 
 
 def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], CommandFn]:
@@ -226,7 +241,7 @@ def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], 
             if target is None:
                 return
             number, is_pull, login, cid, body, previous = target
-            cmds = new_commands(body, previous) if previous is not None else parse(body)
+            cmds = _unique(body, previous)
             for cmd in cmds:
                 if cmd.verb != spec.verb:
                     continue
@@ -253,7 +268,7 @@ async def _run(ctx: CommandContext, fn: CommandFn) -> None:
         loaded = await load(ctx.gh)
         if loaded.config is None:
             await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                            problems=[str(p) for p in loaded.problems])
+                            problems=loaded.problems)
             return
         ctx.config = loaded.config
     pr_author = None
@@ -278,7 +293,7 @@ async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
     if target is None:
         return
     number, is_pull, login, cid, body, previous = target
-    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    cmds = _unique(body, previous)
     for cmd in cmds:
         if cmd.verb in REGISTRY:
             continue
@@ -288,18 +303,12 @@ async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
         await ctx.reply("unknown.md.j2", known=known)
 
 
-def valid_login(login: str) -> bool:
-    """GitHub login syntax (letters, digits, hyphens; ``[bot]`` suffix for Apps)."""
-    return bool(re.fullmatch(r"[A-Za-z0-9-]+(\[bot\])?", login))
-
-
 __all__ = [
     "REGISTRY",
     "Command",
     "CommandContext",
     "CommandSpec",
     "Decision",
-    "GitHubError",
     "UserError",
     "Who",
     "authorize",

@@ -20,7 +20,8 @@ Lines that never hold commands (their text is ignored):
 - a line that starts with inline code (`` `/screen x` `` is prose about a command).  Inline
   code spans inside a command line are removed before its arguments are split.
 
-Several commands may appear in one comment, one per line, and run in order.  Text after a
+Several commands may appear in one comment, one per line, and run in order (the handlers run
+a command repeated verbatim in one comment once).  Text after a
 command on the same line is arguments; prose lines around commands are ignored.  On an
 edited comment only *new* commands run: those whose normalised text occurs more often in
 the new body than in ``changes.body.from`` (:func:`new_commands`).

@@ -32,4 +32,4 @@ async def campaign_verify(ctx: CommandContext) -> None:
 
     assert ctx.config is not None  # needs_config
     outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command")
-    await ctx.reply("verify_reply.md.j2", outcome=outcome)
+    await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)

@@ -267,6 +267,7 @@ class GitHubDouble:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else 40 ms delayed-ACK stalls per request
 
             def log_message(self, *args: Any) -> None:  # silence stderr
                 return None
@@ -937,8 +938,9 @@ class GitHubDouble:
             raise HTTPError(422, "Validation Failed",
                             [{"resource": "Issue", "code": "missing_field", "field": field_name}])
         if len(body) > MAX_BODY:
-            raise HTTPError(422, "Validation Failed", [
-                f"{field_name} is too long (maximum is {MAX_BODY} characters)"])
+            raise HTTPError(422, "Validation Failed", [{
+                "resource": "IssueComment", "code": "custom", "field": field_name,
+                "message": f"{field_name} is too long (maximum is {MAX_BODY} characters)"}])
         return body
 
     def _op_get_comment(self, req: Request, repo: RepoState, comment_id: str) -> tuple[int, Any]:
