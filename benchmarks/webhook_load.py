@@ -158,21 +158,33 @@ async def load(name: str, port: int, rate: float, duration: float, body: bytes,
             f"X-GitHub-Delivery: {did}\r\nX-Hub-Signature-256: {sig}\r\n\r\n"
         ).encode()
         conn = pool.pop() if pool else None
+        status = None
         try:
             async with asyncio.timeout(TIMEOUT_S):
-                if conn is None:
-                    r, w = await asyncio.open_connection("127.0.0.1", port)
-                    conn = Conn(r, w)
-                try:
-                    status = await conn.request(head, body)
-                except _Closed as c:
-                    status, conn = c.status, None
+                for fresh in (False, True):
+                    if conn is None:
+                        r, w = await asyncio.open_connection("127.0.0.1", port)
+                        conn, fresh = Conn(r, w), True
+                    try:
+                        status = await conn.request(head, body)
+                        break
+                    except _Closed as c:
+                        status, conn = c.status, None
+                        break
+                    except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                        # an idle keep-alive connection the server had closed: like any
+                        # HTTP client, retry once on a new connection
+                        conn.w.close()
+                        conn = None
+                        if fresh:
+                            raise
         except (TimeoutError, OSError, ConnectionError, ValueError, IndexError,
                 asyncio.IncompleteReadError):
             res.errors += 1
             if conn is not None:
                 conn.w.close()
             return
+        assert status is not None
         lat = (time.perf_counter() - due) * 1000
         res.statuses[status] = res.statuses.get(status, 0) + 1
         if 200 <= status < 300:
@@ -253,6 +265,9 @@ def main() -> int:
     ap.add_argument("--serve-env", action="append", default=[], metavar="NAME=VALUE",
                     help="extra environment for campaign-bot serve (repeatable), e.g. "
                          "CAMPAIGN_BOT_SQLITE_SYNCHRONOUS=NORMAL")
+    ap.add_argument("--variant-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="also load a second campaign-bot serve with this extra environment "
+                         "(repeatable), alternating with the others")
     ap.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.bare_server:
@@ -266,9 +281,13 @@ def main() -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    console = Console()
+    # SIGTERM ends the run through the finally below, so the servers are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     body = sorted(FIXTURE.glob("*.json"))[0].read_bytes()
     names = ["bare FastAPI 202", "campaign-bot serve"]
+    if a.variant_env:
+        names.append("serve " + " ".join(a.variant_env))
     results = {n: Result(n) for n in names}
     slice_s = a.duration / a.slices
     with tempfile.TemporaryDirectory(prefix="webhook-load-") as tmp:
@@ -281,12 +300,17 @@ def main() -> int:
                        {"CAMPAIGN_BOT_WEBHOOK_SECRET": SECRET, "CAMPAIGN_BOT_LOG_LEVEL": "WARNING",
                         **dict(kv.split("=", 1) for kv in a.serve_env)}),
         }
+        if a.variant_env:
+            variant = dict(kv.split("=", 1) for kv in a.variant_env)
+            cmds[names[2]] = (cmds[names[1]][0], {**cmds[names[1]][1], **variant})
         procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
             for name, (cmd, extra) in cmds.items():
                 port = free_port()
                 cmd = [c.replace("{port}", str(port)) for c in cmd]
-                proc = subprocess.Popen(cmd, cwd=work,
+                cwd = work / str(len(procs))
+                cwd.mkdir()
+                proc = subprocess.Popen(cmd, cwd=cwd,
                                         env={**env, **extra, "CAMPAIGN_BOT_PORT": str(port)},
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 procs[name] = (proc, port)
@@ -305,16 +329,17 @@ def main() -> int:
                         r = asyncio.run(load(name, port, a.rate, slice_s, body, run_id))
                         results[name].add(r)
                         progress.update(tasks[name], completed=results[name].sent)
-            serve = results[names[1]]
-            db = work / "campaign-bot.sqlite3"
-            t0 = time.monotonic()
-            present, done = count_stored(db, serve.acked_ids)
-            while done < present and time.monotonic() - t0 < 120:
-                time.sleep(0.2)
+            for i, name in enumerate(names[1:], start=1):
+                serve = results[name]
+                db = work / str(i) / "campaign-bot.sqlite3"
+                t0 = time.monotonic()
                 present, done = count_stored(db, serve.acked_ids)
-            serve.drain_s = time.monotonic() - t0
-            serve.lost = len(serve.acked_ids) - present
-            serve.processed = done
+                while done < present and time.monotonic() - t0 < 120:
+                    time.sleep(0.2)
+                    present, done = count_stored(db, serve.acked_ids)
+                serve.drain_s = time.monotonic() - t0
+                serve.lost = len(serve.acked_ids) - present
+                serve.processed = done
         finally:
             for proc, _port in procs.values():
                 stop(proc)

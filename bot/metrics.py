@@ -62,17 +62,18 @@ class Metrics:
             self.rejected[reason] += 1
 
     def inc_processed(
-        self, *, failed: bool, handler_failures: int = 0, retry: bool = False
+        self, *, failed: bool, handler_failures: int = 0, retry: bool = False, count: int = 1
     ) -> None:
-        """One delivery attempt finished: done, scheduled for retry, or failed for good."""
+        """``count`` delivery attempts finished: done, scheduled for retry, or failed for
+        good."""
         with self._lock:
             self.handler_failures += handler_failures
             if retry:
-                self.retries_scheduled += 1
+                self.retries_scheduled += count
             elif failed:
-                self.failed += 1
+                self.failed += count
             else:
-                self.processed += 1
+                self.processed += count
 
     # -- called by the GitHub adapter (bot.github) -------------------------------------------
     def github_call(self, method: str, rate_limit_remaining: int | None = None) -> None:

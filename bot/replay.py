@@ -16,7 +16,6 @@ writes are recorded, not made).
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +67,7 @@ class ReplayReport:
     applied: bool
     handlers: list[HandlerResult] = field(default_factory=list)
     writes: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -85,7 +85,8 @@ def load_delivery_file(path: Path) -> SavedDelivery:
         raise ReplayInputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{path}: expected a JSON object with headers and body")
-    src = doc.get("request") if isinstance(doc.get("request"), dict) else doc
+    req = doc.get("request")
+    src: dict[str, Any] = req if isinstance(req, dict) else doc
     headers = src.get("headers")
     if not isinstance(headers, dict):
         raise ReplayInputError(f"{path}: no 'headers' object (or 'request.headers')")
@@ -109,10 +110,13 @@ def load_delivery_file(path: Path) -> SavedDelivery:
     return SavedDelivery(path, headers, bodies)
 
 
-def recording_port(gh: Any) -> Any:
-    """``bot.github.RecordingGitHub(gh)``: reads pass through, writes are recorded."""
-    from bot.github import RecordingGitHub  # type: ignore[attr-defined]
+def recording_port(gh: Any, event: Event) -> Any:
+    """``bot.github.RecordingGitHub(gh)``: reads pass through to ``gh`` (fail without it),
+    writes are recorded."""
+    from bot.github import RecordingGitHub
 
+    if gh is None:
+        return RecordingGitHub(None, repo=event.repo_full_name or "")
     return RecordingGitHub(gh)
 
 
@@ -155,18 +159,28 @@ async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = Fals
     if not router.handlers_for(event):
         return report
     factory = context_factory or default_context_factory(settings)
-    gh, config = await factory(event)
-    port = gh if apply else recording_port(gh)
+    try:
+        gh, config = await factory(event)
+    except Exception as exc:  # noqa: BLE001 - e.g. no credentials configured
+        if apply:
+            raise ReplayInputError(f"--apply needs GitHub access: {exc}") from None
+        # A dry run can still show the writes of handlers that need no reads.
+        report.warnings.append(f"no GitHub access ({exc}); reads fail, writes are recorded")
+        gh, config = None, None
+    port = gh if apply else recording_port(gh, event)
     report.handlers = await router.dispatch(event, port, config)
     report.writes = recorded_writes(port)
     return report
 
 
 def _describe(w: Any) -> tuple[str, str]:
+    if hasattr(w, "describe"):
+        op, _, rest = str(w.describe()).partition(" ")
+        return op, rest
     if isinstance(w, dict):
         op = str(w.get("op") or w.get("method") or w.get("name") or "?")
-        rest = {k: v for k, v in w.items() if k not in ("op", "method", "name")}
-        return op, json.dumps(rest, default=str)[:2000]
+        extra = {k: v for k, v in w.items() if k not in ("op", "method", "name")}
+        return op, json.dumps(extra, default=str)[:2000]
     for a in ("op", "method", "name"):
         if hasattr(w, a):
             d = getattr(w, "__dict__", {})
@@ -179,6 +193,8 @@ def print_report(report: ReplayReport, console: Console) -> None:
     """Handlers as a table, then each GitHub write."""
     ev = report.event + (f".{report.action}" if report.action else "")
     console.print(f"delivery {report.delivery_id} ({ev}): signature ok", highlight=False)
+    for w in report.warnings:
+        console.print(f"warning: {w}", highlight=False, markup=False)
     if not report.handlers:
         console.print("no handler matches this event; nothing would be written")
         return
@@ -196,7 +212,3 @@ def print_report(report: ReplayReport, console: Console) -> None:
     for i, w in enumerate(report.writes, 1):
         op, args = _describe(w)
         console.print(f"  {i}. {op} {args}", highlight=False, markup=False)
-
-
-def _is_async(obj: Any, name: str) -> bool:
-    return inspect.iscoroutinefunction(getattr(obj, name, None))

@@ -34,6 +34,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    insert,
     select,
     update,
 )
@@ -175,15 +176,15 @@ def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
     """
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as upsert
     elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+        from sqlalchemy.dialects.postgresql import insert as upsert  # type: ignore[assignment]
     else:  # pragma: no cover - only the two supported dialects
         raise ValueError(f"unsupported database dialect {dialect!r}")
     out = []
     for r in rows:
         stmt = (
-            insert(Delivery)
+            upsert(Delivery)
             .values(
                 delivery_id=r.delivery_id, event=r.event, action=r.action, repo=r.repo,
                 key=r.key, headers=r.headers, body=r.body, received_at=r.received_at,
@@ -229,18 +230,35 @@ def queue_heads(engine: Engine) -> list[Delivery]:
                      event=r.event, action=r.action) for r in rows]
 
 
-def complete_unhandled(engine: Engine, seq: int) -> bool:
-    """Mark a queued delivery that no handler matches ``done`` in one statement (counts one
-    attempt); False when it was not queued any more."""
+def queued_of_key(engine: Engine, key: str, limit: int = 500) -> list[Delivery]:
+    """The oldest ``limit`` queued deliveries of ``key`` in order (seq, event, action,
+    not_before, delivery_id only)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Delivery.seq, Delivery.event, Delivery.action, Delivery.not_before,
+                   Delivery.delivery_id)
+            .where(Delivery.status == "queued", Delivery.key == key)
+            .order_by(Delivery.seq)
+            .limit(limit)
+        ).all()
+    return [Delivery(seq=r.seq, key=key, event=r.event, action=r.action,
+                     not_before=r.not_before, delivery_id=r.delivery_id) for r in rows]
+
+
+def complete_unhandled(engine: Engine, seqs: Sequence[int]) -> int:
+    """Mark queued deliveries that no handler matches ``done`` in one statement (each counts
+    one attempt); returns how many were still queued and are now done."""
+    if not seqs:
+        return 0
     now = utcnow()
     with engine.begin() as conn:
         res = conn.execute(
             update(Delivery)
-            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .where(Delivery.seq.in_(list(seqs)), Delivery.status == "queued")
             .values(status="done", attempts=Delivery.attempts + 1, started_at=now,
                     finished_at=now)
         )
-        return res.rowcount == 1
+        return res.rowcount or 0
 
 
 def claim(engine: Engine, seq: int) -> Delivery | None:
@@ -276,7 +294,7 @@ def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: boo
     """Record one handler run (committed at once, so a crash after it does not repeat it)."""
     with engine.begin() as conn:
         conn.execute(
-            HandlerRun.__table__.insert().values(
+            insert(HandlerRun).values(
                 delivery_seq=seq, attempt=attempt, handler=handler, ok=ok, error=error,
                 finished_at=utcnow(),
             )

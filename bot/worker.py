@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import importlib
 import importlib.util
 import logging
@@ -205,6 +206,8 @@ class Worker:
             except Exception:  # noqa: BLE001 - e.g. the database is briefly unreachable
                 log.exception("worker could not read the queue; retrying")
                 timeout = self.poll_interval
+            if timeout <= 0:
+                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
@@ -235,32 +238,52 @@ class Worker:
                 raise TimeoutError("worker did not become idle")
 
     async def _schedule(self) -> float:
-        """Start every startable queue head; returns seconds until the next due retry (capped
-        at ``poll_interval``)."""
+        """Start every startable queue head; returns seconds until the schedule should run
+        again: 0 when it made progress on its own, else until the next due retry (capped at
+        ``poll_interval``)."""
         heads = await asyncio.to_thread(store.queue_heads, self.engine)
         now = store.utcnow()
         wait = self.poll_interval
         for h in heads:
+            if self._stopping:
+                break
             if h.key in self._inflight:
                 continue
             nb = _utc(h.not_before)
             if nb is not None and nb > now:
                 wait = min(wait, (nb - now).total_seconds())
                 continue
-            if len(self._inflight) >= self.concurrency or self._stopping:
-                break
-            probe = Event(h.delivery_id, h.event, {"action": h.action} if h.action else {})
-            if not self.router.handlers_for(probe):
-                # Nothing to run (an event no feature handles): done in one statement.
-                if await asyncio.to_thread(store.complete_unhandled, self.engine, h.seq):
-                    self.metrics.inc_processed(failed=False)
+            if not self._handled(h):
+                # Events no feature handles: the leading run of such deliveries of this key
+                # is done in one statement, then the schedule runs again at once.
+                await self._complete_unhandled_run(h.key)
+                wait = 0.0
                 continue
+            if len(self._inflight) >= self.concurrency:
+                break
             task = asyncio.create_task(self._process(h.seq), name=f"delivery-{h.delivery_id}")
             self._inflight[h.key] = task
-            task.add_done_callback(lambda _t, k=h.key: self._finished(k))
+            task.add_done_callback(functools.partial(self._finished, h.key))
         return max(wait, 0.0)
 
-    def _finished(self, key: str) -> None:
+    def _handled(self, d: store.Delivery) -> bool:
+        probe = Event(d.delivery_id, d.event, {"action": d.action} if d.action else {})
+        return bool(self.router.handlers_for(probe))
+
+    async def _complete_unhandled_run(self, key: str) -> None:
+        rows = await asyncio.to_thread(store.queued_of_key, self.engine, key)
+        now = store.utcnow()
+        run: list[int] = []
+        for r in rows:
+            nb = _utc(r.not_before)
+            if self._handled(r) or (nb is not None and nb > now):
+                break
+            run.append(r.seq)
+        n = await asyncio.to_thread(store.complete_unhandled, self.engine, run)
+        if n:
+            self.metrics.inc_processed(failed=False, count=n)
+
+    def _finished(self, key: str, _task: object = None) -> None:
         self._inflight.pop(key, None)
         if self._wake is not None:
             self._wake.set()

@@ -244,3 +244,26 @@ def test_handler_runs_ok_are_not_repeated_after_recovery(engine: Engine) -> None
     with engine.connect() as c:
         st = c.execute(select(store.Delivery.status, store.Delivery.attempts)).one()
     assert tuple(st) == ("done", 2)
+
+
+def test_unhandled_runs_are_completed_in_bulk_without_overtaking(engine: Engine) -> None:
+    seen: list[str] = []
+    r = Router()
+
+    @r.on("issues")
+    async def h(event: Event, gh: object, config: object) -> None:
+        # every unhandled delivery before this one is already done: order is kept
+        with engine.connect() as c:
+            before = c.execute(
+                select(store.Delivery.delivery_id, store.Delivery.status)
+                .where(store.Delivery.delivery_id.in_(["u1", "u2"]))
+            ).all()
+        assert {s for _, s in before} == {"done"}
+        seen.append(event.delivery_id)
+
+    insert(engine, row("u1", event="push"), row("u2", event="push"), row("h3"),
+           row("u4", event="push"), *(row(f"bulk{i}", event="push") for i in range(600)))
+    m = run_worker(engine, r)
+    assert seen == ["h3"]
+    assert store.status_counts(engine) == {"done": 604}
+    assert m.processed == 604
