@@ -315,13 +315,15 @@ def create_app(
             supervisor = asyncio.create_task(worker.supervise())
         elif worker is not None:
             worker.start_thread()
-        # the /screen flow (issue 7): its runtime and watchdog jobs, when its module is loaded
+        # the /screen flow (issue 7): its runtime and watchdog jobs live where the handlers
+        # run (the worker child process starts its own, see bot.worker_process)
         screens_svc = None
-        if "bot.screen" in sys.modules:
+        if "bot.screen" in sys.modules and not isinstance(worker, WorkerProcess):
             from bot import screen_service
 
             screens_svc = screen_service.start(
-                eng, worker.context_factory if worker else None, scheduler=run_worker)
+                eng, worker.context_factory if isinstance(worker, Worker) else None,
+                scheduler=isinstance(worker, Worker))
         state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:

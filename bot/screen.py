@@ -892,6 +892,8 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
     summary = (
         f"Manifests: {res.hashes_ok} of {res.hashes_checked} hashes verified; {sig_text}."
     )
+    # paths relative to the bundle: the bot's temporary directory means nothing to readers
+    problems = [p.replace(f"{root}/", "").replace(str(root), ".") for p in problems]
     return BundleCheck(not problems, summary, problems)
 
 

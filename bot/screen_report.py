@@ -37,6 +37,9 @@ class SessionView:
     lifecycle_problems: list[str]
     sample_s: float | None
     ok_walls: list[float] = field(default_factory=list)
+    letter: str = "A"
+    """The session's letter in the screen's order: A control, B candidate (or, in a
+    control-vs-control screen, the second control)."""
 
     @property
     def chart_value(self) -> str:
@@ -119,8 +122,9 @@ class ResultView:
     chart_max: int = field(default=1)
 
 
-def session_view(r: Receipt) -> SessionView:
-    """Summarise one receipt (see module docstring for when a session counts)."""
+def session_view(r: Receipt, order: str = "") -> SessionView:
+    """Summarise one receipt (see module docstring for when a session counts); ``order``
+    is the screen's session order (its letter at the receipt's slot labels the session)."""
     measured = sorted(r.measured, key=lambda q: q.index)
     walls = [
         f"{q.client_wall_s:.3f}" if q.ok and q.client_wall_s is not None else "failed"
@@ -133,8 +137,10 @@ def session_view(r: Receipt) -> SessionView:
     ]
     qualified = bool(measured) and len(ok_walls) == len(measured) and not problems
     sample = statistics.median(ok_walls) if qualified else None
+    letter = order[r.slot] if 0 <= r.slot < len(order) else ("A" if r.arm == "control" else "B")
     return SessionView(
-        r.slot, r.arm, r.session_id, walls, http, not problems, problems, sample, ok_walls
+        r.slot, r.arm, r.session_id, walls, http, not problems, problems, sample, ok_walls,
+        letter,
     )
 
 
@@ -208,7 +214,7 @@ def build_result(
     directions_left: int,
 ) -> ResultView:
     """Assemble the result view (units: seconds in, hours out for budget figures)."""
-    sessions = [session_view(r) for r in sorted(receipts, key=lambda r: r.slot)]
+    sessions = [session_view(r, order) for r in sorted(receipts, key=lambda r: r.slot)]
     arms = [
         ArmView(arm, [s.sample_s for s in sessions if s.arm == arm and s.sample_s is not None])
         for arm in ("control", "candidate")

@@ -86,6 +86,7 @@ def _guarded(j: JobSpec) -> Callable[[screen.Runtime], None]:
 
 def start(rt: screen.Runtime, intervals: dict[str, float] | None = None) -> BackgroundScheduler:
     """A started background scheduler (UTC) with :data:`JOBS` registered."""
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one INFO line per run
     sched = BackgroundScheduler(timezone="UTC")
     register(sched, rt, intervals=intervals)
     sched.start()

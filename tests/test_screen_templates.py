@@ -85,7 +85,8 @@ def test_result_comment_has_sessions_ratio_chart_and_budget() -> None:
     assert ("| 4 | control | `s3` | 110.000 | 200 | FAILED: 4 terminate action(s); "
             "4 kill action(s) |") in body
     assert ("Ratio candidate/control (Hodges-Lehmann over session medians): **0.8000** "
-            "(20.0 % lower latency), exact bounds [0.7000, 0.9000]; target ≤ 0.7000 (30 % lower).") in body
+            "(20.0 % lower latency), exact bounds [0.7000, 0.9000]; target ≤ 0.7000 "
+            "(30 % lower).") in body
     assert '  x-axis ["1A", "2B", "3B", "4A"]' in body
     assert "  bar [100.000, 0, 0, 110.000]\n  bar [0, 80.000, 0, 0]" in body
     assert "  y-axis \"seconds\" 0 --> 122" in body
