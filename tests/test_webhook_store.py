@@ -181,12 +181,12 @@ def test_retry_waits_for_not_before_and_blocks_its_key(engine: Engine) -> None:
     w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[3600.0])
     asyncio.run(w.run_until_idle())
     # a1 waits an hour for its retry; a2 (same key) must not overtake it; b1 is independent
-    assert order == ["a1", "b1"]
+    assert sorted(order) == ["a1", "b1"]  # keys a and b run concurrently
     assert store.status_counts(engine) == {"queued": 2, "done": 1}
     with engine.begin() as c:  # make the retry due now
         c.execute(update(store.Delivery).values(not_before=dt.datetime.now(dt.UTC)))
     asyncio.run(w.run_until_idle())
-    assert order == ["a1", "b1", "a1", "a2"]
+    assert order[2:] == ["a1", "a2"]
     assert store.status_counts(engine) == {"done": 3}
 
 
