@@ -58,7 +58,17 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.commands import CommandContext, CommandSpec, UserError, Who, command
-from bot.header_block import END, START, BlockState, MarkersMissing, locate, splice
+from bot.header_block import (
+    END,
+    START,
+    BlockState,
+    MarkersMissing,
+    current_block,
+    locate,
+    normalise,
+    outside,
+    splice,
+)
 from bot.header_render import render_header
 from bot.header_store import CampaignHeader, CandidatePR, HeaderChange
 from bot.router import Event, router
@@ -613,6 +623,40 @@ class HeaderService:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
 
+    async def restore_human_edit(
+        self, gh: Any, campaign: CampaignHeader, before: str, after: str,
+        delivery_id: str | None,
+    ) -> RefreshResult:
+        """Put a human's edit back if a bot write overwrote it (see :func:`on_issue_edited`):
+        when the body's human part equals ``before`` (the text the edit changed), write
+        ``after`` with the body's current header block.  Returns ``restored`` or
+        ``unchanged``."""
+        lock = self._locks.setdefault((campaign.repo, campaign.issue), threading.Lock())
+        await asyncio.to_thread(lock.acquire)
+        try:
+            port = _Counting(gh)
+            body = (await port.call("get_issue", campaign.issue)).body
+            if outside(body) != outside(before) or outside(body) == outside(after):
+                return RefreshResult("unchanged", port.reads, port.writes)
+            header = current_block(body)
+            new = after if header is None else splice(after, header, inserted_before=True)
+            if new is None or normalise(new) == normalise(body):
+                return RefreshResult("unchanged", port.reads, port.writes)
+            await port.call("edit_issue_body", campaign.issue, new)
+            with self.sessions.begin() as db:
+                db.add(HeaderChange(
+                    repo=campaign.repo, issue=campaign.issue, campaign_id=campaign.campaign_id,
+                    at=utcnow(), kind="restore", trigger="lost human edit restored",
+                    delivery_id=delivery_id, evidence_sha=None,
+                    summary="a human edit overwritten by a concurrent header write was put back",
+                    header_text=None,
+                ))
+            return RefreshResult("restored", port.reads, port.writes)
+        except MarkersMissing:
+            return RefreshResult("markers-missing", port.reads, port.writes)
+        finally:
+            lock.release()
+
     # ---------------------------------------------------------------- history
 
     def history(self, repo: str, issue: int, limit: int = HISTORY_DEFAULT) -> list[HeaderChange]:
@@ -863,8 +907,15 @@ async def on_workflow_run(event: Event, gh: Any, config: Any) -> None:
 
 @router.on("issues", "edited")
 async def on_issue_edited(event: Event, gh: Any, config: Any) -> None:
-    """A human edited a campaign issue: if the markers were there before and are gone now,
-    say so once.  The bot's own edits are ignored (they are its header writes)."""
+    """A human edited a campaign issue.  The bot's own edits are ignored.
+
+    - Markers there before and gone now: refresh, which says so once in a comment.
+    - A lost update: GitHub has no conditional PATCH, so a human edit landing between the
+      bot's read and its write is overwritten.  The event still carries the human's text:
+      when the body now holds the human part as it was *before* this edit (``changes.body
+      .from``), the bot puts the human's version back with the current header (one read,
+      one write; nothing otherwise).
+    """
     repo = event.repo_full_name
     issue = event.payload.get("issue") or {}
     svc = service()
@@ -875,11 +926,16 @@ async def on_issue_edited(event: Event, gh: Any, config: Any) -> None:
         return
     before = ((event.payload.get("changes") or {}).get("body") or {}).get("from")
     after = issue.get("body") or ""
-    if before is None:
+    campaigns = svc.campaigns_of_issue(repo, number)
+    if before is None or not campaigns:
         return
     if locate(before).state is BlockState.PRESENT and locate(after).state is not BlockState.PRESENT:
-        for c in svc.campaigns_of_issue(repo, number):
+        for c in campaigns:
             await svc.refresh(gh, c, trigger="issue edited", delivery_id=event.delivery_id)
+        return
+    if outside(before) == outside(after):
+        return  # only the bot's block was touched: the next refresh restores it
+    await svc.restore_human_edit(gh, campaigns[0], before, after, event.delivery_id)
 
 
 REFRESH_SPEC = CommandSpec(

@@ -126,3 +126,13 @@ def splice(body: str | None, header: str, *, inserted_before: bool) -> str | Non
     if normalise(old).strip("\n") == normalise(header).strip("\n"):
         return None
     return body[: loc.inner_start] + inner + body[loc.inner_end :]
+
+
+def outside(body: str | None) -> str:
+    """The human part of ``body``: normalised, with the text between the markers removed
+    (the markers stay, so a body without a block differs from one with an empty block)."""
+    body = normalise(body or "")
+    loc = locate(body)
+    if loc.state is not BlockState.PRESENT:
+        return body
+    return body[: loc.inner_start] + body[loc.inner_end :]

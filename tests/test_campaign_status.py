@@ -491,3 +491,49 @@ async def test_human_edit_removing_markers_gets_one_notice(
     assert _body(github_double) == "rewritten by a human"
     kinds = [h.kind for h in service.history(REPO, ISSUE)]
     assert kinds == ["markers-missing", "write"]
+
+
+async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
+    github_double: Any, gh: Any, service: cs.HeaderService
+) -> None:
+    # the human edits right after the bot read the body and before it writes: GitHub has no
+    # conditional PATCH, so the write overwrites the edit; the issues.edited event of the
+    # human edit carries the text, and the bot puts it back under its current header
+    _setup(github_double, _controls("5s-lossless"))
+    camp = await _register(service, gh)
+    await service.refresh(gh, camp, trigger="test")
+    github_double.set_branch(REPO, "main", {
+        f"{ROOT}/receipts/base/extra.json": receipt(
+            "5s-lossless", "control", 171.0, session="extra", screen="base", slot=5,
+        ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
+    real_get_issue = gh.get_issue
+    seen: dict[str, str] = {}
+
+    async def get_issue_then_human_edits(number: int) -> Any:
+        info = await real_get_issue(number)
+        issue = github_double.repo(REPO).issues[ISSUE]
+        seen["from"] = issue["body"]
+        issue["body"] = issue["body"] + "\r\nA human line typed at the worst moment.\r\n"
+        seen["to"] = issue["body"]
+        return info
+
+    gh.get_issue = get_issue_then_human_edits  # type: ignore[method-assign]
+    assert (await service.refresh(gh, camp, trigger="test")).outcome == "written"
+    gh.get_issue = real_get_issue  # type: ignore[method-assign]
+    assert "worst moment" not in _body(github_double)  # lost, as on GitHub
+    ev = Event("d-human", "issues", {
+        "action": "edited", "repository": {"full_name": REPO},
+        "sender": {"login": "amy", "type": "User"},
+        "issue": {"number": ISSUE, "body": seen["to"]},
+        "changes": {"body": {"from": seen["from"]}}})
+    start = len(github_double.calls)
+    await cs.on_issue_edited(ev, gh, None)
+    body = _body(github_double)
+    assert body.endswith("A human line typed at the worst moment.\r\n")
+    assert "3 clean control session(s)" in (current_block(body) or "")
+    assert _calls(github_double, start) == (
+        [f"GET /repos/{REPO}/issues/{ISSUE}"], [f"PATCH /repos/{REPO}/issues/{ISSUE}"])
+    # the same event again (a redelivery) changes nothing
+    start = len(github_double.calls)
+    await cs.on_issue_edited(ev, gh, None)
+    assert _calls(github_double, start)[1] == []

@@ -96,3 +96,12 @@ def test_property_only_block_changes(above: str, below: str, old: str, new: str)
     assert current_block(result) == normalise(new).strip("\n")
     if out is not None:
         assert splice(out, new, inserted_before=True) is None
+
+
+def test_outside_drops_only_the_block_text() -> None:
+    from bot.header_block import outside
+
+    body = f"top\r\n{START}\nheader v1\n{END}\nbottom"
+    assert outside(body) == f"top\n{START}{END}\nbottom"
+    assert outside(body.replace("v1", "v2")) == outside(body)
+    assert outside("no markers\r\n") == "no markers\n"
