@@ -87,7 +87,8 @@ def _worker(args: argparse.Namespace) -> None:
     for _ in range(args.in_process):
         t = time.perf_counter()
         r = compare(Path(args.a), Path(args.b), mode="lossy", device=args.device,
-                    expected_frames=362, audio_metrics=bool(args.lpips_weights), **kw)
+                    expected_frames=362, audio_metrics=bool(args.lpips_weights),
+                    ssim_backend=args.ssim_backend, **kw)
         walls.append(time.perf_counter() - t)
     wall = walls[0]
     vals = {m.name: m.value for m in r.metrics}
@@ -117,6 +118,7 @@ def main() -> None:
     ap.add_argument("--lpips-weights")
     ap.add_argument("--lpips-sha256")
     ap.add_argument("--skip-ffmpeg", action="store_true")
+    ap.add_argument("--ssim-backend", default="auto", choices=["auto", "lavfi", "numpy"])
     ap.add_argument("--in-process", type=int, default=1,
                     help="compare() calls per child process (later ones are warm)")
     ap.add_argument("--json-out", help="also write the figures as JSON here")
@@ -158,6 +160,7 @@ def main() -> None:
             ff_cpu.append(cpu)
             ff_vals = _parse_ffmpeg(text)
         w, rss, text, cpu = _child([sys.executable, __file__, "--device", args.device, *extra,
+                                    "--ssim-backend", args.ssim_backend,
                                "--in-process", str(args.in_process),
                                "--worker", str(a), str(b)])
         doc = json.loads(text.strip().splitlines()[-1])
@@ -173,7 +176,8 @@ def main() -> None:
                      else ""))
         warm_walls.extend(warm)
 
-    t = Table(title=f"362-frame 1344x768 pair ({args.preset}), {args.repeats} repeats, "
+    t = Table(title=f"362-frame 1344x768 pair ({args.preset}), SSIM backend "
+                    f"{args.ssim_backend}, {args.repeats} repeats, "
                     f"load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs")
     t.add_column("tool")
     t.add_column("wall median s", justify="right")
@@ -224,7 +228,7 @@ def main() -> None:
             "ffmpeg_walls": ff_walls, "ffmpeg_rss_mib": ff_rss, "our_walls": our_walls,
             "our_process_walls": our_proc_walls, "our_rss_mib": our_rss,
             "warm_walls": warm_walls, "device": args.device, "ffmpeg_cpu_s": ff_cpu,
-            "our_cpu_s": our_cpu,
+            "our_cpu_s": our_cpu, "ssim_backend": args.ssim_backend,
             "ffmpeg_values": ff_vals, "our_values": our_vals,
             "loadavg": os.getloadavg(), "cpus": os.cpu_count()}, indent=2))
 

@@ -1,8 +1,9 @@
 """``compare``: judge a candidate output against the control output of the same track.
 
 One streaming pass decodes both files in lockstep (two background threads), and for each
-frame pair computes SSIM/PSNR in FFmpeg's convention, the decoded-plane hashes (lossless
-mode) and, batched, LPIPS (lossy mode, when weights are given).  Then audio is decoded, the
+frame pair computes SSIM/PSNR in FFmpeg's convention (FFmpeg's own filters in PyAV, or the
+numpy transcription), the decoded-plane hashes (lossless mode) and, batched in its own
+thread, LPIPS (lossy mode, when weights are given).  Then audio is decoded, the
 structural checks run (versioned validator), and every metric is judged against its gate.
 
 Order of judgement: structural checks first.  If the two files' headers disagree on
