@@ -415,9 +415,9 @@ def compare(
 
     metrics: list[MediaMetric] = []
     if not metrics_possible:
-        why = ("resolutions differ" if not same_geometry else
-               f"pixel formats {vc['pix_fmt']}/{vk['pix_fmt']} are not the same 8-bit planar "
-               "YUV")
+        why: str | None = (
+            "resolutions differ" if not same_geometry else
+            f"pixel formats {vc['pix_fmt']}/{vk['pix_fmt']} are not the same 8-bit planar YUV")
         reasons.append(f"video metrics not computed: {why}")
     elif metric_error is not None:
         reasons.append(f"video metrics stopped: {metric_error}")
@@ -425,8 +425,9 @@ def compare(
 
     if metrics_possible and acc.frames:
         r = acc.result()
-        ssim_detail = {k: r[k] for k in ("ssim_y", "ssim_u", "ssim_v", "ssim_min",
-                                          "ssim_min_frame", "frames")}
+        ssim_detail: dict[str, Any] = {k: r[k] for k in ("ssim_y", "ssim_u", "ssim_v",
+                                                          "ssim_min", "ssim_min_frame",
+                                                          "frames")}
         ssim_detail["backend"] = BACKENDS[backend_used]
         psnr_detail = {"psnr_y_db": r["psnr_y"], "psnr_u_db": r["psnr_u"],
                        "psnr_v_db": r["psnr_v"], "psnr_min_db": r["psnr_min"],

@@ -43,8 +43,9 @@ class LavfiScorer:
         try:
             # in0 -> ssim(main) -> psnr(main) -> sink; in1 -> split -> ssim(ref), psnr(ref).
             # The main frame leaves ssim with its metadata and psnr adds its own.
-            ins = [g.add_buffer(width=width, height=height, format=pix_fmt, time_base=tb,
-                                name=f"in{i}") for i in range(2)]
+            ins = [g.add_buffer(width=width, height=height,
+                                format=pix_fmt,  # type: ignore[arg-type]  # PyAV takes a name
+                                time_base=tb, name=f"in{i}") for i in range(2)]
             split = g.add("split", "2")
             ssim, psnr = g.add("ssim"), g.add("psnr")
             sink = g.add("buffersink")
@@ -77,7 +78,8 @@ class LavfiScorer:
             except (av.error.BlockingIOError, av.error.EOFError):
                 return out
             meta = dict(f.metadata)
-            out.append(score_from_meta(int(f.pts), meta, meta, self.sizes))
+            out.append(score_from_meta(-1 if f.pts is None else int(f.pts), meta, meta,
+                                       self.sizes))
 
     def close(self) -> list[FrameScore]:
         """Signal the end of both inputs; returns the remaining scores."""
