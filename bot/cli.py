@@ -1,10 +1,155 @@
-"""`campaign-bot serve`, `deliveries`, `replay` (registered as a plug-in)."""
+"""`campaign-bot serve`, `deliveries`, `replay` (registered as a plug-in).
+
+Exit codes (as everywhere): 0 clean; 1 problems found (``deliveries --failed`` found failed
+deliveries, ``replay`` met a bad signature or a failing handler); 2 unreadable input or bad
+usage (missing settings, unreadable delivery file, database unreachable).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from bot.settings import ENV_PREFIX, DatabaseSettings, SettingsError, load_settings
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+err = Console(stderr=True, soft_wrap=True)
+out = Console()
+
+
+def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(f"[red]error:[/] {msg}", highlight=False)
+    return typer.Exit(code)
+
+
+def _settings(cls: Any = None, **overrides: Any) -> Any:
+    try:
+        return load_settings(cls, **{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _engine(db: DatabaseSettings) -> Any:
+    from bot import store
+
+    try:
+        engine = store.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
+        store.migrate(engine)
+    except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {db.database_url!r}: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    ) from None
+    return engine
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Listen address [default: CAMPAIGN_BOT_HOST "
+                                                  "or 127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port [default: CAMPAIGN_BOT_PORT "
+                                                  "or 8080]")] = None,
+    access_log: Annotated[bool, typer.Option(help="Log every HTTP request")] = False,
+) -> None:
+    """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from bot.app import create_app
+    from bot.worker import HandlerImportError, load_handlers
+
+    settings = _settings(None, host=host, port=port)
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    engine = _engine(settings)
+    try:
+        load_handlers(settings.extra_handler_modules)
+    except HandlerImportError as exc:
+        raise _fail(str(exc)) from None
+    app = create_app(settings, engine=engine)
+    uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
+                log_level=settings.log_level.lower(), lifespan="on")
+
+
+def deliveries(
+    failed: Annotated[bool, typer.Option("--failed", help="Only deliveries that failed their "
+                                                          "last attempt (exit 1 if any)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Newest N deliveries")] = 50,
+    export: Annotated[str | None, typer.Option(
+        metavar="DELIVERY_ID", help="Print one stored delivery (headers and body) as a replay "
+                                    "file")] = None,
+) -> None:
+    """List stored webhook deliveries (newest first) with their status and failures."""
+    from bot import store
+
+    engine = _engine(_settings(DatabaseSettings))
+    if export is not None:
+        d = store.get_delivery(engine, export)
+        if d is None:
+            raise _fail(f"no stored delivery {export!r}", EXIT_PROBLEMS)
+        sys.stdout.write(json.dumps(store.export_delivery(d), indent=2) + "\n")
+        return
+    rows = store.list_deliveries(engine, failed_only=failed, limit=limit)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        t = Table(title="failed deliveries" if failed else "deliveries (newest first)")
+        for col in ("seq", "delivery", "event", "repository", "status", "attempts", "received",
+                    "last error"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            ev = r["event"] + (f".{r['action']}" if r["action"] else "")
+            t.add_row(str(r["seq"]), r["delivery_id"], ev, r["repo"] or "-", r["status"],
+                      str(r["attempts"]), r["received_at"] or "-", (r["last_error"] or "")[:200])
+        con = out if out.is_terminal else Console(width=200)
+        con.print(t)
+        if failed:
+            for r in rows:
+                for f in r["failures"]:
+                    con.print(f"{r['delivery_id']} attempt {f['attempt']} {f['handler']}: "
+                              f"{f['error']}", highlight=False)
+    if failed and rows:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def replay(
+    path: Annotated[Path, typer.Argument(metavar="DELIVERY.json", help="Headers and body: as "
+                    "printed by `deliveries --export`, or as saved from GitHub's Recent "
+                    "Deliveries (API `request.headers` + `request.payload`)")],
+    apply: Annotated[bool, typer.Option("--apply", help="Really make the GitHub writes")] = False,
+    resign: Annotated[bool, typer.Option("--resign", help="Sign the body with the configured "
+                      "secret instead of checking its signature (hand-edited payloads)")] = False,
+) -> None:
+    """Feed one saved delivery through the signature check and the router; print the GitHub
+    writes it would make (made only with --apply)."""
+    from bot import replay as rp
+
+    settings = _settings(None)
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        saved = rp.load_delivery_file(path)
+    except rp.ReplayInputError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        report = asyncio.run(rp.replay(saved, settings, apply=apply, resign=resign))
+    except rp.ReplayInputError as exc:
+        raise _fail(str(exc)) from None
+    except rp.SignatureMismatch as exc:
+        raise _fail(str(exc), EXIT_PROBLEMS) from None
+    rp.print_report(report, out)
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the bot's commands to ``app``."""
-    return None
+    """Add ``serve``, ``deliveries`` and ``replay`` to ``app``."""
+    app.command("serve")(serve)
+    app.command("deliveries")(deliveries)
+    app.command("replay")(replay)

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from importlib.metadata import entry_points
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from evidence.models import SCHEMA_MODELS
+
+
+def _all_schemas() -> dict[str, Any]:
+    from evidence.check import CheckReport
+
+    return {**SCHEMA_MODELS, "check-report": CheckReport}
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -40,14 +49,139 @@ def _root() -> None:
 
 @app.command("schema")
 def schema_cmd(
-    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_MODELS)}")],
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_MODELS)}, "
+                                            "check-report")],
 ) -> None:
     """Print the JSON Schema of one evidence document type."""
-    model = SCHEMA_MODELS.get(name)
+    models = _all_schemas()
+    model = models.get(name)
     if model is None:
-        err.print(f"[red]unknown schema {name!r}[/]; valid: {', '.join(SCHEMA_MODELS)}")
+        err.print(f"[red]unknown schema {name!r}[/]; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
-    sys.stdout.write(json.dumps(model.model_json_schema(by_alias=True), indent=2) + "\n")
+    sys.stdout.write(schema_text(name) + "\n")
+
+
+def schema_text(name: str) -> str:
+    """The JSON Schema of document type ``name`` as committed under evidence/schemas/."""
+    model = _all_schemas()[name]
+    return json.dumps(model.model_json_schema(by_alias=True), indent=2)
+
+
+class _LazyProgress:
+    """A rich progress bar on stderr that appears only once hashing has run for 1 s."""
+
+    def __init__(self, console: Console, delay_s: float = 1.0) -> None:
+        self.console = console
+        self.t0 = time.monotonic()
+        self.delay = delay_s
+        self.bar: Any = None
+        self.task: Any = None
+        self.lock = threading.Lock()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.t0 < self.delay:
+                return
+            with self.lock:
+                if self.bar is None:
+                    from rich.progress import (
+                        BarColumn,
+                        DownloadColumn,
+                        Progress,
+                        TimeRemainingColumn,
+                        TransferSpeedColumn,
+                    )
+
+                    bar = Progress("hashing", BarColumn(), DownloadColumn(),
+                                   TransferSpeedColumn(), TimeRemainingColumn(),
+                                   console=self.console, transient=True)
+                    self.task = bar.add_task("hashing", total=total)
+                    bar.start()
+                    self.bar = bar
+        self.bar.update(self.task, completed=done)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@app.command("check")
+def check_cmd(
+    directory: Annotated[Path, typer.Argument(help="Campaign or bundle directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    max_file_bytes: Annotated[int, typer.Option(
+        help="Largest JSON/TOML/manifest file read whole (payload files are streamed).",
+        min=1)] = 64 << 20,
+    base: Annotated[str | None, typer.Option(
+        "--base", metavar="REF",
+        help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
+    claims: Annotated[Path | None, typer.Option(
+        "--claims", metavar="FILE",
+        help="Prose (PR description, status comment) whose numbers must trace to receipts "
+             "or verdicts (UNTRACEABLE_CLAIM, SUMMED_GAINS).")] = None,
+    prior_noise: Annotated[bool, typer.Option(
+        "--prior-noise",
+        help="Also show the labelled, model-based prior-noise decision where the campaign "
+             "holds >= 10 historical control-vs-control differences.")] = False,
+    trusted_keys: Annotated[Path | None, typer.Option(
+        "--trusted-keys",
+        help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
+             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
+             "exist.")] = None,
+) -> None:
+    """Validate every document and verify every manifest under DIRECTORY in one pass, then
+    give per-track verdicts, screening decisions and review findings.
+
+    Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
+    """
+    from evidence.check import check_campaign, render
+    from evidence.findings import BaseRefError
+
+    if claims is not None and not claims.is_file():
+        err.print(f"[red]cannot read[/] --claims {claims}: not a file")
+        raise typer.Exit(EXIT_USAGE)
+    progress = _LazyProgress(err) if err.is_terminal else None
+    try:
+        rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress,
+                             base_ref=base, claims_file=claims, prior_noise=prior_noise)
+    except BaseRefError as e:
+        if progress:
+            progress.stop()
+        err.print(f"[red]--base {base}:[/] {e}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        if progress:
+            progress.stop()
+        err.print(f"[red]cannot check:[/] {e}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except OSError as e:
+        if progress:
+            progress.stop()
+        why = f"{directory}: {e.strerror}" if e.strerror else str(e)
+        err.print(f"[red]cannot read[/] {why}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if progress:
+        progress.stop()
+    if trusted_keys is not None:
+        from evidence.signing import KeyFileError, load_trusted_keys, signature_findings
+
+        try:
+            keys = load_trusted_keys(trusted_keys)
+        except KeyFileError as e:
+            err.print(f"[red]cannot use trusted keys:[/] {e}")
+            raise typer.Exit(EXIT_USAGE) from None
+        sig = signature_findings(directory, keys)
+        rep.findings.extend(sig)
+        if any(f.severity in ("P0", "P1", "P2") for f in sig):
+            rep.exit_code = max(rep.exit_code, EXIT_PROBLEMS)
+    if as_json:
+        sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
+    else:
+        out = Console(highlight=False)
+        if not out.is_terminal:
+            out.width = 160
+        render(rep, out)
+    raise typer.Exit(rep.exit_code)
 
 
 def _load_plugins() -> None:

@@ -348,6 +348,11 @@ class WorkerExit(Strict):
     )
     exit_code: int | None = None
     signal: int | None = None
+    source: str | None = Field(
+        default=None,
+        description="How the end was read: 'waitpid', 'log: ...' (server log markers) or "
+        "'psutil: ...'.",
+    )
 
     @property
     def clean(self) -> bool:

@@ -1,0 +1,323 @@
+"""Slash commands: parsing, authorization and reply plumbing, one module per command.
+
+The grammar is in :mod:`bot.commands.parser`.  A command module declares a
+:class:`CommandSpec` (usage, examples, who may use it: that is what ``/campaign help`` shows)
+and registers its function with :func:`command`, which puts a handler on
+``bot.router.router`` for ``issue_comment`` created/edited.  For each delivery the handler
+
+1. ignores comments by bots (``sender.type == "Bot"``, ``...[bot]`` logins, the bot itself);
+2. parses the body; on ``edited`` only commands new since ``changes.body.from`` count;
+3. picks the commands of its verb, checks the repository config is readable when the
+   command needs it, and authorizes the commenter (:func:`authorize`: GitHub's permission
+   API, never ``author_association``);
+4. calls the command with a :class:`CommandContext`, whose :meth:`CommandContext.reply`
+   posts one short comment per command (hidden marker ``reply comment=ID line=N``, so a
+   retried delivery edits rather than repeats it).
+
+A :class:`UserError` raised by a command becomes that short reply.  GitHub errors propagate:
+a :class:`bot.github.GitHubRetryableError` leaves the delivery retryable; anything else is
+logged with the delivery id by the router and never shown raw (DESIGN.md rule 7).
+
+``/screen`` (issue 7) plugs in the same way: ``@command(CommandSpec("screen", ...,
+who=Who.WRITERS_OR_REQUESTERS, pull_only=True, needs_config=True))``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import tomllib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.commands.parser import Command, new_commands, parse
+from bot.github import GitHubPort
+from bot.payloads import IssueCommentPayload
+from bot.render import marker, render
+from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
+from bot.router import Event, Router, router
+
+log = logging.getLogger(__name__)
+
+WRITE_PERMISSIONS = frozenset({"admin", "write"})
+"""GitHub's legacy roles that may run guarded commands (``maintain`` maps to ``write``)."""
+
+
+class Who(enum.StrEnum):
+    """Who may use a command; the value is how ``/campaign help`` says it."""
+
+    ANYONE = "anyone"
+    WRITERS = "users with write or admin permission on the repository"
+    WRITERS_OR_REQUESTERS = (
+        "users with write or admin permission, the campaign's requesters, and logins listed "
+        "in `[screen] allowed`"
+    )
+    WRITERS_REQUESTERS_OR_AUTHOR = (
+        "users with write or admin permission, the campaign's requesters, and the PR's author"
+    )
+
+
+class UserError(Exception):
+    """A problem the commenter can fix; its message becomes the bot's short reply."""
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """What ``/campaign help`` shows about a command, and how it is guarded.
+
+    ``verb`` is ``screen`` or ``campaign SUB``; ``usage`` the syntax line; ``examples`` full
+    command lines; ``pull_only`` refuses it on plain issues; ``needs_config`` refuses it while
+    ``.github/campaign-bot.toml`` on the default branch is broken.
+    """
+
+    verb: str
+    usage: str
+    summary: str
+    examples: tuple[str, ...]
+    who: Who
+    pull_only: bool = False
+    needs_config: bool = False
+
+
+@dataclass
+class CommandContext:
+    """Everything a command function gets.
+
+    ``number`` is the issue/PR number, ``is_pull`` whether it is a PR, ``login`` the
+    commenter, ``comment_id`` the comment holding the command, ``config`` the repository
+    config (defaults when the file is absent; never None for ``needs_config`` commands).
+    """
+
+    event: Event
+    gh: GitHubPort
+    config: RepoConfig | None
+    command: Command
+    spec: CommandSpec
+    number: int
+    is_pull: bool
+    login: str
+    comment_id: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    async def reply(self, template: str, **context: Any) -> str:
+        """Post (or edit, on a retried delivery) this command's one reply, rendered from
+        ``templates/TEMPLATE``; returns ``created``, ``edited`` or ``unchanged``."""
+        keys = {"comment": self.comment_id, "line": self.command.line}
+        body = render(template, marker_text=marker("reply", **keys), login=self.login,
+                      command=self.command.text, **context)
+        return await upsert_comment(self.gh, self.number, body, "reply", **keys)
+
+    async def say(self, message: str) -> str:
+        """Reply with one plain sentence (``templates/reply.md.j2``)."""
+        return await self.reply("reply.md.j2", message=message)
+
+
+CommandFn = Callable[[CommandContext], Awaitable[None]]
+
+REGISTRY: dict[str, CommandSpec] = {}
+"""verb -> spec, for every registered command (``/campaign help`` renders these)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An authorization answer and the reason, for logs and the refusal reply."""
+
+    allowed: bool
+    reason: str
+
+
+async def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
+                              dirs: list[str] | None = None) -> set[str]:
+    """Logins in ``requesters`` of the campaign.toml files under ``config.campaigns.paths``
+    (or only ``dirs``) at ``ref``.  Call it with the default branch: requesters read from a
+    PR head would let a PR authorize itself."""
+    if dirs is None:
+        dirs = await find_campaign_dirs(gh, config, ref)
+    out: set[str] = set()
+    for d in dirs:
+        raw = await gh.get_file(f"{d}/campaign.toml" if d != "." else "campaign.toml", ref)
+        if raw is None:
+            continue
+        try:
+            data = tomllib.loads(raw.decode("utf-8", errors="replace"))
+        except tomllib.TOMLDecodeError:
+            log.info("campaign.toml in %s at %s is not TOML; no requesters from it", d, ref)
+            continue
+        reqs = data.get("requesters")
+        if isinstance(reqs, list):
+            out.update(str(r).lstrip("@").lower() for r in reqs if isinstance(r, str))
+    return out
+
+
+async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *,
+                    pr_author: str | None = None,
+                    requesters: set[str] | None = None) -> Decision:
+    """May ``login`` use a command guarded by ``who``?
+
+    Asks GitHub for the login's permission (``admin``/``write`` pass; 404 is ``none``);
+    ``author_association`` is never consulted (GITHUB.md §3.2).  Otherwise, where ``who``
+    allows it, the campaign requesters (from the default branch, or ``requesters`` given),
+    ``[screen] allowed`` and the PR author are accepted.
+    """
+    if who is Who.ANYONE:
+        return Decision(True, "anyone may")
+    perm = await gh.get_permission(login)
+    if perm in WRITE_PERMISSIONS:
+        return Decision(True, f"permission {perm}")
+    lower = login.lower()
+    if who is Who.WRITERS_REQUESTERS_OR_AUTHOR and pr_author and lower == pr_author.lower():
+        return Decision(True, "PR author")
+    if who in (Who.WRITERS_OR_REQUESTERS, Who.WRITERS_REQUESTERS_OR_AUTHOR) and config:
+        if who is Who.WRITERS_OR_REQUESTERS and lower in {a.lower() for a in
+                                                          config.screen.allowed}:
+            return Decision(True, "listed in [screen] allowed")
+        if config.screen.allow_requesters or who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
+            if requesters is None:
+                ref = await gh.get_default_branch()
+                requesters = await campaign_requesters(gh, config, ref)
+            if lower in requesters:
+                return Decision(True, "campaign requester")
+    return Decision(False, f"permission {perm}")
+
+
+def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, str,
+                                                             str | None] | None:
+    """``(number, is_pull, login, comment_id, body, previous body)`` of a human comment, or
+    None (not a comment event, a bot's comment, an edit that left the body alone)."""
+    if event.name != "issue_comment" or event.action not in ("created", "edited"):
+        return None
+    try:
+        p = IssueCommentPayload.model_validate(event.payload)
+    except ValidationError as exc:
+        log.warning("delivery %s: issue_comment payload not understood: %s",
+                    event.delivery_id, exc.errors()[:3])
+        return None
+    user = p.comment.user
+    if p.sender.is_bot or user.is_bot or user.login.lower() == bot_login.lower() \
+            or p.comment.performed_via_github_app:
+        return None
+    previous = None
+    if p.action == "edited":
+        if p.changes is None or p.changes.body is None:
+            return None  # the edit did not touch the body
+        previous = p.changes.body.from_ or ""
+    return (p.issue.number, p.issue.is_pull, user.login, p.comment.id, p.comment.body or "",
+            previous)
+
+
+def _unique(body: str, previous: str | None) -> list[Command]:
+    """Commands to run for a comment body (new ones only on an edit); a command repeated
+    verbatim in one comment runs once."""
+    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    seen: set[str] = set()
+    out = []
+    for c in cmds:
+        if c.text not in seen:
+            seen.add(c.text)
+            out.append(c)
+    return out
+
+
+def commands_in(event: Event, bot_login: str) -> list[Command]:
+    """The commands an ``issue_comment`` delivery asks to run (bots ignored, edits diffed)."""
+    target = _comment_target(event, bot_login)
+    if target is None:
+        return []
+    *_, body, previous = target
+    return _unique(body, previous)
+
+
+def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], CommandFn]:
+    """Register ``fn`` as the implementation of ``spec.verb`` and put its handler on ``on``."""
+
+    def deco(fn: CommandFn) -> CommandFn:
+        REGISTRY[spec.verb] = spec
+
+        async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+            target = _comment_target(event, gh.bot_login)
+            if target is None:
+                return
+            number, is_pull, login, cid, body, previous = target
+            cmds = _unique(body, previous)
+            for cmd in cmds:
+                if cmd.verb != spec.verb:
+                    continue
+                ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
+                await _run(ctx, fn)
+
+        handle.__name__ = handle.__qualname__ = f"command_{spec.verb.replace(' ', '_')}"
+        handle.__module__ = fn.__module__
+        on.on("issue_comment", "created", "edited")(handle)
+        return fn
+
+    return deco
+
+
+async def _run(ctx: CommandContext, fn: CommandFn) -> None:
+    spec, cmd = ctx.spec, ctx.command
+    if cmd.error:
+        await ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
+        return
+    if spec.pull_only and not ctx.is_pull:
+        await ctx.say(f"`/{spec.verb}` works on pull requests only.")
+        return
+    if spec.needs_config and ctx.config is None:
+        loaded = await load(ctx.gh)
+        if loaded.config is None:
+            await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
+                            problems=loaded.problems)
+            return
+        ctx.config = loaded.config
+    pr_author = None
+    if ctx.is_pull and spec.who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
+        pr_author = ((ctx.event.payload.get("issue") or {}).get("user") or {}).get("login")
+    decision = await authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
+    if not decision.allowed:
+        log.info("delivery %s: %s refused for %s (%s)", ctx.event.delivery_id, cmd.text,
+                 ctx.login, decision.reason)
+        await ctx.reply("refused.md.j2", who=spec.who.value)
+        return
+    try:
+        await fn(ctx)
+    except UserError as exc:
+        await ctx.say(str(exc))
+
+
+@router.on("issue_comment", "created", "edited")
+async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
+    """Answer ``/campaign SUB`` and ``/screen`` lines that no module implements."""
+    target = _comment_target(event, gh.bot_login)
+    if target is None:
+        return
+    number, is_pull, login, cid, body, previous = target
+    cmds = _unique(body, previous)
+    for cmd in cmds:
+        if cmd.verb in REGISTRY:
+            continue
+        spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)
+        ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
+        known = ", ".join(f"`/{v}`" for v in sorted(REGISTRY))
+        await ctx.reply("unknown.md.j2", known=known)
+
+
+__all__ = [
+    "REGISTRY",
+    "Command",
+    "CommandContext",
+    "CommandSpec",
+    "Decision",
+    "UserError",
+    "Who",
+    "authorize",
+    "campaign_requesters",
+    "command",
+    "commands_in",
+    "find_campaign_dirs",
+]
+
+# command modules register themselves on import (module name = command name)
+from bot.commands import help as _help  # noqa: E402,F401
+from bot.commands import verify as _verify  # noqa: E402,F401

@@ -1,0 +1,1 @@
+"""Alembic migrations of the bot database (run by ``bot.store.migrate``)."""

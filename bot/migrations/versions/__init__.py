@@ -1,0 +1,1 @@
+"""Migration revisions, one file each, chained by ``down_revision``."""

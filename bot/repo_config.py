@@ -1,0 +1,313 @@
+"""Repository configuration: ``.github/campaign-bot.toml``, read from the default branch only.
+
+Why the default branch: a PR could otherwise grant its own author the right to ``/screen`` or
+point the bot at another workflow.  A PR that changes the file gets a validation comment
+(``<!-- campaign-bot:config pr=N -->``, edited in place); the change takes effect once merged.
+
+Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
+
+    [campaigns]
+    paths = ["campaigns/*"]          # directories holding a campaign.toml; glob per level
+
+    [screen]
+    workflow = "campaign-screen.yml" # .github/workflows/<file> on the default branch
+    allowed = ["alice"]              # logins allowed to /screen besides admin/write
+    allow_requesters = true          # the campaign's requesters (campaign.toml on the
+                                     # default branch) may /screen
+
+    [pools.ascend-910b1-4x]          # one table per hardware pool
+    runner_labels = ["self-hosted", "ascend-910b1"]
+    description = "4x Ascend 910B1, 64 GiB"
+
+    [review]
+    enabled = true                   # review evidence on PRs
+    check_run = true                 # report as check run campaign-bot/evidence
+    max_inline_comments = 50         # further findings go into the review body
+
+An absent file means all defaults.  A broken file yields ``None`` from :func:`load` together
+with :class:`ConfigProblem` entries that say exactly what to fix (file, line, key, reason).
+Results are cached for :data:`CACHE_TTL_S` seconds per repository.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import tomllib
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bot.render import marker, render
+from bot.router import Event, router
+
+if TYPE_CHECKING:
+    from bot.github import GitHubPort
+
+CONFIG_PATH = ".github/campaign-bot.toml"
+CACHE_TTL_S = 60.0
+"""Seconds a loaded config is reused (a push to the default branch shows within a minute)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _relative_glob(v: str) -> str:
+    if not v or v.startswith("/") or ".." in v.split("/"):
+        raise ValueError(f"{v!r} must be a relative path inside the repository (no '..')")
+    return v.strip("/") or "."
+
+
+class CampaignsSection(_Strict):
+    """Where campaigns live: each directory matching one of ``paths`` holds a campaign.toml."""
+
+    paths: list[str] = Field(default_factory=lambda: ["campaigns/*"], min_length=1)
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        return [_relative_glob(p) for p in v]
+
+
+class PoolSection(_Strict):
+    """A hardware pool: the self-hosted runner labels that select its machines."""
+
+    runner_labels: list[str] = Field(min_length=1)
+    description: str = ""
+
+
+class ScreenSection(_Strict):
+    """``/screen``: which workflow runs screens, and who besides writers may start one."""
+
+    workflow: str = Field(default="campaign-screen.yml", pattern=r"^[A-Za-z0-9._-]+\.ya?ml$")
+    allowed: list[str] = Field(default_factory=list)
+    allow_requesters: bool = True
+
+    @field_validator("allowed")
+    @classmethod
+    def _logins(cls, v: list[str]) -> list[str]:
+        for login in v:
+            if not re.fullmatch(r"[A-Za-z0-9-]+(\[bot\])?", login):
+                raise ValueError(f"{login!r} is not a GitHub login")
+        return v
+
+
+class ReviewSection(_Strict):
+    """PR review of evidence."""
+
+    enabled: bool = True
+    check_run: bool = True
+    max_inline_comments: int = Field(default=50, ge=0, le=100)
+
+
+class RepoConfig(_Strict):
+    """The parsed ``.github/campaign-bot.toml``."""
+
+    campaigns: CampaignsSection = Field(default_factory=CampaignsSection)
+    screen: ScreenSection = Field(default_factory=ScreenSection)
+    pools: dict[str, PoolSection] = Field(default_factory=dict)
+    review: ReviewSection = Field(default_factory=ReviewSection)
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing to fix: ``key`` is the dotted key (``screen.workflow``), ``line`` 1-based."""
+
+    key: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}, " if self.line else ""
+        key = f"`{self.key}`: " if self.key else ""
+        return f"{CONFIG_PATH} {where}{key}{self.message}"
+
+
+@dataclass
+class LoadedConfig:
+    """Result of reading the config: ``config`` (None when broken), ``problems``, whether the
+    file exists, and the ref it was read at."""
+
+    config: RepoConfig | None
+    problems: list[ConfigProblem] = field(default_factory=list)
+    present: bool = False
+    ref: str = ""
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Dotted key -> 1-based line, for table headers and ``key =`` lines (simple TOML)."""
+    out: dict[str, int] = {}
+    table = ""
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", line)
+        if m:
+            table = ".".join(p.strip().strip('"') for p in m.group(1).split("."))
+            out.setdefault(table, i)
+            continue
+        m = re.match(r'^("?[A-Za-z0-9_.-]+"?)\s*=', line)
+        if m:
+            key = ".".join(p.strip('"') for p in m.group(1).split("."))
+            out.setdefault(f"{table}.{key}" if table else key, i)
+    return out
+
+
+def _allowed_keys(model: type[BaseModel] | None) -> str:
+    return ", ".join(model.model_fields) if model else ""
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: Any = RepoConfig
+    for part in loc[:-1]:
+        if model is RepoConfig and part == "pools":
+            model = "pools"
+            continue
+        if model == "pools":
+            model = PoolSection
+            continue
+        is_model = isinstance(model, type) and issubclass(model, BaseModel)
+        f = model.model_fields.get(part) if is_model else None
+        if f is None:
+            return None
+        model = f.annotation if isinstance(f.annotation, type) else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
+    """Parse config ``text``: ``(config, [])`` or ``(None, problems)``.  Pure."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        return None, [ConfigProblem("", int(m.group(1)) if m else None,
+                                    f"not valid TOML: {exc}")]
+    try:
+        return RepoConfig.model_validate(data), []
+    except ValidationError as exc:
+        lines = _key_lines(text)
+        problems = []
+        for e in exc.errors():
+            loc = tuple(e["loc"])
+            key = ".".join(str(p) for p in loc)
+            line = None
+            for n in range(len(loc), 0, -1):
+                line = lines.get(".".join(str(p) for p in loc[:n]))
+                if line:
+                    break
+            if e["type"] == "extra_forbidden":
+                allowed = _allowed_keys(_model_at(loc))
+                msg = f"unknown key; allowed here: {allowed}" if allowed else "unknown key"
+            elif e["type"] == "missing":
+                msg = "required key is missing"
+            else:
+                msg = e["msg"].removeprefix("Value error, ")
+                if "input" in e and not isinstance(e["input"], dict | list):
+                    msg += f" (got {e['input']!r})"
+            problems.append(ConfigProblem(key, line, msg))
+        return None, problems
+
+
+_cache: dict[str, tuple[float, LoadedConfig]] = {}
+
+
+def clear_cache() -> None:
+    """Forget cached configs (tests; or after a push to a default branch)."""
+    _cache.clear()
+
+
+async def load(gh: GitHubPort, *, use_cache: bool = True) -> LoadedConfig:
+    """The repository's config from its default branch, cached :data:`CACHE_TTL_S` s.
+
+    Absent file: defaults.  Broken file: ``config`` None and ``problems`` set.  GitHub
+    errors propagate (a transient one leaves the delivery retryable)."""
+    now = time.monotonic()
+    hit = _cache.get(gh.repo)
+    if use_cache and hit and now - hit[0] < CACHE_TTL_S:
+        return hit[1]
+    ref = await gh.get_default_branch()
+    raw = await gh.get_file(CONFIG_PATH, ref)
+    if raw is None:
+        loaded = LoadedConfig(RepoConfig(), [], False, ref)
+    else:
+        cfg, problems = parse(raw.decode("utf-8", errors="replace"))
+        loaded = LoadedConfig(cfg, problems, True, ref)
+    _cache[gh.repo] = (now, loaded)
+    return loaded
+
+
+async def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> list[str]:
+    """Directories at ``ref`` matching ``config.campaigns.paths`` (glob per path level)."""
+    found: list[str] = []
+    for pattern in config.campaigns.paths:
+        if pattern == ".":
+            found.append(".")
+            continue
+        parts = pattern.split("/")
+        level = [""]
+        for part in parts:
+            nxt = []
+            for base in level:
+                if not any(ch in part for ch in "*?["):
+                    nxt.append(f"{base}/{part}" if base else part)
+                    continue
+                for e in await gh.list_dir(base, ref):
+                    if e.type == "dir" and fnmatch(e.path.rsplit("/", 1)[-1], part):
+                        nxt.append(e.path)
+            level = nxt
+        found.extend(level)
+    return sorted(set(found))
+
+
+async def upsert_comment(gh: GitHubPort, number: int, body: str, kind: str,
+                         **keys: Any) -> str:
+    """Create or edit the bot's one comment carrying ``marker(kind, **keys)`` on issue/PR
+    ``number``.  Found by marker AND the bot's login (a user quoting the marker is ignored);
+    not rewritten when unchanged.  Returns ``created``, ``edited`` or ``unchanged``."""
+    mark = marker(kind, **keys)
+    if mark not in body:
+        body = f"{mark}\n{body}"
+    for c in await gh.list_issue_comments(number):
+        if c.user == gh.bot_login and mark in c.body:
+            if c.body.strip() == body.strip():
+                return "unchanged"
+            await gh.edit_issue_comment(c.id, body)
+            return "edited"
+    await gh.create_issue_comment(number, body)
+    return "created"
+
+
+@router.on("pull_request", "opened", "synchronize", "reopened")
+async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> None:
+    """A PR that changes ``.github/campaign-bot.toml`` gets one validation comment."""
+    pr = event.payload.get("pull_request") or {}
+    number = pr.get("number") or event.payload.get("number")
+    head_sha = (pr.get("head") or {}).get("sha")
+    if not number or not head_sha:
+        return
+    files = await gh.list_pull_files(int(number))
+    change = next((f for f in files if f.filename == CONFIG_PATH), None)
+    if change is None:
+        # an earlier push changed it and this one reverted it: say so in the same comment
+        mark = marker("config", pr=number)
+        if any(c.user == gh.bot_login and mark in c.body
+               for c in await gh.list_issue_comments(int(number))):
+            body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=False,
+                          reverted=True, problems=[], default_branch="", marker_text=mark)
+            await upsert_comment(gh, int(number), body, "config", pr=number)
+        return
+    if change.status == "removed":
+        problems: list[ConfigProblem] = []
+        removed = True
+    else:
+        raw = await gh.get_file(CONFIG_PATH, head_sha)
+        _, problems = parse((raw or b"").decode("utf-8", errors="replace"))
+        removed = False
+    default_branch = (pr.get("base") or {}).get("repo", {}).get("default_branch") or \
+        await gh.get_default_branch()
+    body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=removed,
+                  reverted=False, problems=problems, default_branch=default_branch,
+                  marker_text=marker("config", pr=number))
+    await upsert_comment(gh, int(number), body, "config", pr=number)

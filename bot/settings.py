@@ -1,0 +1,149 @@
+"""Service settings: environment variables with the ``CAMPAIGN_BOT_`` prefix, or a ``.env``
+file in the working directory (environment wins).
+
+Every variable (README "webhook service" lists them with defaults)::
+
+    CAMPAIGN_BOT_WEBHOOK_SECRET      required; the secret configured on the GitHub webhook/App
+    CAMPAIGN_BOT_APP_ID              GitHub App id (with a private key), or
+    CAMPAIGN_BOT_PRIVATE_KEY         the App's PEM private key text
+    CAMPAIGN_BOT_PRIVATE_KEY_FILE    ... or a path to it
+    CAMPAIGN_BOT_TOKEN               a token for a single repository instead of an App
+    CAMPAIGN_BOT_GITHUB_API_URL      REST base URL (default https://api.github.com)
+    CAMPAIGN_BOT_DATABASE_URL        SQLAlchemy URL (default sqlite file in the working dir)
+    CAMPAIGN_BOT_PUBLIC_URL          public base URL of this service (links in comments)
+    CAMPAIGN_BOT_BOT_LOGIN           the bot's own login (its comments are found by it)
+    CAMPAIGN_BOT_HOST / _PORT        where ``campaign-bot serve`` listens
+    CAMPAIGN_BOT_MAX_BODY_BYTES      largest accepted webhook body
+    CAMPAIGN_BOT_MAX_ATTEMPTS        attempts per delivery before it is marked failed
+    CAMPAIGN_BOT_RETRY_DELAYS        seconds between attempts, comma separated
+    CAMPAIGN_BOT_WORKER_CONCURRENCY  deliveries of different installations processed at once
+    CAMPAIGN_BOT_EXTRA_HANDLERS      comma-separated modules imported at start (they register
+                                     handlers on ``bot.router.router``)
+    CAMPAIGN_BOT_RUN_WORKER          false: only receive and store (no processing)
+    CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
+    CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous`` (FULL or NORMAL)
+    CAMPAIGN_BOT_LOG_LEVEL           logging level name
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CAMPAIGN_BOT_"
+DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
+# GitHub caps webhook payloads at 25 MB ("If an event would produce a larger payload, the
+# webhook is not fired", GITHUB.md §2.2), so nothing genuine is larger.
+DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+class SettingsError(Exception):
+    """Settings are missing or invalid; the message names the environment variable."""
+
+
+class DatabaseSettings(BaseSettings):
+    """The database part of the settings (all that ``campaign-bot deliveries`` needs)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    sqlite_synchronous: str = "FULL"
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _sync_mode(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"FULL", "NORMAL", "EXTRA"}:
+            raise ValueError("must be FULL, NORMAL or EXTRA")
+        return v
+
+
+class Settings(DatabaseSettings):
+    """All service settings; see the module docstring for the variable names."""
+
+    webhook_secret: SecretStr
+    app_id: int | None = None
+    private_key: SecretStr | None = None
+    private_key_file: Path | None = None
+    token: SecretStr | None = None
+    github_api_url: str = "https://api.github.com"
+    public_url: str | None = None
+    bot_login: str = "campaign-bot[bot]"
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_attempts: int = Field(3, ge=1)
+    retry_delays: str = "5,60,300"
+    worker_concurrency: int = Field(4, ge=1)
+    extra_handlers: str = ""
+    run_worker: bool = True
+    worker_mode: Literal["process", "thread"] = "process"
+    log_level: str = "INFO"
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_not_blank(cls, v: SecretStr) -> SecretStr:
+        if not v.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("retry_delays")
+    @classmethod
+    def _delays(cls, v: str) -> str:
+        try:
+            vals = [float(x) for x in v.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError("must be comma-separated seconds, e.g. 5,60,300") from None
+        if not vals or any(x < 0 for x in vals):
+            raise ValueError("must be comma-separated non-negative seconds, e.g. 5,60,300")
+        return v
+
+    @property
+    def retry_delay_seconds(self) -> list[float]:
+        """``retry_delays`` parsed: delay before attempt 2, 3, ... (the last one repeats)."""
+        return [float(x) for x in self.retry_delays.split(",") if x.strip()]
+
+    @property
+    def extra_handler_modules(self) -> list[str]:
+        """``extra_handlers`` split on commas."""
+        return [m.strip() for m in self.extra_handlers.split(",") if m.strip()]
+
+    def private_key_pem(self) -> str | None:
+        """The App private key text, from ``PRIVATE_KEY`` or ``PRIVATE_KEY_FILE``.
+
+        Raises :class:`SettingsError` when the file cannot be read."""
+        if self.private_key is not None:
+            return self.private_key.get_secret_value()
+        if self.private_key_file is not None:
+            try:
+                return self.private_key_file.read_text()
+            except OSError as exc:
+                raise SettingsError(
+                    f"{ENV_PREFIX}PRIVATE_KEY_FILE: cannot read {self.private_key_file}: {exc}"
+                ) from None
+        return None
+
+
+def load_settings(cls: type[DatabaseSettings] | None = None, **overrides: object) -> Any:
+    """Read the settings (``cls``, default :class:`Settings`) from the environment and
+    ``.env``; ``overrides`` win.
+
+    Raises :class:`SettingsError` naming every missing or invalid variable, e.g.
+    ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``.
+    """
+    try:
+        return (cls or Settings)(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            var = ENV_PREFIX + "_".join(str(p) for p in e["loc"]).upper()
+            if e["type"] == "missing":
+                problems.append(f"{var} is not set (environment variable or .env file)")
+            else:
+                problems.append(f"{var}: {e['msg']}")
+        raise SettingsError("; ".join(problems)) from None

@@ -1,0 +1,365 @@
+"""Durable state of the bot: the delivery inbox and handler runs (SQLAlchemy 2).
+
+Tables (created and upgraded only through the Alembic migrations in ``bot/migrations``, run
+at start by :func:`migrate`, identical on SQLite and PostgreSQL):
+
+* ``deliveries`` – one row per accepted ``X-GitHub-Delivery`` (unique): event, action,
+  repository, serialisation key, headers (JSON), raw body bytes (what the signature covers),
+  received time, ``status`` (``queued`` → ``processing`` → ``done`` | ``failed``; a failed
+  attempt with attempts left goes back to ``queued`` with ``not_before``), ``attempts``.
+* ``handler_runs`` – one row per handler run on a delivery attempt: handler name, ok, error.
+  Handlers that finished ok are not run again when the delivery is retried or recovered.
+
+Other issues add their tables to :data:`Base` and a new migration revision under
+``bot/migrations/versions`` (``down_revision`` = the newest one there).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    event,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+STATUSES = ("queued", "processing", "done", "failed")
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now in UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every bot table (issues 7 and 8 add theirs here)."""
+
+
+class Delivery(Base):
+    """One accepted webhook delivery (see module docstring)."""
+
+    __tablename__ = "deliveries"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    event: Mapped[str] = mapped_column(String(100), nullable=False)
+    action: Mapped[str | None] = mapped_column(String(100))
+    repo: Mapped[str | None] = mapped_column(String(300))
+    key: Mapped[str] = mapped_column(String(300), nullable=False)
+    headers: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False)
+    body: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    not_before: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_deliveries_status_key_seq", "status", "key", "seq"),)
+
+
+class HandlerRun(Base):
+    """One handler run on one attempt of a delivery."""
+
+    __tablename__ = "handler_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_seq: Mapped[int] = mapped_column(
+        ForeignKey("deliveries.seq", ondelete="CASCADE"), nullable=False, index=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    handler: Mapped[str] = mapped_column(String(300), nullable=False)
+    ok: Mapped[bool] = mapped_column(nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# engine and migrations
+
+
+def make_engine(url: str, *, sqlite_synchronous: str = "FULL", schema: str | None = None) -> Engine:
+    """An Engine for ``url``.
+
+    SQLite: WAL journal (readers never block the writer), ``synchronous`` as given (FULL:
+    every commit is fsynced, an accepted delivery survives power loss; NORMAL: survives a
+    process crash only), 30 s busy timeout.  PostgreSQL (``postgresql://`` URLs use psycopg 3):
+    ``schema`` sets the ``search_path`` (tests use one schema per test).
+    """
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=False
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={sqlite_synchronous}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if schema:
+        kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
+    return create_engine(url, **kwargs)
+
+
+def migrate(engine: Engine) -> str:
+    """Upgrade the database to the newest migration (idempotent); returns the revision."""
+    import logging
+
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+
+    # Alembic logs every step at INFO; the service's log should only say what changed.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        rev = MigrationContext.configure(conn).get_current_revision()
+    return rev or ""
+
+
+# ---------------------------------------------------------------------------------------------
+# operations
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """What the webhook endpoint stores for one verified delivery."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    repo: str | None
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    received_at: dt.datetime
+
+
+def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
+    """Insert each row unless its ``delivery_id`` exists; returns True per row inserted.
+
+    Uses ``INSERT ... ON CONFLICT DO NOTHING`` on both dialects, so a concurrent duplicate is
+    never an error.  The caller commits.
+    """
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+    else:  # pragma: no cover - only the two supported dialects
+        raise ValueError(f"unsupported database dialect {dialect!r}")
+    out = []
+    for r in rows:
+        stmt = (
+            insert(Delivery)
+            .values(
+                delivery_id=r.delivery_id, event=r.event, action=r.action, repo=r.repo,
+                key=r.key, headers=r.headers, body=r.body, received_at=r.received_at,
+                status="queued", attempts=0,
+            )
+            .on_conflict_do_nothing(index_elements=["delivery_id"])
+            .returning(Delivery.seq)
+        )
+        # RETURNING, not rowcount: psycopg reports no rowcount for this statement.
+        out.append(conn.execute(stmt).first() is not None)
+    return out
+
+
+def recover(engine: Engine) -> int:
+    """Put deliveries left ``processing`` by a crashed or killed process back in the queue.
+
+    Only one ``serve`` process may use a database (README), so at start every ``processing``
+    row is an orphan.  Returns how many were requeued."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery).where(Delivery.status == "processing").values(status="queued")
+        )
+        return res.rowcount or 0
+
+
+def queue_heads(engine: Engine) -> list[Delivery]:
+    """The oldest queued delivery of every key, oldest first (the only ones that may start:
+    deliveries of one key are processed strictly in arrival order)."""
+    with engine.connect() as conn:
+        firsts = (
+            select(func.min(Delivery.seq))
+            .where(Delivery.status == "queued")
+            .group_by(Delivery.key)
+            .scalar_subquery()
+        )
+        rows = conn.execute(
+            select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id,
+                   Delivery.event, Delivery.action)
+            .where(Delivery.seq.in_(firsts))
+            .order_by(Delivery.seq)
+        ).all()
+    return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id,
+                     event=r.event, action=r.action) for r in rows]
+
+
+def complete_unhandled(engine: Engine, seq: int) -> bool:
+    """Mark a queued delivery that no handler matches ``done`` in one statement (counts one
+    attempt); False when it was not queued any more."""
+    now = utcnow()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .values(status="done", attempts=Delivery.attempts + 1, started_at=now,
+                    finished_at=now)
+        )
+        return res.rowcount == 1
+
+
+def claim(engine: Engine, seq: int) -> Delivery | None:
+    """Move delivery ``seq`` from queued to processing and count the attempt; None when it
+    was not queued any more.  Returns the full row (headers, body)."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .values(status="processing", attempts=Delivery.attempts + 1, started_at=utcnow())
+        )
+        if res.rowcount != 1:
+            return None
+    with engine.connect() as conn:
+        row = conn.execute(select(Delivery.__table__).where(Delivery.seq == seq)).one()
+    return Delivery(**row._asdict())
+
+
+def handlers_done(engine: Engine, seq: int) -> set[str]:
+    """Names of handlers that already finished ok on delivery ``seq`` (any attempt)."""
+    with engine.connect() as conn:
+        return set(
+            conn.execute(
+                select(HandlerRun.handler).where(
+                    HandlerRun.delivery_seq == seq, HandlerRun.ok.is_(True)
+                )
+            ).scalars()
+        )
+
+
+def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: bool,
+                   error: str | None) -> None:
+    """Record one handler run (committed at once, so a crash after it does not repeat it)."""
+    with engine.begin() as conn:
+        conn.execute(
+            HandlerRun.__table__.insert().values(
+                delivery_seq=seq, attempt=attempt, handler=handler, ok=ok, error=error,
+                finished_at=utcnow(),
+            )
+        )
+
+
+def finish(engine: Engine, seq: int, status: str, *, error: str | None = None,
+           not_before: dt.datetime | None = None) -> None:
+    """Set the outcome of the current attempt: ``done``, ``failed``, or ``queued`` again
+    (retry after ``not_before``)."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    with engine.begin() as conn:
+        conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq)
+            .values(status=status, last_error=error, not_before=not_before,
+                    finished_at=utcnow() if status in ("done", "failed") else None)
+        )
+
+
+def status_counts(engine: Engine) -> dict[str, int]:
+    """Row count per delivery status."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Delivery.status, func.count()).group_by(Delivery.status)).all()
+    return {s: n for s, n in rows}
+
+
+def list_deliveries(engine: Engine, *, failed_only: bool = False, limit: int = 50) -> list[dict]:
+    """Newest deliveries first, as plain dicts (no body), each with its failed handler runs."""
+    with engine.connect() as conn:
+        q = select(
+            Delivery.seq, Delivery.delivery_id, Delivery.event, Delivery.action, Delivery.repo,
+            Delivery.status, Delivery.attempts, Delivery.received_at, Delivery.finished_at,
+            Delivery.last_error,
+        ).order_by(Delivery.seq.desc()).limit(limit)
+        if failed_only:
+            q = q.where(Delivery.status == "failed")
+        rows = [r._asdict() for r in conn.execute(q)]
+        seqs = [r["seq"] for r in rows]
+        fails: dict[int, list[dict]] = {s: [] for s in seqs}
+        if seqs:
+            t = HandlerRun.__table__
+            for f in conn.execute(
+                select(t).where(t.c.delivery_seq.in_(seqs), t.c.ok.is_(False)).order_by(t.c.id)
+            ):
+                fails[f.delivery_seq].append(
+                    {"attempt": f.attempt, "handler": f.handler, "error": f.error,
+                     "at": _iso(f.finished_at)}
+                )
+    for r in rows:
+        r["received_at"] = _iso(r["received_at"])
+        r["finished_at"] = _iso(r["finished_at"])
+        r["failures"] = fails[r["seq"]]
+    return rows
+
+
+def get_delivery(engine: Engine, delivery_id: str) -> Delivery | None:
+    """The stored row of ``delivery_id`` (with headers and body), or None."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(Delivery.__table__).where(Delivery.delivery_id == delivery_id)
+        ).one_or_none()
+    return None if row is None else Delivery(**row._asdict())
+
+
+def export_delivery(d: Delivery) -> dict[str, Any]:
+    """A stored delivery in the replay file format: ``{"delivery_id", "event", "headers",
+    "body"}`` with the body as the exact UTF-8 text the signature covers."""
+    return {
+        "delivery_id": d.delivery_id,
+        "event": d.event,
+        "received_at": _iso(d.received_at),
+        "headers": d.headers,
+        "body": d.body.decode("utf-8", errors="surrogateescape"),
+    }
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    if t is None:
+        return None
+    if t.tzinfo is None:  # SQLite hands back naive datetimes; we only ever store UTC
+        t = t.replace(tzinfo=dt.UTC)
+    return t.isoformat()
+
+

@@ -1,0 +1,938 @@
+"""Hash manifests: a one-pass verifier and a BagIt writer.
+
+Three forms are read, anywhere in a tree:
+
+* **BagIt** (RFC 8493) bags: a directory with ``bagit.txt`` (or with ``manifest-sha256.txt``
+  beside a ``data/`` directory).  ``manifest-sha256.txt`` must cover every payload file under
+  ``data/``; ``tagmanifest-sha256.txt`` covers the tag files; ``bag-info.txt`` may carry a
+  ``Payload-Oxum`` (``octets.streamcount``), checked as a warning only; ``fetch.txt`` lists
+  files that live elsewhere (reported as external).
+* **SHA256SUMS-style** files (``SHA256SUMS``, ``sha256sums.txt``, ``*.sha256``,
+  ``checksums.sha256``, and ``manifest-sha256.txt`` outside a bag): the GNU ``sha256sum``
+  line format ``HEX  PATH`` / ``HEX *PATH`` (and the BSD ``SHA256 (PATH) = HEX`` form),
+  paths relative to the file's own directory, exactly as ``sha256sum -c`` reads them.
+* **JSON integrity maps**: a ``*.json`` object of ``path -> sha256`` (optionally under a
+  ``files``/``sha256``/``digests``/``hashes``/``artifacts``/``integrity`` key, values may be
+  ``{"sha256": ..., "external": true, "url": ...}``; an ``external`` key holds digests of
+  artifacts kept outside the bundle), like the seeds' ``plan/preflight-integrity.json``.
+  Paths resolve against the map's directory first, then against the checked root.
+
+:func:`verify_tree` reports everything in one pass, never only the first failure: entries
+checked, mismatched, missing, extra (payload files not in the manifest, unknown files at a bag
+root), duplicate entries, malformed lines (with line number), unsafe paths (absolute, ``..``,
+symlinks resolving outside the checked root, which are never opened), CRLF line ends,
+uppercase hex, unreadable and oversized files, and the Payload-Oxum.  Digests of artifacts not
+in the bundle are reported as "external, digest recorded, not verifiable here", never as
+verified.
+
+Hashing streams :data:`CHUNK_BYTES` chunks into one reused buffer per thread (memory does not
+grow with file size) on a thread pool of one worker per core: ``hashlib`` (OpenSSL) releases
+the GIL while it digests a buffer, so two files hash on two cores at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from evidence.lines import line_of
+from evidence.models import Finding, Severity
+
+CHUNK_BYTES = 1 << 20
+"""Read size for hashing (1 MiB): large enough that OpenSSL's SHA-256 dominates the cost and
+the GIL is released for most of the time, small enough to keep memory flat."""
+
+DEFAULT_MAX_FILE_BYTES = 64 << 20
+"""Default limit (64 MiB) for files read whole into memory: manifests, integrity maps and the
+JSON/TOML documents.  Payload files are streamed and have no size limit."""
+
+BAGIT_VERSION = "1.0"
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules"})
+"""Directories never walked (version-control and tool state, not evidence)."""
+
+HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+_GNU_LINE = re.compile(r"^(\\?)([0-9a-fA-F]+) ([ *])(.*)$")
+_BSD_LINE = re.compile(r"^(\\?)SHA256 ?\((.*)\) ?= ?([0-9a-fA-F]+)$")
+_BAG_LINE = re.compile(r"^([0-9a-fA-F]+)[ \t]+(.*)$")
+_SUMS_NAMES = re.compile(
+    r"^(sha256sums?(\.txt)?|checksums?\.sha256|.*\.sha256(sum)?|manifest-sha256\.txt)$", re.I
+)
+_MAP_KEYS = ("files", "sha256", "digests", "hashes", "artifacts", "integrity", "manifest")
+_META_KEYS = frozenset(
+    {"schema", "version", "algorithm", "generated_at", "created_at", "as_of", "note", "notes",
+     "description", "base", "root", "campaign", "title"}
+)
+_BAG_TAG_NAMES = frozenset({"bagit.txt", "bag-info.txt", "fetch.txt"})
+BAG_ROOT_SIGNATURES = re.compile(r"^.+\.(dsse\.json|intoto\.jsonl|sig|sigstore(\.json)?)$")
+"""Signature envelopes allowed at a bag root without a tagmanifest entry (a signature over
+the tag manifest cannot be listed in it): ``*.dsse.json``, ``*.intoto.jsonl``, ``*.sig``,
+``*.sigstore[.json]``."""
+
+Kind = Literal["bagit", "bagit-tags", "sha256sums", "json-map"]
+ProgressFn = Callable[[int, int], None]
+"""Progress callback ``(bytes_done, bytes_total)``, called from worker threads."""
+
+
+# ------------------------------------------------------------------------------ hashing
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
+                on_bytes: Callable[[int], None] | None = None) -> tuple[str, int]:
+    """Stream ``path`` through SHA-256 in ``chunk``-byte reads into one reused buffer.
+
+    Returns ``(hex_digest, size_in_bytes)``.  Memory is O(chunk) whatever the file size.
+    ``on_bytes(n)`` is called after each read.  Raises ``OSError`` (e.g. PermissionError).
+    """
+    h = hashlib.sha256()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+            size += n
+            if on_bytes is not None:
+                on_bytes(n)
+    return h.hexdigest(), size
+
+
+def hash_files(paths: Iterable[Path], *, workers: int | None = None,
+               progress: ProgressFn | None = None,
+               total_bytes: int | None = None) -> dict[Path, tuple[str, int] | OSError]:
+    """Hash many files on a thread pool (default: one worker per core, at least 2).
+
+    Returns ``{path: (hex, size)}``, or the ``OSError`` raised for an unreadable file (the
+    other files are still hashed).  ``progress(done, total)`` sees the running byte count;
+    ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
+    """
+    plist = list(paths)
+    if total_bytes is None:
+        total_bytes = 0
+        for p in plist:
+            try:
+                total_bytes += p.stat().st_size
+            except OSError:
+                pass
+    lock = threading.Lock()
+    done = [0]
+
+    def tick(n: int) -> None:
+        if progress is None:
+            return
+        with lock:
+            done[0] += n
+            d = done[0]
+        progress(d, total_bytes)
+
+    def one(p: Path) -> tuple[str, int] | OSError:
+        try:
+            return sha256_file(p, on_bytes=tick)
+        except OSError as e:
+            return e
+
+    n = workers or max(2, os.cpu_count() or 2)
+    if len(plist) <= 1:
+        return {p: one(p) for p in plist}
+    # Largest first, so one big file does not start last and leave a core idle at the end.
+    order = sorted(plist, key=lambda p: -_size_or_zero(p))
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="sha256") as ex:
+        results = list(ex.map(one, order))
+    return dict(zip(order, results, strict=True))
+
+
+def _size_or_zero(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+# ------------------------------------------------------------------------------- writer
+
+
+def _bag_encode(rel: str) -> str:
+    """RFC 8493 2.1.3: percent-encode only %, CR and LF in manifest paths."""
+    return rel.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _bag_decode(rel: str) -> str:
+    return re.sub(r"%(25|0[aA]|0[dD])", lambda m: {"25": "%", "0a": "\n", "0d": "\r"}[
+        m.group(1).lower()], rel)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", newline="\n")
+    os.replace(tmp, path)
+
+
+def _payload_files(data: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(data, followlinks=False):
+        dirnames.sort()
+        for d in dirnames:
+            if os.path.islink(os.path.join(dirpath, d)):
+                raise ValueError(f"{os.path.join(dirpath, d)}: symlinked directory in payload; "
+                                 "a bag must hold its files, not links")
+        for name in sorted(filenames):
+            p = Path(dirpath, name)
+            if any(c in name for c in "%\r\n"):
+                # RFC 8493 would percent-encode these; bagit-python does not decode %25 and
+                # sha256sum reads neither, so such a bag would not interoperate.
+                raise ValueError(f"{p}: file name contains '%', CR or LF; rename it")
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{p}: not a regular file (symlink, socket or device); "
+                                 "a bag must hold regular files only")
+            out.append(p)
+    return out
+
+
+def write_bag(root: Path, *, info: dict[str, str] | None = None) -> None:
+    """Turn ``root`` (whose payload already lives under ``root/data/``) into a BagIt 1.0 bag.
+
+    Writes ``bagit.txt``, ``bag-info.txt`` (``Bagging-Date``, ``Bag-Software-Agent``,
+    ``Payload-Oxum`` = ``octets.count`` of the payload, then ``info`` in the given order),
+    ``manifest-sha256.txt`` (every file under ``data/``, sorted, ``HEX  data/PATH``, which
+    ``sha256sum -c`` also reads) and ``tagmanifest-sha256.txt`` (every other file outside
+    ``data/``).  Existing ``manifest-*.txt``/``tagmanifest-*.txt`` are replaced, so calling it
+    again after the payload changed re-seals the bag.  Files are written atomically.
+
+    Raises ``FileNotFoundError`` when ``root/data`` is missing, ``ValueError`` for a symlink or
+    special file in the payload or a bad ``info`` label (empty, containing ``:`` or a line
+    break, or ``Payload-Oxum``, which is always computed), and for payload names containing
+    ``%``, CR or LF: RFC 8493 2.1.3 percent-encodes them, but bagit-python does not decode
+    ``%25`` and ``sha256sum -c`` decodes neither, so such names are refused, not written.
+    """
+    root = Path(root)
+    data = root / "data"
+    if not data.is_dir() or data.is_symlink():
+        raise FileNotFoundError(f"{data}: no payload directory; put the payload under data/")
+    user = dict(info or {})
+    for k, v in user.items():
+        if not k or ":" in k or "\n" in k or "\r" in k or k != k.strip():
+            raise ValueError(f"bag-info label {k!r}: must be non-empty, without ':' or breaks")
+        if k.lower() == "payload-oxum":
+            raise ValueError("bag-info 'Payload-Oxum' is computed by write_bag, do not pass it")
+        if "\r" in str(v):
+            raise ValueError(f"bag-info {k!r}: value contains a carriage return")
+    for p in root.iterdir():
+        if re.match(r"^(tag)?manifest-\w+\.txt$", p.name) and p.is_file():
+            p.unlink()
+    files = _payload_files(data)
+    digests = hash_files(files)
+    octets = 0
+    lines = []
+    for p in files:
+        r = digests[p]
+        if isinstance(r, OSError):
+            raise r
+        hexd, size = r
+        octets += size
+        lines.append(f"{hexd}  {_bag_encode(p.relative_to(root).as_posix())}\n")
+    _atomic_write(root / "bagit.txt",
+                  f"BagIt-Version: {BAGIT_VERSION}\nTag-File-Character-Encoding: UTF-8\n")
+    from evidence import __version__
+
+    base = {
+        "Bagging-Date": datetime.now(UTC).date().isoformat(),
+        "Bag-Software-Agent": f"campaign-bot {__version__}",
+    }
+    for k in user:
+        base.pop(k, None)
+    info_lines = [f"{k}: {v}" for k, v in base.items()]
+    info_lines.append(f"Payload-Oxum: {octets}.{len(files)}")
+    for k, v in user.items():
+        # Multi-line values continue on lines indented by whitespace (RFC 8493 2.2.2).
+        info_lines.append(f"{k}: " + "\n    ".join(str(v).split("\n")))
+    _atomic_write(root / "bag-info.txt", "\n".join(info_lines) + "\n")
+    _atomic_write(root / "manifest-sha256.txt", "".join(lines))
+    tags: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d != "data"]
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath, name)
+            if rel_dir == Path(".") and name.startswith("tagmanifest-"):
+                continue
+            if name.startswith(".") and name.endswith(".tmp"):
+                continue
+            if not stat.S_ISREG(p.lstat().st_mode):
+                raise ValueError(f"{p}: not a regular file; a bag must hold regular files only")
+            tags.append(p)
+    tag_digests = hash_files(tags)
+    tag_lines = []
+    for p in tags:
+        r = tag_digests[p]
+        if isinstance(r, OSError):
+            raise r
+        tag_lines.append(f"{r[0]}  {_bag_encode(p.relative_to(root).as_posix())}\n")
+    _atomic_write(root / "tagmanifest-sha256.txt", "".join(tag_lines))
+
+
+# ------------------------------------------------------------------------------ results
+
+
+class ManifestSummary(BaseModel):
+    """Counts for one manifest file (``path`` relative to the checked root)."""
+
+    path: str
+    kind: Kind
+    entries: int = Field(description="Entries read (lines or map items), malformed excluded.")
+    verified: int = Field(description="Entries whose file hashed to the listed digest.")
+    mismatched: int = 0
+    missing: int = 0
+    external: int = 0
+    unsafe: int = 0
+    malformed: int = 0
+    duplicates: int = 0
+    extra: int = Field(default=0, description="Bags only: files present but not listed.")
+
+
+class ExternalDigest(BaseModel):
+    """A digest recorded for an artifact that is not in the bundle: not verifiable here."""
+
+    path: str = Field(description="Path or URL as listed.")
+    sha256: str
+    listed_in: str
+    line: int | None = None
+    status: str = "external, digest recorded, not verifiable here"
+
+
+class VerifyResult(BaseModel):
+    """Everything :func:`verify_tree` found, in one pass.
+
+    ``hashes_checked`` counts manifest entries compared against a computed digest (a file
+    listed by two manifests counts twice, as campaigns report "checked 471 hashes");
+    ``files_hashed``/``bytes_hashed`` count distinct files actually read.
+    """
+
+    hashes_checked: int = 0
+    hashes_ok: int = 0
+    mismatched: int = 0
+    missing: int = 0
+    extra: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    unsafe: int = 0
+    files_hashed: int = 0
+    bytes_hashed: int = 0
+    hash_seconds: float = 0.0
+    manifests: list[ManifestSummary] = Field(default_factory=list)
+    external: list[ExternalDigest] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        """Entries that failed: mismatched + missing + unsafe + malformed."""
+        return self.mismatched + self.missing + self.unsafe + self.malformed
+
+
+# ------------------------------------------------------------------------------- walking
+
+
+@dataclass
+class TreeIndex:
+    """One walk of the checked root (symlinks are recorded, never followed).
+
+    ``files``: root-relative POSIX path -> size of every regular file; ``links``: path ->
+    whether its target resolves inside the root; ``special``: FIFOs, sockets, devices;
+    ``unlistable``: directories that could not be read.
+    """
+
+    root: Path
+    real_root: str
+    files: dict[str, int] = field(default_factory=dict)
+    links: dict[str, bool] = field(default_factory=dict)
+    special: list[str] = field(default_factory=list)
+    unlistable: list[str] = field(default_factory=list)
+    dirs: set[str] = field(default_factory=set)
+
+    def inside(self, real: str) -> bool:
+        """True when the resolved path ``real`` lies within the root."""
+        return real == self.real_root or real.startswith(self.real_root.rstrip(os.sep) + os.sep)
+
+
+def index_tree(root: Path) -> TreeIndex:
+    """Walk ``root`` once without following symlinks; skips :data:`SKIP_DIRS`.
+
+    Raises ``NotADirectoryError``/``FileNotFoundError``/``PermissionError`` when ``root``
+    itself cannot be listed (the caller turns that into exit 2).
+    """
+    root = Path(root)
+    os.listdir(root)  # raise early for a missing or unreadable root
+    idx = TreeIndex(root=root, real_root=os.path.realpath(root))
+
+    def onerror(e: OSError) -> None:
+        rel = os.path.relpath(e.filename or str(root), root)
+        idx.unlistable.append(Path(rel).as_posix())
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        keep = []
+        for d in sorted(dirnames):
+            full = os.path.join(dirpath, d)
+            rel = Path(rel_dir, d).as_posix() if rel_dir != "." else d
+            if os.path.islink(full):
+                idx.links[rel] = idx.inside(os.path.realpath(full))
+            elif d not in SKIP_DIRS:
+                keep.append(d)
+                idx.dirs.add(rel)
+        dirnames[:] = keep
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            rel = Path(rel_dir, name).as_posix() if rel_dir != "." else name
+            try:
+                st = os.lstat(full)
+            except OSError:
+                idx.unlistable.append(rel)
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                idx.links[rel] = idx.inside(os.path.realpath(full))
+            elif stat.S_ISREG(st.st_mode):
+                idx.files[rel] = st.st_size
+            else:
+                idx.special.append(rel)
+    return idx
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+@dataclass
+class Entry:
+    """One manifest entry: ``listed`` as written, ``rel`` the root-relative target (None when
+    unsafe or external), the lowercase ``digest``, and where it was read."""
+
+    manifest: str
+    line: int | None
+    listed: str
+    digest: str
+    rel: str | None
+    external: bool = False
+
+
+def _finding(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None,
+             fieldp: str | None = None, fix: str | None = None) -> Finding:
+    return Finding(rule=rule, severity=sev, path=path, line=line, field=fieldp, message=msg,
+                   resolution=fix)
+
+
+class _Verifier:
+    def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int) -> None:
+        self.root = root
+        self.idx = idx
+        self.max = max_file_bytes
+        self.res = VerifyResult()
+        self.entries: list[tuple[ManifestSummary, Entry]] = []
+
+    # -- helpers
+    def add(self, f: Finding) -> None:
+        self.res.findings.append(f)
+
+    def read_text(self, rel: str) -> str | None:
+        """Read a manifest whole (size-limited); findings for every failure."""
+        size = self.idx.files.get(rel, 0)
+        if size > self.max:
+            self.add(_finding("FILE_TOO_LARGE", "P1", rel,
+                              f"{size} bytes exceeds the {self.max}-byte limit for files read "
+                              "whole; not read", fix="raise --max-file-bytes if this is right"))
+            return None
+        try:
+            raw = (self.root / rel).read_bytes()
+        except OSError as e:
+            self.add(_finding("UNREADABLE", "P1", rel, f"cannot read: {e.strerror or e}",
+                              fix="fix the file's permissions"))
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            self.add(_finding("MANIFEST_MALFORMED", "P1", rel,
+                              f"not UTF-8 (byte {e.start}); manifest not read", line=line))
+            return None
+        if "\r\n" in text or "\r" in text:
+            line = text[: text.index("\r")].count("\n") + 1
+            self.add(_finding("MANIFEST_CRLF", "P2", rel,
+                              "CR/CRLF line ends; manifests use LF only (RFC 8493, sha256sum)",
+                              line=line, fix="rewrite the manifest with LF line ends"))
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return text
+
+    def resolve(self, summ: ManifestSummary, listed: str, line: int | None,
+                base_dir: str, *, fallback_root: bool = False) -> str | None:
+        """Root-relative POSIX target of ``listed`` or None (finding added) when unsafe."""
+        mpath = summ.path
+        if not listed:
+            self.malformed(summ, line, "empty path")
+            return None
+        if "\0" in listed:
+            self.malformed(summ, line, "path contains a NUL byte")
+            return None
+        if listed.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", listed):
+            self.unsafe(summ, line, f"absolute path {listed!r}")
+            return None
+        parts = PurePosixPath(listed).parts
+        if ".." in parts:
+            self.unsafe(summ, line, f"path {listed!r} contains '..'")
+            return None
+        rel = PurePosixPath(base_dir, *parts).as_posix() if base_dir else PurePosixPath(
+            *parts).as_posix()
+        if fallback_root and base_dir and not self._exists(rel) and self._exists(
+                PurePosixPath(*parts).as_posix()):
+            rel = PurePosixPath(*parts).as_posix()
+        # Any symlink on the way (file or directory) must resolve inside the root.
+        real = os.path.realpath(self.root / rel)
+        if not self.idx.inside(real):
+            summ.unsafe += 1  # the walk counts the link itself once in res.unsafe
+            self.add(_finding("SYMLINK_ESCAPES", "P0", mpath,
+                              f"{rel} resolves outside the checked directory; not followed",
+                              line=line, fix="replace the link with the file itself"))
+            return None
+        del mpath
+        return rel
+
+    def _exists(self, rel: str) -> bool:
+        return rel in self.idx.files or rel in self.idx.links
+
+    def malformed(self, summ: ManifestSummary, line: int | None, why: str) -> None:
+        self.res.malformed += 1
+        summ.malformed += 1
+        self.add(_finding("MANIFEST_MALFORMED", "P1", summ.path, f"malformed entry: {why}",
+                          line=line, fix="write 'HEX64  PATH' lines (sha256sum format)"))
+
+    def unsafe(self, summ: ManifestSummary, line: int | None, why: str) -> None:
+        self.res.unsafe += 1
+        summ.unsafe += 1
+        self.add(_finding("UNSAFE_PATH", "P0", summ.path, f"unsafe path: {why}; not opened",
+                          line=line, fix="list paths relative to the manifest, without '..'"))
+
+    def digest(self, summ: ManifestSummary, line: int | None, hexd: str) -> str | None:
+        if not HEX64.match(hexd):
+            self.malformed(summ, line, f"digest {hexd[:80]!r} is not 64 hex digits")
+            return None
+        if hexd != hexd.lower():
+            self.add(_finding("MANIFEST_UPPERCASE_HEX", "P2", summ.path,
+                              "uppercase hex digest; write lowercase (compared case-"
+                              "insensitively)", line=line))
+        return hexd.lower()
+
+    # -- manifest forms
+    def sums_file(self, rel: str) -> None:
+        summ = ManifestSummary(path=rel, kind="sha256sums", entries=0, verified=0)
+        self.res.manifests.append(summ)
+        text = self.read_text(rel)
+        if text is None:
+            return
+        base = PurePosixPath(rel).parent.as_posix()
+        base = "" if base == "." else base
+        name = PurePosixPath(rel).name
+        for no, line in enumerate(text.split("\n"), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = _GNU_LINE.match(line)
+            b = _BSD_LINE.match(line) if not m else None
+            if m:
+                esc, hexd, _mode, listed = m.groups()
+            elif b:
+                esc, listed, hexd = b.groups()
+            elif HEX64.match(line.strip()) and re.search(r"\.sha256(sum)?$", name, re.I):
+                esc, hexd, listed = "", line.strip(), re.sub(r"\.sha256(sum)?$", "", name,
+                                                             flags=re.I)
+            else:
+                self.malformed(summ, no, "expected 'HEX64  PATH' or 'SHA256 (PATH) = HEX64'")
+                continue
+            if esc:
+                listed = listed.replace("\\\\", "\0").replace("\\n", "\n").replace("\0", "\\")
+            d = self.digest(summ, no, hexd)
+            if d is None:
+                continue
+            self.add_entry(summ, Entry(rel, no, listed, d, None), base)
+
+    def json_map(self, rel: str, obj: object, text: str) -> bool:
+        """Read ``obj`` as an integrity map if it is one; return False when it is not."""
+        found = _map_items(obj)
+        if found is None:
+            return False
+        summ = ManifestSummary(path=rel, kind="json-map", entries=0, verified=0)
+        self.res.manifests.append(summ)
+        base = PurePosixPath(rel).parent.as_posix()
+        base = "" if base == "." else base
+        for loc, listed, value, external in found:
+            line = line_of(text, loc)
+            url = None
+            if isinstance(value, dict):
+                url = value.get("url") or value.get("uri")
+                external = external or bool(value.get("external"))
+                value = value.get("sha256")
+            if not isinstance(value, str):
+                self.malformed(summ, line, f"{listed!r}: digest is not a string")
+                continue
+            hexd = value[7:] if value.startswith("sha256:") else value
+            d = self.digest(summ, line, hexd)
+            if d is None:
+                continue
+            if "://" in listed or (url and not external):
+                external = True
+            self.add_entry(summ, Entry(rel, line, listed, d, None, external), base,
+                           fallback_root=True)
+        return True
+
+    def bag(self, bag_dir: str) -> None:
+        pre = f"{bag_dir}/" if bag_dir else ""
+        files = self.idx.files
+        if f"{pre}bagit.txt" not in files:
+            self.add(_finding("BAG_DECLARATION", "P1", f"{pre}bagit.txt",
+                              "bag has data/ and a manifest but no bagit.txt",
+                              fix="write 'BagIt-Version: 1.0' and "
+                                  "'Tag-File-Character-Encoding: UTF-8'"))
+        else:
+            text = self.read_text(f"{pre}bagit.txt")
+            if text is not None:
+                lines = [x for x in text.split("\n") if x]
+                if (len(lines) != 2 or not re.match(r"^BagIt-Version: \d+\.\d+$", lines[0])
+                        or not re.match(r"^Tag-File-Character-Encoding: \S+$", lines[1])):
+                    self.add(_finding("BAG_DECLARATION", "P1", f"{pre}bagit.txt",
+                                      "bagit.txt must be exactly 'BagIt-Version: M.N' then "
+                                      "'Tag-File-Character-Encoding: ENC' (RFC 8493 2.1.1)",
+                                      line=1))
+        fetched: set[str] = set()
+        if f"{pre}fetch.txt" in files:
+            text = self.read_text(f"{pre}fetch.txt") or ""
+            for no, line in enumerate(text.split("\n"), 1):
+                if not line.strip():
+                    continue
+                parts = line.split(None, 2)
+                if len(parts) != 3:
+                    self.add(_finding("MANIFEST_MALFORMED", "P1", f"{pre}fetch.txt",
+                                      "expected 'URL LENGTH PATH'", line=no))
+                    continue
+                fetched.add(_bag_decode(parts[2]))
+        payload = ManifestSummary(path=f"{pre}manifest-sha256.txt", kind="bagit", entries=0,
+                                  verified=0)
+        listed_payload: set[str] = set()
+        if f"{pre}manifest-sha256.txt" not in files:
+            self.add(_finding("BAG_MANIFEST_MISSING", "P1", payload.path,
+                              "bag has no manifest-sha256.txt; its payload is unverified"))
+        else:
+            self.res.manifests.append(payload)
+            listed_payload = self._bag_manifest(payload, bag_dir, fetched, payload=True)
+        others = [f for f in files if re.match(
+            rf"^{re.escape(pre)}(tag)?manifest-(?!sha256\.txt$)\w+\.txt$", f)]
+        for o in sorted(others):
+            self.add(_finding("MANIFEST_ALGORITHM", "P3", o,
+                              "only SHA-256 manifests are verified; this one is ignored"))
+        listed_tags: set[str] = set()
+        tag = ManifestSummary(path=f"{pre}tagmanifest-sha256.txt", kind="bagit-tags",
+                              entries=0, verified=0)
+        if f"{pre}tagmanifest-sha256.txt" in files:
+            self.res.manifests.append(tag)
+            listed_tags = self._bag_manifest(tag, bag_dir, set(), payload=False)
+        # Extra files: payload not in the manifest; unknown files at the bag root.
+        data_pre = f"{pre}data/"
+        for f in sorted(set(files) | {k for k in self.idx.links if k.startswith(pre)}):
+            if not f.startswith(pre):
+                continue
+            if f.startswith(data_pre):
+                if f not in listed_payload and f"{pre}manifest-sha256.txt" in files:
+                    self._extra(payload, f, "payload file not in manifest-sha256.txt")
+                continue
+            tail = f[len(pre):]
+            if "/" not in tail and (tail in _BAG_TAG_NAMES or re.match(
+                    r"^(tag)?manifest-\w+\.txt$", tail) or BAG_ROOT_SIGNATURES.match(tail)):
+                continue
+            if f not in listed_tags:
+                self._extra(tag if tag in self.res.manifests else payload, f,
+                            "unknown file at the bag root (not a tag file, not in "
+                            "tagmanifest-sha256.txt)")
+        self._oxum(pre, [f for f in files if f.startswith(data_pre)])
+
+    def _extra(self, summ: ManifestSummary, f: str, why: str) -> None:
+        self.res.extra += 1
+        summ.extra += 1
+        self.add(_finding("MANIFEST_EXTRA_FILE", "P2", f, why,
+                          fix="add it to the manifest (write_bag re-seals) or remove it"))
+
+    def _bag_manifest(self, summ: ManifestSummary, bag_dir: str, fetched: set[str], *,
+                      payload: bool) -> set[str]:
+        listed: set[str] = set()
+        text = self.read_text(summ.path)
+        if text is None:
+            return listed
+        for no, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            m = _BAG_LINE.match(line)
+            if not m:
+                self.malformed(summ, no, "expected 'HEX64 PATH' (RFC 8493 2.1.3)")
+                continue
+            hexd, listed_path = m.group(1), _bag_decode(m.group(2))
+            d = self.digest(summ, no, hexd)
+            if d is None:
+                continue
+            under_data = listed_path.startswith("data/")
+            if payload and not under_data:
+                self.unsafe(summ, no, f"{listed_path!r} is outside data/")
+                continue
+            if not payload and under_data:
+                self.malformed(summ, no, f"tag manifest lists payload file {listed_path!r}")
+                continue
+            external = listed_path in fetched and f"{bag_dir}/{listed_path}".lstrip(
+                "/") not in self.idx.files
+            rel = self.add_entry(summ, Entry(summ.path, no, listed_path, d, None, external),
+                                 bag_dir)
+            if rel:
+                listed.add(rel)
+        return listed
+
+    def _oxum(self, pre: str, payload_files: list[str]) -> None:
+        rel = f"{pre}bag-info.txt"
+        if rel not in self.idx.files:
+            return
+        text = self.read_text(rel)
+        if text is None:
+            return
+        for no, line in enumerate(text.split("\n"), 1):
+            if not line.lower().startswith("payload-oxum:"):
+                continue
+            val = line.split(":", 1)[1].strip()
+            m = re.match(r"^(\d+)\.(\d+)$", val)
+            octets = sum(self.idx.files[f] for f in payload_files)
+            if not m:
+                self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
+                                  f"Payload-Oxum {val!r} is not 'octets.count'", line=no))
+            elif (int(m.group(1)), int(m.group(2))) != (octets, len(payload_files)):
+                self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
+                                  f"Payload-Oxum {val} but payload holds {octets}."
+                                  f"{len(payload_files)} (octets.files); warning only, the "
+                                  "manifest decides", line=no))
+
+    def add_entry(self, summ: ManifestSummary, e: Entry, base: str, *,
+                  fallback_root: bool = False) -> str | None:
+        summ.entries += 1
+        if e.external or "://" in e.listed:
+            e.external = True
+            self.res.external.append(ExternalDigest(path=e.listed, sha256=e.digest,
+                                                    listed_in=e.manifest, line=e.line))
+            summ.external += 1
+            return None
+        rel = self.resolve(summ, e.listed, e.line, base, fallback_root=fallback_root)
+        if rel is None:
+            return None
+        e.rel = rel
+        self.entries.append((summ, e))
+        return rel
+
+    # -- the single hashing pass
+    def check_entries(self, progress: ProgressFn | None, workers: int | None) -> None:
+        seen: dict[tuple[str, str], Entry] = {}
+        todo: dict[str, None] = {}
+        live: list[tuple[ManifestSummary, Entry]] = []
+        for summ, e in self.entries:
+            assert e.rel is not None
+            key = (e.manifest, e.rel)
+            if key in seen:
+                first = seen[key]
+                same = first.digest == e.digest
+                self.res.duplicates += 1
+                summ.duplicates += 1
+                self.add(_finding(
+                    "MANIFEST_DUPLICATE", "P2" if same else "P1", e.manifest,
+                    f"{e.listed} listed again (first at line {first.line})"
+                    + ("" if same else " with a different digest"), line=e.line,
+                    fix="keep one line per file"))
+                if same:
+                    continue
+            else:
+                seen[key] = e
+            live.append((summ, e))
+            if e.rel in self.idx.files or e.rel in self.idx.links:
+                todo[e.rel] = None
+        paths = {rel: self.root / rel for rel in todo if rel not in self.idx.special}
+        t0 = time.perf_counter()
+        total = sum(self.idx.files.get(r, 0) for r in paths)
+        done = hash_files(paths.values(), workers=workers, progress=progress,
+                          total_bytes=total)
+        self.res.hash_seconds = time.perf_counter() - t0
+        by_rel = {rel: done[p] for rel, p in paths.items()}
+        for got in by_rel.values():
+            if not isinstance(got, OSError):
+                self.res.files_hashed += 1
+                self.res.bytes_hashed += got[1]
+        unreadable_named: set[str] = set()
+        for summ, e in live:
+            assert e.rel is not None
+            r = by_rel.get(e.rel)
+            if r is None:
+                if e.rel in self.idx.dirs:
+                    self.add(_finding("NOT_REGULAR_FILE", "P1", e.manifest,
+                                      f"{e.rel} is a directory, not a file", line=e.line))
+                    continue
+                if e.rel in self.idx.special:
+                    self.add(_finding("NOT_REGULAR_FILE", "P1", e.rel,
+                                      f"listed in {e.manifest} but not a regular file; not "
+                                      "opened", line=None))
+                    continue
+                self.res.missing += 1
+                summ.missing += 1
+                self.add(_finding("MANIFEST_MISSING_FILE", "P1", e.manifest,
+                                  f"{e.rel}: listed but missing", line=e.line,
+                                  fix="restore the file, or mark it external with its URL"))
+                continue
+            if isinstance(r, OSError):
+                self.res.missing += 1
+                summ.missing += 1
+                if e.rel not in unreadable_named:
+                    unreadable_named.add(e.rel)
+                    self.add(_finding("UNREADABLE", "P1", e.rel,
+                                      f"cannot read: {r.strerror or r} (listed in "
+                                      f"{e.manifest})", fix="fix the file's permissions"))
+                continue
+            self.res.hashes_checked += 1
+            if r[0] == e.digest:
+                self.res.hashes_ok += 1
+                summ.verified += 1
+            else:
+                self.res.mismatched += 1
+                summ.mismatched += 1
+                self.add(_finding("MANIFEST_MISMATCH", "P1", e.rel,
+                                  f"SHA-256 {r[0]} does not match {e.digest} listed in "
+                                  f"{e.manifest} line {e.line}", line=None,
+                                  fix="the file changed after sealing: restore it, or re-seal "
+                                      "and explain why"))
+
+
+def _looks_digest(v: object) -> bool:
+    if isinstance(v, dict):
+        return "sha256" in v
+    if not isinstance(v, str):
+        return False
+    return bool(HEX64.match(v[7:] if v.startswith("sha256:") else v))
+
+
+def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
+    """Entries ``(json_loc, listed_path, value, external)`` of an integrity map, or None."""
+    if not isinstance(obj, dict):
+        return None
+    schema = obj.get("schema")
+    if isinstance(schema, str) and schema.startswith("campaign-bot/") and not schema.startswith(
+            "campaign-bot/integrity@"):
+        return None
+    out: list[tuple[tuple, str, object, bool]] = []
+    container = False
+    for key in (*_MAP_KEYS, "external"):
+        sub = obj.get(key)
+        ext = key == "external"
+        if isinstance(sub, dict) and sub and any(_looks_digest(v) for v in sub.values()):
+            container = True
+            out += [((key, k), k, v, ext) for k, v in sub.items()]
+        elif isinstance(sub, list) and sub and all(isinstance(x, dict) and "path" in x
+                                                   for x in sub):
+            container = True
+            out += [((key, i), str(x["path"]), x, ext) for i, x in enumerate(sub)]
+    if container:
+        return out
+    digests = [k for k, v in obj.items() if _looks_digest(v)]
+    if not digests or not all("/" in k or "." in k for k in digests):
+        return None  # e.g. {"commit": HEX}: a digest-valued field, not a path map
+    for k, v in obj.items():
+        if k in _META_KEYS and not _looks_digest(v):
+            continue
+        if not _looks_digest(v) and not ("/" in k or "." in k):
+            return None  # some other document that happens to hold a digest
+        out.append(((k,), k, v, False))
+    return out
+
+
+def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                progress: ProgressFn | None = None, workers: int | None = None,
+                index: TreeIndex | None = None,
+                json_docs: dict[str, tuple[object, str]] | None = None) -> VerifyResult:
+    """Verify every manifest under ``root`` in one pass; see the module docstring.
+
+    ``index`` reuses an earlier :func:`index_tree`; ``json_docs`` maps root-relative paths of
+    already-parsed JSON files to ``(object, text)`` so integrity maps are not parsed twice
+    (when None, JSON files are read here, those over ``max_file_bytes`` skipped).  Raises
+    ``OSError`` only when ``root`` itself cannot be listed.
+    """
+    root = Path(root)
+    idx = index or index_tree(root)
+    v = _Verifier(root, idx, max_file_bytes)
+    bag_dirs = set()
+    for f in idx.files:
+        p = PurePosixPath(f)
+        d = "" if p.parent.as_posix() == "." else p.parent.as_posix()
+        data = f"{d}/data" if d else "data"
+        if p.name == "bagit.txt" or (p.name == "manifest-sha256.txt" and data in idx.dirs):
+            bag_dirs.add(d)
+    for d in sorted(bag_dirs):
+        v.bag(d)
+    for f in sorted(idx.files):
+        p = PurePosixPath(f)
+        d = "" if p.parent.as_posix() == "." else p.parent.as_posix()
+        if d in bag_dirs and p.name in ("manifest-sha256.txt", "tagmanifest-sha256.txt"):
+            continue
+        if _SUMS_NAMES.match(p.name):
+            v.sums_file(f)
+    for f in sorted(idx.files):
+        if not f.endswith(".json"):
+            continue
+        if json_docs is not None:
+            if f not in json_docs:
+                continue
+            obj, text = json_docs[f]
+        else:
+            if idx.files[f] > max_file_bytes:
+                continue
+            try:
+                text = (root / f).read_text(encoding="utf-8")
+                obj = json.loads(text)
+            except (OSError, ValueError):
+                continue
+        v.json_map(f, obj, text)
+    v.check_entries(progress, workers)
+    for rel, inside in sorted(idx.links.items()):
+        if not inside:
+            v.res.unsafe += 1
+            v.add(_finding("SYMLINK_ESCAPES", "P0", rel,
+                           "symlink resolves outside the checked directory; never followed",
+                           fix="replace the link with the file itself"))
+    for rel in idx.special:
+        v.add(_finding("NOT_REGULAR_FILE", "P2", rel, "FIFO, socket or device in the bundle; "
+                       "not opened", fix="remove it"))
+    for rel in idx.unlistable:
+        v.add(_finding("UNREADABLE", "P1", rel, "cannot list or stat this path",
+                       fix="fix its permissions"))
+    _dedupe(v.res.findings)
+    return v.res
+
+
+def _dedupe(findings: list[Finding]) -> None:
+    seen: set[tuple] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.path, f.line, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    findings[:] = out

@@ -1,0 +1,153 @@
+"""Screening decisions: ``PROMOTE_TO_FULL_SCREEN`` / ``REJECT`` / ``CONTINUE`` (issue 3).
+
+A screening decision is NOT a verdict and is never shown as one.  Campaigns stop clearly bad
+candidates after one pair to save device hours (seed 000: the resident-layer screen, 173.211 s
+control against 365.884 s candidate, was rejected after its first measured pair).
+
+Rules, per (track, candidate, screen), in order:
+
+1. REJECT when any candidate request failed (non-200, error, no timing), a candidate
+   lifecycle failed (a worker, server or container exit, a forced action, busy devices; a
+   device idle check that was merely not recorded does not reject), or a candidate output
+   fails a quality gate (FAILED by :func:`evidence.verdicts.judge_quality`): seed 001,
+   "stop candidate promotion on quality failure, request failure ... or incomplete cleanup".
+2. CONTINUE when control is not usable (failed control request or lifecycle, as in 1): fix
+   control first; nothing is concluded about the candidate.
+3. With the first balanced pair (the first control and the first candidate session, in slot
+   order): REJECT when ``t / c > protocol.futility_ratio`` (the scope's futility margin, for
+   example 1.10).  Later pairs make it REJECT when the Hodges-Lehmann ratio of every session
+   so far exceeds the margin.
+4. PROMOTE_TO_FULL_SCREEN when the Hodges-Lehmann ratio of the sessions so far is at or below
+   ``theta0 = 1 - target_reduction`` (the pair is consistent with the target) and quality is
+   not failed; CONTINUE otherwise (no complete pair yet, or a ratio between the target and
+   the futility margin).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from evidence import stats
+from evidence.models import MediaReport, Receipt, Track
+from evidence.verdicts import (
+    Evidence,
+    hard_lifecycle_issues,
+    judge_quality,
+    request_issues,
+    session_median,
+)
+
+ScreenValue = Literal["PROMOTE_TO_FULL_SCREEN", "REJECT", "CONTINUE"]
+SCREENING_LABEL = "screening decision (not a verdict)"
+
+
+class ScreeningDecision(BaseModel):
+    """A screening decision for one candidate on one track in one screen.
+
+    ``first_pair_ratio`` is candidate/control of the first balanced pair (dimensionless);
+    ``ratio`` the Hodges-Lehmann ratio over all sessions so far.
+    """
+
+    label: str = SCREENING_LABEL
+    track: str
+    candidate: str
+    screen_id: str
+    decision: ScreenValue
+    reason: str
+    futility_ratio: float
+    theta0: float | None = None
+    first_pair: tuple[str, str] | None = Field(
+        default=None, description="(control session id, candidate session id)."
+    )
+    first_pair_ratio: float | None = None
+    ratio: float | None = None
+    m: int = 0
+    n: int = 0
+
+
+def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
+    """One :class:`ScreeningDecision` per (screen, track, candidate) with candidate sessions."""
+    scope = ev.scope
+    tracks = {t.id: t for t in scope.tracks}
+    reports = [r.report for r in ev.reports]
+    by_key: dict[tuple[str, str], list[Receipt]] = defaultdict(list)
+    for it in ev.receipts:
+        by_key[(it.receipt.screen_id, it.receipt.track)].append(it.receipt)
+    out: list[ScreeningDecision] = []
+    fut = scope.protocol.futility_ratio
+    for (sid, tr), rs in sorted(by_key.items()):
+        cands = sorted({r.candidate for r in rs if r.arm == "candidate" and r.candidate})
+        track = tracks.get(tr)
+        theta0 = 1 - track.target_reduction if track else None
+        for cand in cands:
+            ctrl = sorted((r for r in rs if r.arm == "control"), key=lambda r: r.slot)
+            mine = sorted((r for r in rs if r.arm == "candidate" and r.candidate == cand),
+                          key=lambda r: r.slot)
+            out.append(_decide(sid, tr, cand, ctrl, mine, theta0, fut,
+                               track, ev, reports))
+    return out
+
+
+def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receipt],
+            theta0: float | None, fut: float, track: Track | None, ev: Evidence,
+            reports: list[MediaReport]) -> ScreeningDecision:
+    base: dict[str, Any] = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
+            "theta0": theta0, "m": len(ctrl), "n": len(mine)}
+    failed = [f"{r.session_id}: {t}" for r in mine for _, t in request_issues(r)]
+    if failed:
+        return ScreeningDecision(decision="REJECT", reason=f"candidate request failed: "
+                                 f"{failed[0]}", **base)
+    dirty = [f"{r.session_id}: {'; '.join(t for _, t in hard)}" for r in mine
+             if (hard := hard_lifecycle_issues(r.lifecycle))]
+    if dirty:
+        return ScreeningDecision(decision="REJECT", reason=f"candidate lifecycle not clean: "
+                                 f"{dirty[0]}", **base)
+    if track is not None:
+        pool = [i.receipt for i in ev.receipts if i.receipt.arm == "control"
+                and i.receipt.track == tr
+                and i.receipt.config_digest in {r.config_digest for r in ctrl}]
+        q = judge_quality(track, ev.scope, mine, pool, reports)
+        if q.failed:
+            return ScreeningDecision(decision="REJECT",
+                                     reason=f"quality gate failed: {q.failed[0].text}", **base)
+    bad_ctrl = [r.session_id for r in ctrl
+                if request_issues(r) or hard_lifecycle_issues(r.lifecycle)]
+    if bad_ctrl:
+        return ScreeningDecision(decision="CONTINUE", reason=f"control session(s) "
+                                 f"{', '.join(bad_ctrl)} not usable: fix control first", **base)
+    c_med = [(r, m) for r in ctrl if (m := session_median(r))]
+    t_med = [(r, m) for r in mine if (m := session_median(r))]
+    if not c_med or not t_med:
+        return ScreeningDecision(decision="CONTINUE", reason="no complete control/candidate "
+                                 "pair yet", **base)
+    (c0, cm), (t0, tm) = c_med[0], t_med[0]
+    first = tm / cm
+    ratio = stats.hodges_lehmann(stats.pairwise_ratios([m for _, m in c_med],
+                                                       [m for _, m in t_med]))
+    base |= {"first_pair": (c0.session_id, t0.session_id), "first_pair_ratio": first,
+             "ratio": ratio}
+    if first > fut:
+        return ScreeningDecision(
+            decision="REJECT", reason=f"first pair: candidate {tm:.3f} s is {first:.2f}x "
+            f"control {cm:.3f} s, beyond the futility margin {fut:g}x", **base)
+    if len(c_med) + len(t_med) > 2 and ratio > fut:
+        return ScreeningDecision(
+            decision="REJECT", reason=f"ratio {ratio:.3f} over {len(c_med)} vs {len(t_med)} "
+            f"sessions is beyond the futility margin {fut:g}x", **base)
+    if theta0 is not None and ratio <= theta0:
+        return ScreeningDecision(
+            decision="PROMOTE_TO_FULL_SCREEN", reason=f"ratio {ratio:.3f} at or below the "
+            f"target's {theta0:g}: worth a full balanced screen", **base)
+    return ScreeningDecision(
+        decision="CONTINUE", reason=f"ratio {ratio:.3f} between the target "
+        f"{theta0 if theta0 is not None else '?'} and the futility margin {fut:g}: run the next "
+        "pair", **base)
+
+
+def decisions_for(ev: Evidence, candidate: str, track: str) -> Sequence[ScreeningDecision]:
+    """The screening decisions of one candidate on one track."""
+    return [d for d in screen_decisions(ev) if d.candidate == candidate and d.track == track]

@@ -1,0 +1,1069 @@
+"""Per-track verdicts: ``SUPPORTED`` / ``FAILED`` / ``INCONCLUSIVE`` with reason codes (issue 3).
+
+Pure: a campaign scope, receipts and media reports in (plain lists, or the ``Doc`` lists of a
+:class:`~evidence.bundle.LoadedCampaign`), a list of :class:`TrackVerdict` out.
+
+One verdict per (track, candidate): all screens of that candidate on that track, with the
+control sessions of those same screens.  A track with receipts but no candidate gets one row
+with ``candidate = None`` (``NO_CANDIDATE``); a scope track with no receipts gets
+``NO_SESSIONS``.
+
+The unit is the independent server session: each contributes the median of its measured
+(post-warmup) client wall seconds; requests are never pooled as independent samples.
+
+Gates, in order; a failing gate makes the verdict INCONCLUSIVE with its reason, except that a
+failed quality gate makes it FAILED (quality) whatever the speed.  Every gate is evaluated and
+every reason listed; the first failing gate decides.
+
+1. validity: manifests verify; every request of every session returned HTTP 200 with timing;
+   every lifecycle is clean (:meth:`Lifecycle.problems`); campaign, track, pool, arm/slot,
+   control revision, config digests, candidate name and input digests match the scope.
+2. quality: lossless tracks need bit-exact equality with control AND control repeatability
+   (two control sessions with equal decoded output); lossy tracks need every perceptual gate
+   of the scope (re-checked against the scope's thresholds, not the report's).
+3. design: at least ``protocol.min_measured_sessions_per_arm`` sessions per arm, a balanced
+   order (each arm's mean slot within one slot of the other's, per screen), at least one (and
+   at least ``protocol.warmups_per_session``) warmup before the first measured request, and
+   ``protocol.measured_requests_per_session`` measured requests per session.
+4. decision (:mod:`evidence.stats`): with ``theta0 = 1 - target_reduction`` and ``u`` from the
+   exact Mann-Whitney distribution, SUPPORTED iff at most ``u`` pairs have
+   ``t_j / c_i >= theta0``; FAILED iff at most ``u`` pairs have ``t_j / c_i <= theta0``
+   (REGRESSION flagged when even the lower bound exceeds 1); otherwise INCONCLUSIVE
+   (``OVERLAP``), or ``UNDERPOWERED`` when no ``u`` exists.
+
+Verdicts never compose: :func:`compose_verdicts` refuses (a combination is judged only by its
+own direct A/B).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field, computed_field
+from scipy import stats as sps
+
+from evidence import stats
+from evidence.models import (
+    CampaignScope,
+    Lifecycle,
+    MediaReport,
+    Receipt,
+    StatusSnapshot,
+    Track,
+)
+
+if TYPE_CHECKING:
+    from evidence.bundle import LoadedCampaign
+
+VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE"]
+Gate = Literal["validity", "quality", "design", "decision"]
+
+PRIOR_NOISE_MIN_DIFFS = 10
+"""Prior-noise mode needs at least this many historical control-vs-control log differences on
+the same pool, config and track (issue 3)."""
+PRIOR_NOISE_LABEL = (
+    "prior-noise mode (model-based, optional): assumes historical control-vs-control noise "
+    "describes this screen; not the exact distribution-free rule"
+)
+TAIL_MIN_REQUESTS = 59
+"""An arm needs at least 59 measured requests before any p95/tail figure is shown: with fewer,
+not even the maximum bounds the 95th percentile at 95 % confidence (1 - 0.95**58 < 0.95)."""
+
+PERCEPTUAL_GATES: dict[str, tuple[str, ...]] = {
+    "ssim_min": ("ssim_all", "ssim"),
+    "psnr_min_db": ("psnr_avg_db", "psnr_db", "psnr"),
+    "lpips_max": ("lpips",),
+    "audio_spectral_cosine_min": (
+        "audio_spectral_cosine",
+        "audio_mr_spectral_cosine",
+        "audio_cosine",
+    ),
+    "audio_rms_ratio": ("audio_rms_ratio",),
+}
+"""Scope gate -> metric names a media report may use for it (first match wins).  The audio
+latent rate is a structural check, not a perceptual gate."""
+
+
+class Reason(BaseModel):
+    """One machine-readable reason ``code`` of the ``gate`` it belongs to, with a one-line
+    human ``text``."""
+
+    code: str
+    gate: Gate
+    text: str
+
+
+class SessionSummary(BaseModel):
+    """One server session as the verdict saw it.  ``median_s`` is the median of its measured
+    client wall seconds, None when any measured request lacks a finite time or failed."""
+
+    session_id: str
+    screen_id: str
+    arm: Literal["control", "candidate"]
+    slot: int
+    path: str | None = None
+    median_s: float | None = None
+    measured: int = 0
+    warmups: int = 0
+
+
+class ArmTail(BaseModel):
+    """Tail latency of one arm.  Shown only with at least :data:`TAIL_MIN_REQUESTS` measured
+    requests; descriptive (never used by the verdict)."""
+
+    arm: Literal["control", "candidate"]
+    measured_requests: int
+    status: Literal["ok", "underpowered"]
+    p95_s: float | None = Field(default=None, description="Nearest-rank p95, seconds.")
+    p95_upper_bound_s: float | None = Field(
+        default=None, description="Order statistic bounding p95 at 95 % confidence, seconds."
+    )
+
+
+class PriorNoiseResult(BaseModel):
+    """Optional, clearly labelled model-based decision for small designs (never the verdict).
+
+    ``diffs`` historical control-vs-control log differences give a session noise estimate;
+    the ratio of geometric means gets a t-interval with ``diffs`` degrees of freedom."""
+
+    label: str = PRIOR_NOISE_LABEL
+    diffs: int
+    ratio: float
+    lower: float
+    upper: float
+    confidence: float
+    decision: VerdictValue
+
+
+class TrackVerdict(BaseModel):
+    """The verdict for one candidate on one track.
+
+    Ratios are candidate/control latency (dimensionless, < 1 is faster).  ``lower``/``upper``
+    are the exact one-sided bounds, each at ``confidence`` (two-sided coverage of
+    ``[lower, upper]`` is ``two_sided_confidence``); None when the design has no ``u``.
+    ``best_confidence`` is the most any outcome of this ``m`` vs ``n`` design could give.
+    ``more_pairs_needed`` projects how many more balanced pairs would let the rule decide if
+    the observed fraction of contrary pairs held (None: not within 40 pairs).
+    """
+
+    track: str
+    candidate: str | None
+    screens: list[str] = Field(default_factory=list)
+    verdict: VerdictValue
+    reasons: list[Reason] = Field(default_factory=list)
+    target_reduction: float | None = None
+    theta0: float | None = None
+    m: int = 0
+    n: int = 0
+    control_medians_s: list[float] = Field(default_factory=list)
+    candidate_medians_s: list[float] = Field(default_factory=list)
+    ratio: float | None = Field(default=None, description="Hodges-Lehmann ratio estimate.")
+    lower: float | None = None
+    upper: float | None = None
+    confidence: float | None = None
+    two_sided_confidence: float | None = None
+    u: int | None = None
+    u_method: Literal["exact", "asymptotic"] = "exact"
+    pairs: int = 0
+    pairs_at_or_above_theta0: int | None = None
+    pairs_at_or_below_theta0: int | None = None
+    control_spread: float | None = Field(default=None, description="max(c) / min(c).")
+    best_confidence: float | None = None
+    more_pairs_needed: int | None = None
+    regression: bool = False
+    tail: list[ArmTail] = Field(default_factory=list)
+    prior_noise: PriorNoiseResult | None = None
+    sessions: list[SessionSummary] = Field(default_factory=list)
+
+    @property
+    def codes(self) -> list[str]:
+        """Reason codes in order."""
+        return [r.code for r in self.reasons]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def summary(self) -> str:
+        """One line: the deciding reason's text (also in ``--json``)."""
+        deciding = [r for r in self.reasons if r.gate != "decision"] or self.reasons
+        if self.verdict == "FAILED":
+            deciding = [r for r in self.reasons if r.code in FAILING_CODES] or deciding
+        return deciding[0].text if deciding else self.verdict
+
+
+UNREADABLE_RULES = frozenset({"SCHEMA_INVALID", "JSON_INVALID", "UNREADABLE", "FILE_TOO_LARGE"})
+"""Loader finding rules (issue 2) after which a receipt file is absent from the typed lists."""
+
+
+class CompositionRefused(ValueError):
+    """Raised when asked to combine verdicts or gains of separate screens."""
+
+
+FAILING_CODES = {"LOSSLESS_MISMATCH", "QUALITY_GATE_FAILED", "STRUCTURAL_FAILED",
+                 "TARGET_MISSED", "REGRESSION"}
+
+
+def compose_verdicts(*verdicts: TrackVerdict) -> TrackVerdict:
+    """Refuse, always: percentage gains of separate screens are never added or multiplied; a
+    combination of candidates is judged only by its own direct A/B (DESIGN.md).
+
+    Raises :class:`CompositionRefused` naming the screens given.
+    """
+    names = ", ".join(f"{v.candidate}@{v.track}" for v in verdicts) or "nothing"
+    raise CompositionRefused(
+        f"refusing to compose verdicts ({names}): run the combined candidate as its own direct "
+        "A/B against control; gains of separate screens are never summed"
+    )
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+@dataclass
+class ReceiptIn:
+    """A receipt with the bundle path it came from (None for plain data)."""
+
+    receipt: Receipt
+    path: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class ReportIn:
+    """A media report with its bundle path (None for plain data)."""
+
+    report: MediaReport
+    path: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class StatusIn:
+    """A status snapshot with its bundle path and raw text (for line numbers)."""
+
+    status: StatusSnapshot
+    path: str = "results/status.json"
+    text: str | None = None
+
+
+@dataclass
+class Evidence:
+    """What the engine reads: the scope, receipts, media reports and status snapshots.
+    ``unverified`` holds bundle paths whose manifest entry did not verify (their sessions do
+    not qualify); ``root`` is the campaign directory when read from disk.
+    Build it with :meth:`from_lists` (tests, plain data) or :meth:`from_loaded`."""
+
+    scope: CampaignScope
+    receipts: list[ReceiptIn] = field(default_factory=list)
+    reports: list[ReportIn] = field(default_factory=list)
+    unverified: set[str] = field(default_factory=set)
+    statuses: list[StatusIn] = field(default_factory=list)
+    scope_path: str = "campaign.toml"
+    scope_text: str | None = None
+    root: Path | None = None
+    unreadable: list[tuple[str, str | None, str | None, str | None]] = field(
+        default_factory=list)
+    """(path, screen id, track, candidate; each None when unknown) of receipt files that
+    could not be read or validated: a verdict never silently drops them."""
+
+    @classmethod
+    def from_lists(
+        cls,
+        scope: CampaignScope,
+        receipts: Iterable[Receipt | ReceiptIn],
+        reports: Iterable[MediaReport | ReportIn] = (),
+        unverified: Iterable[str] = (),
+        statuses: Iterable[StatusSnapshot | StatusIn] = (),
+    ) -> Evidence:
+        """From plain models (path None) or already wrapped ones."""
+        rs = [r if isinstance(r, ReceiptIn) else ReceiptIn(r) for r in receipts]
+        ms = [m if isinstance(m, ReportIn) else ReportIn(m) for m in reports]
+        ss = [x if isinstance(x, StatusIn) else StatusIn(x) for x in statuses]
+        return cls(scope, rs, ms, set(unverified), ss)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedCampaign, unverified: Iterable[str] = ()) -> Evidence:
+        """From a loaded campaign directory.  Raises ValueError when it has no valid scope."""
+        if loaded.scope is None:
+            raise ValueError("the campaign has no valid campaign.toml; no verdict can be given")
+        bad: list[tuple[str, str | None, str | None, str | None]] = []
+        for f in loaded.findings:
+            if f.rule not in UNREADABLE_RULES or not f.path.endswith(".json"):
+                continue
+            obj = loaded.json_docs.get(f.path, (None, ""))[0]
+            schema = obj.get("schema") if isinstance(obj, dict) else None
+            if isinstance(schema, str) and not schema.startswith("campaign-bot/receipt"):
+                continue  # a status or media report: not a session
+            def _s(key: str, o: object = obj) -> str | None:
+                v = o.get(key) if isinstance(o, dict) else None
+                return v if isinstance(v, str) else None
+
+            bad.append((f.path, _s("screen_id"), _s("track"), _s("candidate")))
+        ev = cls(
+            loaded.scope.model,
+            [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts],
+            [ReportIn(d.model, d.path, d.text) for d in loaded.media_reports],
+            set(unverified),
+            [StatusIn(d.model, d.path, d.text) for d in loaded.statuses],
+            loaded.scope.path,
+            loaded.scope.text,
+            Path(loaded.root),
+        )
+        ev.unreadable = sorted(set(bad), key=lambda x: x[0])
+        return ev
+
+
+# ----------------------------------------------------------------------- session helpers
+
+
+def session_median(r: Receipt) -> float | None:
+    """Median of the measured client wall seconds; None when there is no measured request, or
+    any measured request failed or lacks a finite, positive time (a failed measurement is
+    never dropped to make a median)."""
+    vals = []
+    for q in r.measured:
+        v = q.client_wall_s
+        if not q.ok or v is None or not math.isfinite(v) or v <= 0:
+            return None
+        vals.append(v)
+    return statistics.median(vals) if vals else None
+
+
+def lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
+    """(field path, problem) pairs for an unclean lifecycle, mirroring
+    :meth:`Lifecycle.problems` but naming the field (for findings' line numbers)."""
+    out: list[tuple[str, str]] = []
+    if not lc.workers:
+        out.append(("lifecycle.workers", "no worker exits recorded"))
+    for i, w in enumerate(lc.workers):
+        if not w.clean:
+            who = f"worker rank {w.rank}" if w.rank is not None else f"worker pid {w.pid}"
+            fld = "exit_code" if w.state == "exited" and w.signal is None else (
+                "signal" if w.signal is not None else "state")
+            out.append((f"lifecycle.workers.{i}.{fld}",
+                        f"{who} {w.state}, exit {w.exit_code}, signal {w.signal}"))
+    if lc.terminate_actions:
+        out.append(("lifecycle.terminate_actions", f"{lc.terminate_actions} terminate action(s)"))
+    if lc.kill_actions:
+        out.append(("lifecycle.kill_actions", f"{lc.kill_actions} kill action(s)"))
+    if lc.server_exit_code != 0 or lc.server_signal is not None:
+        fld = "server_signal" if lc.server_signal is not None else "server_exit_code"
+        out.append((f"lifecycle.{fld}",
+                    f"server exit {lc.server_exit_code}, signal {lc.server_signal}"))
+    if lc.container_exit_code not in (None, 0):
+        out.append(("lifecycle.container_exit_code", f"container exit {lc.container_exit_code}"))
+    for label, chk in (("before", lc.devices_idle_before), ("after", lc.devices_idle_after)):
+        if chk is None or not chk.idle:
+            out.append((f"lifecycle.devices_idle_{label}", f"devices not shown idle {label}"))
+    if lc.interrupted:
+        out.append(("lifecycle.interrupted", "session interrupted"))
+    return out
+
+
+def hard_lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
+    """:func:`lifecycle_issues` without the merely missing device idle checks (a check that
+    was never recorded is ambiguous evidence; a check that found busy devices is a failure)."""
+    return [(f, t) for f, t in lifecycle_issues(lc)
+            if not (f.startswith("lifecycle.devices_idle_") and getattr(
+                lc, f.split(".")[1]) is None)]
+
+
+def request_issues(r: Receipt) -> list[tuple[str, str]]:
+    """(field path, problem) for every failed request and every measured request without a
+    finite client wall time."""
+    out: list[tuple[str, str]] = []
+    for i, q in enumerate(r.requests):
+        if q.http_status != 200:
+            out.append((f"requests.{i}.http_status",
+                        f"{q.kind} request {q.index} returned HTTP {q.http_status}"
+                        + (f" ({q.error})" if q.error else "")))
+        elif q.error is not None:
+            out.append((f"requests.{i}.error", f"{q.kind} request {q.index} error: {q.error}"))
+        elif q.kind == "measured":
+            v = q.client_wall_s
+            if v is None or not math.isfinite(v) or v <= 0:
+                out.append((f"requests.{i}.client_wall_s",
+                            f"measured request {q.index} has no finite client wall time ({v})"))
+    return out
+
+
+def scope_input_digests(scope: CampaignScope) -> dict[str, str]:
+    """The scope's pinned input digests under the names receipts use."""
+    inp = scope.inputs
+    out = {
+        "reference_video": inp.reference_video.sha256,
+        "reference_audio": inp.reference_audio.sha256,
+    }
+    prompt = inp.prompt_sha256 or (inp.prompt_file.sha256 if inp.prompt_file else None)
+    if prompt:
+        out["prompt"] = prompt
+    return out
+
+
+def revision_matches(a: str, b: str) -> bool:
+    """Two commit ids match when one is a prefix of the other (at least 7 hex digits)."""
+    a, b = a.lower(), b.lower()
+    return min(len(a), len(b)) >= 7 and (a.startswith(b) or b.startswith(a))
+
+
+def warmup_issue(r: Receipt, required: int) -> str | None:
+    """Why a session's warmup does not satisfy the protocol, or None."""
+    need = max(1, required)
+    ordered = sorted(r.requests, key=lambda q: q.index)
+    first_measured = next((q.index for q in ordered if q.kind == "measured"), None)
+    before = [q for q in ordered if q.kind == "warmup"
+              and (first_measured is None or q.index < first_measured)]
+    if len(before) < need:
+        return (f"session {r.session_id} has {len(before)} warmup(s) before its first measured "
+                f"request; the protocol asks for {need}")
+    return None
+
+
+def mean_slot_gap(receipts: Sequence[Receipt]) -> float | None:
+    """|mean control slot - mean candidate slot| of one screen; None without both arms."""
+    a = [r.slot for r in receipts if r.arm == "control"]
+    b = [r.slot for r in receipts if r.arm == "candidate"]
+    if not a or not b:
+        return None
+    return abs(sum(a) / len(a) - sum(b) / len(b))
+
+
+# -------------------------------------------------------------------------- quality
+
+
+@dataclass
+class QualityOutcome:
+    """Result of the quality gate: ``failed`` / ``unproven`` reasons (empty when passed)."""
+
+    failed: list[Reason] = field(default_factory=list)
+    unproven: list[Reason] = field(default_factory=list)
+
+
+def _outputs(rs: Iterable[Receipt]) -> dict[str, str]:
+    """sha256 -> session id for measured outputs."""
+    out: dict[str, str] = {}
+    for r in rs:
+        for q in r.measured:
+            if q.output_sha256:
+                out.setdefault(q.output_sha256, r.session_id)
+    return out
+
+
+def control_repeatability(
+    controls: Sequence[Receipt], reports: Sequence[MediaReport]
+) -> tuple[Literal["established", "differs", "unproven"], str]:
+    """Whether two control sessions gave equal decoded output.
+
+    ``differs`` when a lossless media report between outputs of two different control sessions
+    shows unequal frames or PCM (this wins over any equal pair); ``established`` when two
+    sessions' outputs have equal SHA-256 or a report shows their frames and PCM equal (PCM not
+    compared does not establish it: lossless means frames and PCM); else ``unproven``.
+    """
+    by_sha: dict[str, set[str]] = defaultdict(set)
+    for r in controls:
+        for q in r.measured:
+            if q.output_sha256:
+                by_sha[q.output_sha256].add(r.session_id)
+    established = ""
+    for sha, sess in by_sha.items():
+        if len(sess) >= 2:
+            established = f"control sessions {', '.join(sorted(sess))} have equal output {sha[:12]}"
+    for rep in reports:
+        be = rep.bit_exact
+        a, b = by_sha.get(rep.control.sha256), by_sha.get(rep.candidate.sha256)
+        if be is None or not a or not b or (a == b and len(a) == 1):
+            continue
+        if not be.frames_equal or be.pcm_equal is False:
+            what = "decoded frames" if not be.frames_equal else "decoded PCM"
+            return "differs", (
+                f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
+                f"differ in {what}: control is not repeatable")
+        if be.pcm_equal is True:  # frames and PCM both shown equal
+            established = established or (
+                f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
+                "are bit-exact")
+    if established:
+        return "established", established
+    return "unproven", "no two control sessions are shown to give equal decoded output"
+
+
+def _metric_value(rep: MediaReport, names: tuple[str, ...]) -> tuple[str, float | None] | None:
+    for name in names:
+        for mt in rep.metrics:
+            if mt.name == name:
+                return name, mt.value
+    return None
+
+
+def judge_quality(
+    track: Track,
+    scope: CampaignScope,
+    candidates: Sequence[Receipt],
+    controls: Sequence[Receipt],
+    reports: Sequence[MediaReport],
+) -> QualityOutcome:
+    """The quality gate for one candidate on one track (see module docstring).
+
+    ``controls`` is the control pool (same track, same control config) used for equality and
+    repeatability; ``reports`` all media reports available.
+    """
+    q = QualityOutcome()
+    cand_out = _outputs(candidates)
+    ctrl_out = _outputs(controls)
+    missing = [f"{r.session_id} request {x.index}" for r in candidates for x in r.measured
+               if x.ok and not x.output_sha256]
+    if missing:
+        q.unproven.append(Reason(
+            code="QUALITY_UNPROVEN", gate="quality",
+            text=f"candidate output without SHA-256: {', '.join(missing)}"))
+    # structural failures concern every mode
+    for rep in reports:
+        if rep.candidate.sha256 in cand_out and rep.control.sha256 in ctrl_out:
+            bad = [c for c in rep.structural if not c.passed]
+            if bad:
+                q.failed.append(Reason(
+                    code="STRUCTURAL_FAILED", gate="quality",
+                    text=f"candidate output {rep.candidate.sha256[:12]} fails structural "
+                    f"check(s) {', '.join(c.name for c in bad)} ({rep.validator_version})"))
+    if track.quality_mode == "lossless":
+        _judge_lossless(q, cand_out, ctrl_out, controls, reports)
+    else:
+        _judge_lossy(q, scope, cand_out, ctrl_out, reports)
+    return q
+
+
+def _judge_lossless(q: QualityOutcome, cand_out: dict[str, str], ctrl_out: dict[str, str],
+                    controls: Sequence[Receipt], reports: Sequence[MediaReport]) -> None:
+    rep_state, rep_text = control_repeatability(controls, reports)
+    differing: list[str] = []
+    unproven: list[str] = []
+    for sha, sess in cand_out.items():
+        if sha in ctrl_out:
+            continue  # byte-identical MP4: identical decoded output
+        seen: list[bool | None] = []  # True equal, False differs, None PCM not compared
+        for rep in reports:
+            if rep.bit_exact is None:
+                continue
+            pair = {rep.control.sha256, rep.candidate.sha256}
+            if sha in pair and (pair - {sha}) & ctrl_out.keys():
+                be = rep.bit_exact
+                seen.append(False if not be.frames_equal or be.pcm_equal is False
+                            else be.pcm_equal)
+        if False in seen:
+            differing.append(f"{sess} ({sha[:12]})")
+        elif True not in seen:
+            unproven.append(f"{sess} ({sha[:12]})"
+                            + (": decoded PCM not compared" if seen else ""))
+    if rep_state == "differs":
+        q.unproven.append(Reason(
+            code="LOSSLESS_CONTROL_NOT_REPEATABLE", gate="quality",
+            text=f"{rep_text}; lossless stays INCONCLUSIVE even if perceptual gates pass"))
+    elif differing and rep_state == "established":
+        q.failed.append(Reason(
+            code="LOSSLESS_MISMATCH", gate="quality",
+            text=f"candidate output not bit-exact with control: {', '.join(differing)}"))
+    elif differing:
+        q.unproven.append(Reason(
+            code="LOSSLESS_UNPROVEN", gate="quality",
+            text=f"candidate output differs from control ({', '.join(differing)}) but control "
+            f"repeatability is not established ({rep_text})"))
+    if rep_state == "unproven":
+        q.unproven.append(Reason(code="LOSSLESS_UNPROVEN", gate="quality",
+                                 text=f"control repeatability not established: {rep_text}"))
+    if unproven:
+        q.unproven.append(Reason(
+            code="LOSSLESS_UNPROVEN", gate="quality",
+            text=f"no bit-exact evidence for candidate output(s) {', '.join(unproven)}"))
+    if not cand_out and not q.unproven:
+        q.unproven.append(Reason(code="LOSSLESS_UNPROVEN", gate="quality",
+                                 text="no candidate output digests to compare"))
+
+
+def _judge_lossy(q: QualityOutcome, scope: CampaignScope, cand_out: dict[str, str],
+                 ctrl_out: dict[str, str], reports: Sequence[MediaReport]) -> None:
+    gates = scope.quality_gates
+    uncovered = []
+    for sha, sess in cand_out.items():
+        if sha in ctrl_out or any(
+                r.bit_exact is not None and r.bit_exact.frames_equal
+                and r.bit_exact.pcm_equal is True and r.candidate.sha256 == sha
+                and r.control.sha256 in ctrl_out for r in reports):
+            continue  # identical to control: every perceptual gate holds trivially
+        reps = [r for r in reports if r.candidate.sha256 == sha and r.control.sha256 in ctrl_out
+                and r.mode == "lossy"]
+        if not reps:
+            uncovered.append(f"{sess} ({sha[:12]})")
+            continue
+        for rep in reps:
+            where = f"output {sha[:12]} ({rep.validator_version})"
+            for gate_name, names in PERCEPTUAL_GATES.items():
+                found = _metric_value(rep, names)
+                if found is None:
+                    q.unproven.append(Reason(
+                        code="QUALITY_UNPROVEN", gate="quality",
+                        text=f"{where}: no metric for scope gate {gate_name}"))
+                    continue
+                name, value = found
+                if value is None or math.isnan(value):
+                    q.unproven.append(Reason(
+                        code="QUALITY_UNPROVEN", gate="quality",
+                        text=f"{where}: {name} is {value} (not a number)"))
+                    continue
+                if gate_name == "audio_rms_ratio":
+                    g = gates.audio_rms_ratio
+                    ok = g.low <= value <= g.high
+                    rule = f"in [{g.low}, {g.high}] ({g.source})"
+                else:
+                    g1 = getattr(gates, gate_name)
+                    ok = value <= g1.threshold if gate_name.endswith("_max") else (
+                        value >= g1.threshold)
+                    op = "<=" if gate_name.endswith("_max") else ">="
+                    rule = f"{op} {g1.threshold} ({g1.source})"
+                if not ok:
+                    q.failed.append(Reason(
+                        code="QUALITY_GATE_FAILED", gate="quality",
+                        text=f"{where}: {name} {value:g} fails scope gate {rule}"))
+            if not rep.passed and not any(r.code == "QUALITY_GATE_FAILED" for r in q.failed):
+                q.failed.append(Reason(
+                    code="QUALITY_GATE_FAILED", gate="quality",
+                    text=f"{where}: media report failed: {'; '.join(rep.reasons) or 'no reason'}"))
+    if uncovered:
+        q.unproven.append(Reason(
+            code="QUALITY_UNPROVEN", gate="quality",
+            text=f"no lossy media report against control for {', '.join(uncovered)}"))
+    if not cand_out and not q.unproven:
+        q.unproven.append(Reason(code="QUALITY_UNPROVEN", gate="quality",
+                                 text="no candidate output digests to judge"))
+
+
+# -------------------------------------------------------------------------- decision
+
+
+@dataclass
+class Decision:
+    """Outcome of the exact rule on session medians (see :mod:`evidence.stats`)."""
+
+    verdict: VerdictValue
+    reasons: list[Reason]
+    ratio: float
+    lower: float | None
+    upper: float | None
+    confidence: float | None
+    two_sided_confidence: float | None
+    u: int | None
+    pairs: int
+    above: int
+    below: int
+    spread: float
+    best_confidence: float
+    more_pairs_needed: int | None
+    regression: bool
+
+
+def decide(control: Sequence[float], candidate: Sequence[float], theta0: float,
+           alpha: float = stats.ALPHA) -> Decision:
+    """The exact distribution-free decision on pairwise ratios ``t_j / c_i``.
+
+    ``control``/``candidate`` are session medians in seconds (finite, positive); ``theta0``
+    is ``1 - target_reduction``.  Raises ValueError for empty arms or non-finite values.
+    """
+    m, n = len(control), len(candidate)
+    if m < 1 or n < 1:
+        raise ValueError(f"need at least one session per arm, got m={m}, n={n}")
+    if not 0 < theta0 <= 1:
+        raise ValueError(f"theta0 must be in (0, 1], got {theta0}")
+    ratios = stats.pairwise_ratios(control, candidate)
+    hl = stats.hodges_lehmann(ratios)
+    above = stats.count_at_or_above(ratios, theta0)
+    below = stats.count_at_or_below(ratios, theta0)
+    u = stats.exact_u(m, n, alpha)
+    spread = max(control) / min(control)
+    best = stats.best_confidence(m, n)
+    k = m * n
+    reasons: list[Reason] = []
+    lower = upper = conf = conf2 = None
+    regression = False
+    toward = above if hl < theta0 else below
+    more = stats.pairs_needed(m, n, toward / k, alpha)
+    if u is None:
+        verdict: VerdictValue = "INCONCLUSIVE"
+        reasons.append(Reason(
+            code="UNDERPOWERED", gate="decision",
+            text=f"{m} vs {n} sessions can never reach one-sided alpha {alpha}: best possible "
+            f"confidence {best:.1%}"
+            + (f"; {more} more balanced pair(s) needed" if more is not None else "")))
+    else:
+        p_u = stats.null_cdf(m, n, u)
+        lower, upper = ratios[u], ratios[k - 1 - u]
+        conf, conf2 = 1 - p_u, 1 - 2 * p_u
+        bounds = f"bounds [{lower:.4f}, {upper:.4f}] at {conf:.1%} each"
+        if stats.u_method(m, n) != "exact":
+            bounds += " (normal approximation: beyond the exact limit)"
+        if above <= u:
+            verdict = "SUPPORTED"
+            reasons.append(Reason(
+                code="TARGET_MET", gate="decision",
+                text=f"{above} of {k} pairs at or above theta0 {theta0:g} (tolerated {u}); "
+                f"ratio {hl:.4f}, {bounds}"))
+        elif below <= u:
+            verdict = "FAILED"
+            reasons.append(Reason(
+                code="TARGET_MISSED", gate="decision",
+                text=f"{below} of {k} pairs at or below theta0 {theta0:g} (tolerated {u}); "
+                f"ratio {hl:.4f}, {bounds}"))
+            if lower > 1:
+                regression = True
+                reasons.append(Reason(
+                    code="REGRESSION", gate="decision",
+                    text=f"candidate slower than control: even the lower bound {lower:.4f} "
+                    "is above 1"))
+        else:
+            verdict = "INCONCLUSIVE"
+            reasons.append(Reason(
+                code="OVERLAP", gate="decision",
+                text=f"{above} pairs at/above and {below} at/below theta0 {theta0:g}, "
+                f"{u} tolerated; ratio {hl:.4f}, {bounds}"
+                + (f"; about {more} more balanced pair(s) needed if this held"
+                   if more else "")))
+    return Decision(verdict, reasons, hl, lower, upper, conf, conf2, u, k, above, below,
+                    spread, best, more, regression)
+
+
+def prior_noise_decision(control: Sequence[float], candidate: Sequence[float], theta0: float,
+                         diffs: Sequence[float], alpha: float = stats.ALPHA) -> PriorNoiseResult:
+    """Model-based decision with noise from ``diffs`` (historical control-vs-control log
+    differences of single sessions).  Session log-noise variance is ``mean(d**2) / 2``; the
+    ratio of geometric means gets a Student-t interval with ``len(diffs)`` degrees of freedom.
+
+    Raises ValueError with fewer than :data:`PRIOR_NOISE_MIN_DIFFS` finite differences.
+    """
+    d = [x for x in diffs if math.isfinite(x)]
+    if len(d) < PRIOR_NOISE_MIN_DIFFS:
+        raise ValueError(f"prior-noise mode needs at least {PRIOR_NOISE_MIN_DIFFS} finite "
+                         f"historical control-vs-control differences, got {len(d)}")
+    m, n = len(control), len(candidate)
+    if m < 1 or n < 1:
+        raise ValueError("need at least one session per arm")
+    s2 = sum(x * x for x in d) / len(d) / 2
+    est = (sum(math.log(t) for t in candidate) / n) - (sum(math.log(c) for c in control) / m)
+    se = math.sqrt(s2 * (1 / m + 1 / n))
+    tq = float(sps.t.ppf(1 - alpha, len(d)))
+    lower, upper = math.exp(est - tq * se), math.exp(est + tq * se)
+    dec: VerdictValue = ("SUPPORTED" if upper < theta0 else
+                         "FAILED" if lower > theta0 else "INCONCLUSIVE")
+    return PriorNoiseResult(diffs=len(d), ratio=math.exp(est), lower=lower, upper=upper,
+                            confidence=1 - alpha, decision=dec)
+
+
+def arm_tail(arm: Literal["control", "candidate"], receipts: Sequence[Receipt]) -> ArmTail:
+    """p95 of one arm's measured requests, or ``underpowered`` below 59 requests."""
+    vals = sorted(q.client_wall_s for r in receipts for q in r.measured
+                  if q.ok and q.client_wall_s is not None and math.isfinite(q.client_wall_s))
+    n = len(vals)
+    idx = stats.p95_upper_bound_index(n) if n >= TAIL_MIN_REQUESTS else None
+    if idx is None:
+        return ArmTail(arm=arm, measured_requests=n, status="underpowered")
+    return ArmTail(arm=arm, measured_requests=n, status="ok",
+                   p95_s=vals[math.ceil(0.95 * n) - 1], p95_upper_bound_s=vals[idx])
+
+
+# ---------------------------------------------------------------------------- engine
+
+
+@dataclass
+class _Group:
+    track: str
+    candidate: str | None
+    screens: list[str] = field(default_factory=list)
+    items: list[ReceiptIn] = field(default_factory=list)
+    extra: list[Reason] = field(default_factory=list)
+
+
+def _group(ev: Evidence) -> list[_Group]:
+    by_screen: dict[str, list[ReceiptIn]] = defaultdict(list)
+    for it in ev.receipts:
+        by_screen[it.receipt.screen_id].append(it)
+    # unreadable receipts still name their screen, track and candidate when the JSON parsed
+    ghosts: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
+    for _path, sid, track, cand in ev.unreadable:
+        if sid is not None and track is not None:
+            ghosts[sid].add((track, cand))
+    groups: dict[tuple[str, str | None], _Group] = {}
+    for sid in sorted(set(by_screen) | set(ghosts)):
+        items = by_screen.get(sid, [])
+        tracks = sorted({i.receipt.track for i in items} | {t for t, _ in ghosts[sid]})
+        cands = sorted({i.receipt.candidate for i in items
+                        if i.receipt.arm == "candidate" and i.receipt.candidate}
+                       | {c for _, c in ghosts[sid] if c})
+        for tr in tracks:
+            mine = [i for i in items if i.receipt.track == tr]
+            slots: list[str | None] = [*cands] or [None]
+            for cand in slots:
+                g = groups.setdefault((tr, cand), _Group(tr, cand))
+                g.screens.append(sid)
+                g.items.extend(i for i in mine if i.receipt.arm == "control"
+                               or i.receipt.candidate == cand)
+                if len(tracks) > 1:
+                    g.extra.append(Reason(
+                        code="TRACK_MIXED", gate="validity",
+                        text=f"screen {sid} mixes tracks {', '.join(tracks)}"))
+                if len(cands) > 1:
+                    g.extra.append(Reason(
+                        code="CANDIDATE_MIXED", gate="validity",
+                        text=f"screen {sid} mixes candidates {', '.join(cands)}"))
+    # a control-only row only where the track has no candidate at all
+    with_cand = {t for (t, c) in groups if c is not None}
+    return [g for (t, c), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
+            if c is not None or t not in with_cand]
+
+
+def _validity(ev: Evidence, g: _Group) -> list[Reason]:
+    scope = ev.scope
+    out = list(g.extra)
+    rs = [i.receipt for i in g.items]
+    track_ids = {t.id for t in scope.tracks}
+
+    def add(code: str, bad: list[str], what: str) -> None:
+        if bad:
+            out.append(Reason(code=code, gate="validity",
+                              text=f"{what}: {', '.join(bad)}"))
+
+    add("MANIFEST_UNVERIFIED", [i.path for i in g.items if i.path in ev.unverified],
+        "receipt not verified by the manifest")
+    add("RECEIPT_UNREADABLE", [p for p, sid, _t, _c in ev.unreadable
+                               if sid is None or sid in g.screens],
+        "receipt file that could not be read or validated (its session is not dropped "
+        "silently)")
+    add("CAMPAIGN_MISMATCH", [f"{r.session_id} ({r.campaign})" for r in rs
+                              if r.campaign != scope.id], f"receipt not of campaign {scope.id}")
+    if g.track not in track_ids:
+        out.append(Reason(code="TRACK_UNKNOWN", gate="validity",
+                          text=f"track {g.track!r} is not in the scope "
+                          f"({', '.join(sorted(track_ids))})"))
+    add("POOL_MISMATCH", [f"{r.session_id} ({r.pool})" for r in rs
+                          if r.pool is not None and r.pool != scope.pool.name],
+        f"session not on pool {scope.pool.name}")
+    add("REQUEST_FAILED", [f"{r.session_id}: {t}" for r in rs for _, t in request_issues(r)],
+        "request did not return HTTP 200 with timing")
+    add("NO_MEASURED_REQUEST", [r.session_id for r in rs if not r.measured],
+        "session without a measured request")
+    add("LIFECYCLE_FAILED", [f"{r.session_id}: {'; '.join(r.lifecycle.problems())}"
+                             for r in rs if r.lifecycle.problems()], "unclean lifecycle")
+    add("ORDER_MISMATCH", [f"{r.session_id} slot {r.slot}" for r in rs if r.order and (
+        r.slot >= len(r.order) or r.order[r.slot] != ("A" if r.arm == "control" else "B"))],
+        "arm does not match its slot in the order")
+    dup = defaultdict(list)
+    for r in rs:
+        dup[(r.screen_id, r.slot)].append(r.session_id)
+    add("ORDER_MISMATCH", [f"{s} slot {k}: {', '.join(v)}" for (s, k), v in dup.items()
+                           if len(v) > 1], "two sessions in one slot")
+    ctrl = [r for r in rs if r.arm == "control"]
+    cand = [r for r in rs if r.arm == "candidate"]
+    add("REVISION_MISMATCH", [f"{r.session_id} ({r.engine_revision})" for r in ctrl
+                              if not revision_matches(r.engine_revision, scope.engine.commit)],
+        f"control revision is not the scope's {scope.engine.commit}")
+    for arm, group in (("control", ctrl), ("candidate", cand)):
+        digests = sorted({r.config_digest for r in group})
+        if len(digests) > 1:
+            out.append(Reason(code="CONFIG_MISMATCH", gate="validity",
+                              text=f"{arm} sessions ran {len(digests)} configs: "
+                              f"{', '.join(d[:12] for d in digests)}"))
+    if g.candidate is not None:
+        names = {c.name for c in scope.candidates}
+        if g.candidate not in names:
+            out.append(Reason(code="CANDIDATE_UNKNOWN", gate="validity",
+                              text=f"candidate {g.candidate!r} is not declared in the scope"))
+        same = [r.session_id for r in cand if any(
+            r.config_digest == c.config_digest and revision_matches(
+                r.engine_revision, c.engine_revision) for c in ctrl)]
+        add("CANDIDATE_IS_CONTROL", same, "candidate session ran the control config and revision")
+    pinned = scope_input_digests(scope)
+    bad_inputs = []
+    for r in rs:
+        for name, sha in sorted(r.input_digests.items()):
+            if name in pinned and pinned[name] != sha:
+                bad_inputs.append(f"{r.session_id} {name} {sha[:12]} (scope {pinned[name][:12]})")
+    seen: dict[str, set[str]] = defaultdict(set)
+    for r in rs:
+        for name, sha in r.input_digests.items():
+            seen[name].add(sha)
+    bad_inputs += [f"{name} has {len(v)} digests across sessions" for name, v in
+                   sorted(seen.items()) if len(v) > 1 and name not in pinned]
+    add("INPUTS_DIFFER", bad_inputs, "input digest differs")
+    if not ctrl:
+        out.append(Reason(code="NO_CONTROL", gate="validity", text="no control session"))
+    if g.candidate is None:
+        out.append(Reason(code="NO_CANDIDATE", gate="validity",
+                          text="only control sessions on this track: nothing to judge"))
+    return out
+
+
+def _design(ev: Evidence, g: _Group) -> list[Reason]:
+    p = ev.scope.protocol
+    rs = [i.receipt for i in g.items]
+    out: list[Reason] = []
+    for arm in ("control", "candidate"):
+        k = len({r.session_id for r in rs if r.arm == arm})
+        if g.candidate is None and arm == "candidate":
+            continue
+        if k < p.min_measured_sessions_per_arm:
+            out.append(Reason(code="TOO_FEW_SESSIONS", gate="design",
+                              text=f"{k} {arm} session(s); the scope asks for at least "
+                              f"{p.min_measured_sessions_per_arm} per arm"))
+    for sid in g.screens:
+        gap = mean_slot_gap([r for r in rs if r.screen_id == sid])
+        if gap is not None and gap > 1 + 1e-9:
+            out.append(Reason(code="UNBALANCED_ORDER", gate="design",
+                              text=f"screen {sid}: mean slots of the arms differ by {gap:.2f} "
+                              "(more than one slot)"))
+    warm = [w for r in rs if (w := warmup_issue(r, p.warmups_per_session))]
+    if warm:
+        out.append(Reason(code="WARMUP_MISSING", gate="design", text="; ".join(warm)))
+    short = [f"{r.session_id} ({len(r.measured)})" for r in rs
+             if r.measured and len(r.measured) < p.measured_requests_per_session]
+    if short:
+        out.append(Reason(code="MEASURED_SHORT", gate="design",
+                          text=f"fewer measured requests than the protocol's "
+                          f"{p.measured_requests_per_session}: {', '.join(short)}"))
+    return out
+
+
+def _control_pool(ev: Evidence, track: str, ctrl: Sequence[Receipt]) -> list[Receipt]:
+    digests = {r.config_digest for r in ctrl}
+    return [i.receipt for i in ev.receipts if i.receipt.arm == "control"
+            and i.receipt.track == track and i.receipt.config_digest in digests]
+
+
+def historical_control_diffs(ev: Evidence, track: str, pool: str | None, config: str,
+                             exclude_screens: Iterable[str] = ()) -> list[float]:
+    """Control-vs-control log differences ``log(c_k+1 / c_k)`` of consecutive clean control
+    sessions (by slot) within each other screen on the same track, pool and control config."""
+    excl = set(exclude_screens)
+    by_screen: dict[str, list[Receipt]] = defaultdict(list)
+    for it in ev.receipts:
+        r = it.receipt
+        if (r.arm == "control" and r.track == track and r.config_digest == config
+                and r.pool == pool and r.screen_id not in excl and r.lifecycle.clean
+                and not request_issues(r)):
+            by_screen[r.screen_id].append(r)
+    diffs = []
+    for rs in by_screen.values():
+        meds = [m for r in sorted(rs, key=lambda x: x.slot) if (m := session_median(r))]
+        diffs += [math.log(b / a) for a, b in zip(meds, meds[1:], strict=False)]
+    return diffs
+
+
+def judge(ev: Evidence, *, prior_noise: bool = False,
+          alpha: float = stats.ALPHA) -> list[TrackVerdict]:
+    """Verdicts for every (track, candidate) of the campaign, plus one ``NO_SESSIONS`` row per
+    scope track without receipts.  Never raises on odd evidence: problems become reasons."""
+    scope = ev.scope
+    tracks = {t.id: t for t in scope.tracks}
+    reports = [r.report for r in ev.reports]
+    report_paths = {r.path for r in ev.reports if r.path}
+    out: list[TrackVerdict] = []
+    groups = _group(ev)
+    for g in groups:
+        track = tracks.get(g.track)
+        rs = [i.receipt for i in g.items]
+        ctrl = [r for r in rs if r.arm == "control"]
+        cand = [r for r in rs if r.arm == "candidate"]
+        validity = _validity(ev, g)
+        quality_failed: list[Reason] = []
+        quality_unproven: list[Reason] = []
+        if track is not None and g.candidate is not None:
+            missing = sorted({p for i in g.items for p in i.receipt.media_reports
+                              if i.path is not None and not _has_report(p, report_paths)})
+            if missing:
+                quality_unproven.append(Reason(
+                    code="MEDIA_REPORT_MISSING", gate="quality",
+                    text=f"referenced media report(s) not in the bundle: {', '.join(missing)}"))
+            qo = judge_quality(track, scope, cand, _control_pool(ev, g.track, ctrl), reports)
+            quality_failed += qo.failed
+            quality_unproven += qo.unproven
+        design = _design(ev, g)
+        sessions = [SessionSummary(
+            session_id=i.receipt.session_id, screen_id=i.receipt.screen_id, arm=i.receipt.arm,
+            slot=i.receipt.slot, path=i.path, median_s=session_median(i.receipt),
+            measured=len(i.receipt.measured), warmups=len(i.receipt.warmups))
+            for i in sorted(g.items, key=lambda i: (i.receipt.screen_id, i.receipt.slot))]
+        c_med = [s.median_s for s in sessions if s.arm == "control" and s.median_s]
+        t_med = [s.median_s for s in sessions if s.arm == "candidate" and s.median_s]
+        v = TrackVerdict(track=g.track, candidate=g.candidate, screens=sorted(set(g.screens)),
+                         verdict="INCONCLUSIVE", sessions=sessions,
+                         control_medians_s=c_med, candidate_medians_s=t_med,
+                         m=len(c_med), n=len(t_med))
+        if track is not None:
+            v.target_reduction = track.target_reduction
+            v.theta0 = 1 - track.target_reduction
+        if len(c_med) >= 2:  # a spread needs two control sessions
+            v.control_spread = max(c_med) / min(c_med)
+        v.tail = [arm_tail("control", ctrl)] + ([arm_tail("candidate", cand)] if cand else [])
+        dec = None
+        if c_med and t_med and v.theta0 is not None:
+            dec = decide(c_med, t_med, v.theta0, alpha)
+            v.ratio, v.lower, v.upper = dec.ratio, dec.lower, dec.upper
+            v.confidence, v.two_sided_confidence, v.u = (dec.confidence,
+                                                         dec.two_sided_confidence, dec.u)
+            v.u_method = stats.u_method(v.m, v.n)  # type: ignore[assignment]
+            v.pairs, v.pairs_at_or_above_theta0 = dec.pairs, dec.above
+            v.pairs_at_or_below_theta0 = dec.below
+            v.best_confidence, v.more_pairs_needed = dec.best_confidence, dec.more_pairs_needed
+            if prior_noise and ctrl:
+                diffs = historical_control_diffs(ev, g.track, ctrl[0].pool,
+                                                 ctrl[0].config_digest, g.screens)
+                if len(diffs) >= PRIOR_NOISE_MIN_DIFFS:
+                    v.prior_noise = prior_noise_decision(c_med, t_med, v.theta0, diffs, alpha)
+        v.reasons = validity + quality_failed + quality_unproven + design
+        if dec is not None:
+            v.reasons += dec.reasons
+        elif g.candidate is not None and not validity:
+            v.reasons.append(Reason(code="NO_MEDIANS", gate="validity",
+                                    text="no session median on one arm"))
+        if validity or (dec is None):
+            v.verdict = "INCONCLUSIVE"
+        elif quality_failed:
+            v.verdict = "FAILED"
+        elif quality_unproven or design:
+            v.verdict = "INCONCLUSIVE"
+        else:
+            v.verdict = dec.verdict
+        # REGRESSION flags a FAILED verdict whose valid evidence is significantly slower
+        v.regression = bool(v.verdict == "FAILED" and dec is not None and dec.regression)
+        if dec is not None and v.verdict != dec.verdict:
+            # the decision gate was not reached: its outcome is not a reason (the statistics
+            # stay in the fields); only UNDERPOWERED, a property of the design, is kept
+            v.reasons = [r for r in v.reasons if r.gate != "decision" or r.code == "UNDERPOWERED"]
+        out.append(v)
+    covered = {g.track for g in groups}
+    for t in scope.tracks:
+        if t.id not in covered:
+            out.append(TrackVerdict(
+                track=t.id, candidate=None, verdict="INCONCLUSIVE",
+                target_reduction=t.target_reduction, theta0=1 - t.target_reduction,
+                reasons=[Reason(code="NO_SESSIONS", gate="validity",
+                                text="no receipts for this track yet")]))
+    order = {t.id: i for i, t in enumerate(scope.tracks)}
+    out.sort(key=lambda v: (order.get(v.track, len(order)), v.track, v.candidate or ""))
+    return out
+
+
+def _has_report(ref: str, paths: set[str]) -> bool:
+    ref = ref.lstrip("./")
+    return any(p == ref or p.endswith("/" + ref) or ref.endswith("/" + p) for p in paths)
+
+
+def judge_lists(scope: CampaignScope, receipts: Sequence[Receipt],
+                reports: Sequence[MediaReport] = (), **kw: object) -> list[TrackVerdict]:
+    """:func:`judge` on plain lists of models (no paths: no manifest or reference checks)."""
+    return judge(Evidence.from_lists(scope, receipts, reports), **kw)  # type: ignore[arg-type]
+
+
+def verdict_map(verdicts: Sequence[TrackVerdict]) -> Mapping[tuple[str, str | None], TrackVerdict]:
+    """(track, candidate) -> verdict."""
+    return {(v.track, v.candidate): v for v in verdicts}

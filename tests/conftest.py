@@ -1,0 +1,51 @@
+"""Shared fixtures: the shared folder, the bundled example, and the session-wide GitHub
+double (tests/github_double/README.md)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from github_double import GitHubDouble, OpenAPISubset
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` beside the repository root (DESIGN.md, seeds, fixtures)."""
+    return SHARED
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path) -> Path:
+    """A private copy of the bundled example campaign, safe to break."""
+    dst = tmp_path / "campaign"
+    shutil.copytree(EXAMPLE, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def _github_double_server() -> Iterator[GitHubDouble]:
+    double = GitHubDouble(OpenAPISubset(SHARED / "fixtures" / "github" / "openapi-subset.json"))
+    double.start()
+    yield double
+    double.stop()
+
+
+@pytest.fixture
+def github_double(_github_double_server: GitHubDouble) -> Iterator[GitHubDouble]:
+    """The GitHub double, emptied for this test.  At teardown every response it gave is
+    validated against openapi-subset.json; a non-conforming response fails the test."""
+    double = _github_double_server
+    double.reset()
+    yield double
+    problems = double.validation_problems()
+    double.reset()
+    assert not problems, "GitHub double drifted from openapi-subset.json:\n" + "\n".join(
+        problems[:20]
+    )

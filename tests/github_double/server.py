@@ -1,0 +1,1239 @@
+"""A local GitHub double: a real HTTP server on 127.0.0.1 for PyGithub to talk to.
+
+It implements the REST operations of ``../shared/fixtures/github/openapi-subset.json`` that
+campaign-bot calls, keeps their state in memory, and answers with bodies built from the
+official examples in that file (so fields we do not model are present and well-typed).
+
+GitHub behaviours it reproduces, because the bot must cope with them (GITHUB.md):
+
+- every ``https://api.github.com`` URL in a body or ``Link`` header is rewritten to the
+  double's own base URL (PyGithub follows ``url`` fields and refuses foreign hosts);
+- a review comment whose ``line`` is outside the PR's diff hunks fails the whole review
+  with 422 "Pull request review thread line must be part of the diff";
+- bodies over 65,536 characters (comments, issues) and check-run texts over 65,535 fail
+  with 422; a workflow dispatch with a SHA as ``ref`` or more than 25 inputs fails with 422;
+- ``return_run_details`` answers 200 with run details, otherwise 204;
+- artifact downloads answer 302 to a short-lived blob URL on the same server;
+- list endpoints paginate with ``per_page``/``page`` and a ``Link`` header;
+- ``x-ratelimit-*`` headers count down.
+
+Fault injection (:meth:`GitHubDouble.inject`) makes chosen requests answer 500, a 403
+secondary rate limit with ``Retry-After``, or 422, optionally *after* performing the write
+(GitHub sometimes does the work and still answers 5xx: the case where a blind retry posts a
+second comment).  Every request is logged (:attr:`GitHubDouble.calls`); ``writes()`` lists
+the mutating ones, for exact-write assertions.
+
+Adding an endpoint: write a method ``def _op_NAME(self, req, **params)`` and register it in
+``ROUTES`` with its method and OpenAPI path template (see README.md in this folder).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import difflib
+import fnmatch
+import hashlib
+import io
+import itertools
+import json
+import re
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .openapi import OpenAPISubset
+
+API = "https://api.github.com"
+MAX_BODY = 65536
+MAX_CHECK_TEXT = 65535
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+SECONDARY_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+WRITE_METHODS = {"POST", "PATCH", "PUT", "DELETE"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _sha(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode()
+    return hashlib.sha1(data).hexdigest()
+
+
+def hunks_of(patch: str | None) -> list[tuple[range, range]]:
+    """``(old_lines, new_lines)`` ranges of each hunk of a unified-diff ``patch``."""
+    out = []
+    for line in (patch or "").splitlines():
+        m = HUNK_RE.match(line)
+        if m:
+            a, b, c, d = (int(x) if x is not None else 1 for x in m.groups())
+            out.append((range(a, a + b), range(c, c + d)))
+    return out
+
+
+class HTTPError(Exception):
+    """Raised inside an operation to answer ``status`` with a GitHub error body."""
+
+    def __init__(self, status: int, message: str, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors
+
+
+@dataclass
+class Request:
+    """One parsed request as operations see it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The JSON body (empty object when absent); 400 on malformed JSON."""
+        if not self.body:
+            return {}
+        try:
+            return json.loads(self.body)
+        except ValueError as exc:
+            raise HTTPError(400, "Problems parsing JSON") from exc
+
+
+@dataclass
+class Call:
+    """One logged request/response pair."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    operation: str | None
+    status: int
+    request: Any
+    response: Any
+    content_type: str | None
+    injected: bool = False
+
+    @property
+    def is_write(self) -> bool:
+        """A mutating repository call (token minting under ``/app`` is not counted)."""
+        return self.method in WRITE_METHODS and not self.path.startswith("/app/")
+
+
+@dataclass
+class Fault:
+    """An injected failure for requests matching ``method`` and the ``path`` glob."""
+
+    method: str
+    path: str
+    status: int
+    times: int = 1
+    retry_after: float | None = None
+    message: str | None = None
+    after_write: bool = False
+    hits: int = 0
+
+
+@dataclass
+class Pull:
+    """A pull request: base/head refs and SHAs, author, fork flag, and its diff."""
+
+    number: int
+    title: str
+    body: str
+    user: str
+    base_ref: str
+    base_sha: str
+    head_ref: str
+    head_sha: str
+    head_repo: str | None
+    state: str = "open"
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RepoState:
+    """Everything the double stores for one repository."""
+
+    full_name: str
+    id: int
+    default_branch: str = "main"
+    private: bool = False
+    refs: dict[str, str] = field(default_factory=dict)
+    trees: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
+    review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    artifacts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    installation_id: int = 1
+
+
+ROUTES: list[tuple[str, str, str]] = [
+    # (method, OpenAPI path template, handler method suffix)
+    ("POST", "/app/installations/{installation_id}/access_tokens", "access_token"),
+    ("GET", "/rate_limit", "rate_limit"),
+    ("GET", "/repos/{owner}/{repo}", "get_repo"),
+    ("GET", "/repos/{owner}/{repo}/installation", "get_installation"),
+    ("GET", "/repos/{owner}/{repo}/contents/{path}", "get_content"),
+    ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission", "permission"),
+    ("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}", "get_comment"),
+    ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", "edit_comment"),
+    ("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", "reaction"),
+    ("GET", "/repos/{owner}/{repo}/issues/{issue_number}", "get_issue"),
+    ("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", "edit_issue"),
+    ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "list_comments"),
+    ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "create_comment"),
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", "get_pull"),
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "list_files"),
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "list_reviews"),
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "create_review"),
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "list_review_comments"),
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "create_review_comment"),
+    ("POST", "/repos/{owner}/{repo}/check-runs", "create_check_run"),
+    ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}", "update_check_run"),
+    ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "list_check_runs"),
+    ("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}", "get_workflow"),
+    ("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", "dispatch"),
+    ("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs", "list_runs"),
+    ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}", "get_run"),
+    ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "list_artifacts"),
+    ("GET", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}", "get_artifact"),
+    (
+        "GET",
+        "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}",
+        "download_artifact",
+    ),
+]
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    rx = ""
+    for part in re.split(r"(\{[^}]+\})", template):
+        if part.startswith("{"):
+            name = part[1:-1]
+            rx += f"(?P<{name}>.+)" if name == "path" else f"(?P<{name}>[^/]+)"
+        else:
+            rx += re.escape(part)
+    return re.compile(f"^{rx}$")
+
+
+_COMPILED = sorted(
+    [(m, _compile(t), t, h) for m, t, h in ROUTES], key=lambda r: r[2].count("{")
+)
+
+
+class GitHubDouble:
+    """The double's state and request handling; :meth:`start` serves it on 127.0.0.1.
+
+    Seed state with :meth:`add_repo`, :meth:`add_pull`, :meth:`add_issue`,
+    :meth:`add_comment`, :meth:`set_permission`, :meth:`add_workflow`, :meth:`add_run`,
+    :meth:`add_artifact`; inspect it with :meth:`writes`, :meth:`repo` and :attr:`calls`.
+    """
+
+    def __init__(self, openapi: OpenAPISubset) -> None:
+        self.openapi = openapi
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.base_url = ""
+        self.reset()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> str:
+        """Serve on an ephemeral port of 127.0.0.1 in a daemon thread; returns the base URL."""
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else 40 ms delayed-ACK stalls per request
+
+            def log_message(self, *args: Any) -> None:  # silence stderr
+                return None
+
+            def _serve(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                status, headers, data = double.handle(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if data:
+                    self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving."""
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def reset(self) -> None:
+        """Forget every repository, fault, token and logged call."""
+        with getattr(self, "_lock", threading.RLock()):
+            self.repos: dict[str, RepoState] = {}
+            self.calls: list[Call] = []
+            self.faults: list[Fault] = []
+            self.tokens: set[str] = {"test-token"}
+            self.blobs: dict[str, bytes] = {}
+            self.rate_remaining = 5000
+            self._ids = itertools.count(1000)
+
+    # ---------------------------------------------------------------------- seeding
+
+    def add_repo(
+        self,
+        full_name: str,
+        files: dict[str, bytes | str] | None = None,
+        default_branch: str = "main",
+        installation_id: int = 1,
+    ) -> RepoState:
+        """Create a repository whose default branch holds ``files``."""
+        with self._lock:
+            repo = RepoState(full_name, next(self._ids), default_branch)
+            repo.installation_id = installation_id
+            self.repos[full_name] = repo
+            self.set_branch(full_name, default_branch, files or {})
+            return repo
+
+    def set_branch(
+        self, full_name: str, branch: str, files: dict[str, bytes | str], parent: str | None = None
+    ) -> str:
+        """Point ``branch`` at a new commit holding ``files`` (over ``parent``'s tree)."""
+        with self._lock:
+            repo = self.repos[full_name]
+            tree = dict(repo.trees[repo.refs[parent]]) if parent else {}
+            for p, data in files.items():
+                if data is None:
+                    tree.pop(p, None)
+                else:
+                    tree[p] = data.encode() if isinstance(data, str) else data
+            sha = _sha(json.dumps({p: _sha(b) for p, b in sorted(tree.items())}) + branch)
+            repo.trees[sha] = tree
+            repo.refs[branch] = sha
+            return sha
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        """Give ``login`` a legacy base role (admin, write, read, none) on the repository."""
+        with self._lock:
+            self.repos[full_name].permissions[login] = permission
+
+    def add_issue(self, full_name: str, number: int, title: str = "Campaign", body: str = "",
+                  user: str = "octocat") -> dict[str, Any]:
+        """Create issue ``number``."""
+        with self._lock:
+            issue = {"number": number, "title": title, "body": body, "user": user,
+                     "state": "open", "pull": False, "id": next(self._ids)}
+            self.repos[full_name].issues[number] = issue
+            return issue
+
+    def add_pull(
+        self,
+        full_name: str,
+        number: int,
+        changes: dict[str, bytes | str | None],
+        *,
+        user: str = "contributor",
+        head_ref: str = "topic",
+        title: str = "Candidate",
+        body: str = "",
+        fork: str | None = None,
+    ) -> Pull:
+        """Open PR ``number`` whose head is the default branch plus ``changes``
+        (None deletes a file); its file list and patches are computed with difflib."""
+        with self._lock:
+            repo = self.repos[full_name]
+            base_ref = repo.default_branch
+            base_sha = repo.refs[base_ref]
+            head_sha = self.set_branch(full_name, head_ref, changes, parent=base_ref)
+            pull = Pull(number, title, body, user, base_ref, base_sha, head_ref, head_sha,
+                        fork or full_name)
+            repo.pulls[number] = pull
+            repo.issues[number] = {"number": number, "title": title, "body": body,
+                                   "user": user, "state": "open", "pull": True,
+                                   "id": next(self._ids)}
+            self._diff(repo, pull)
+            return pull
+
+    def push(self, full_name: str, number: int, changes: dict[str, bytes | str | None]) -> str:
+        """Add a commit to PR ``number``'s head (a ``synchronize``); returns the new SHA."""
+        with self._lock:
+            repo = self.repos[full_name]
+            pull = repo.pulls[number]
+            pull.head_sha = self.set_branch(full_name, pull.head_ref, changes,
+                                            parent=pull.head_ref)
+            self._diff(repo, pull)
+            return pull.head_sha
+
+    def _diff(self, repo: RepoState, pull: Pull) -> None:
+        base, head = repo.trees[pull.base_sha], repo.trees[pull.head_sha]
+        files = []
+        for p in sorted(set(base) | set(head)):
+            a, b = base.get(p), head.get(p)
+            if a == b:
+                continue
+            status = "added" if a is None else "removed" if b is None else "modified"
+            al = (a or b"").decode(errors="replace").splitlines()
+            bl = (b or b"").decode(errors="replace").splitlines()
+            diff = list(difflib.unified_diff(al, bl, lineterm="", n=3))[2:]
+            files.append({
+                "filename": p, "status": status, "sha": _sha(b or b""),
+                "additions": sum(1 for x in diff if x.startswith("+")),
+                "deletions": sum(1 for x in diff if x.startswith("-")),
+                "patch": "\n".join(diff),
+            })
+        pull.files = files
+
+    def add_comment(self, full_name: str, number: int, body: str, user: str = "octocat",
+                    user_type: str = "User") -> dict[str, Any]:
+        """Add an issue comment as ``user`` (e.g. a pre-existing bot comment)."""
+        with self._lock:
+            c = {"id": next(self._ids), "issue": number, "body": body, "user": user,
+                 "user_type": user_type, "created_at": _now(), "updated_at": _now()}
+            self.repos[full_name].comments[c["id"]] = c
+            return c
+
+    def add_workflow(self, full_name: str, file: str, name: str = "screen") -> dict[str, Any]:
+        """Declare ``.github/workflows/FILE`` as a dispatchable workflow."""
+        with self._lock:
+            wf = {"id": next(self._ids), "file": file, "name": name}
+            self.repos[full_name].workflows[file] = wf
+            return wf
+
+    def add_run(self, full_name: str, workflow: str, head_sha: str, *, status: str = "completed",
+                conclusion: str | None = "success", display_title: str = "screen",
+                event: str = "workflow_dispatch") -> dict[str, Any]:
+        """Add a workflow run of ``workflow`` (a declared workflow file)."""
+        with self._lock:
+            repo = self.repos[full_name]
+            run = {"id": next(self._ids), "workflow": workflow, "head_sha": head_sha,
+                   "status": status, "conclusion": conclusion, "display_title": display_title,
+                   "event": event, "head_branch": repo.default_branch, "run_attempt": 1,
+                   "inputs": {}}
+            repo.runs[run["id"]] = run
+            return run
+
+    def add_artifact(self, full_name: str, run_id: int, name: str,
+                     files: dict[str, bytes | str], expired: bool = False) -> dict[str, Any]:
+        """Attach a zip artifact holding ``files`` to run ``run_id``."""
+        with self._lock:
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                for p, data in files.items():
+                    zf.writestr(p, data)
+            art = {"id": next(self._ids), "run_id": run_id, "name": name,
+                   "zip": buf.getvalue(), "expired": expired}
+            self.repos[full_name].artifacts[art["id"]] = art
+            return art
+
+    def inject(self, method: str, path: str, status: int, *, times: int = 1,
+               retry_after: float | None = None, message: str | None = None,
+               after_write: bool = False) -> Fault:
+        """Make the next ``times`` requests matching ``method`` and the ``path`` glob fail.
+
+        ``status`` 403 with no ``message`` is a secondary rate limit; ``retry_after`` adds a
+        ``Retry-After`` header; ``after_write`` performs the operation first, then fails.
+        """
+        f = Fault(method.upper(), path, status, times, retry_after, message, after_write)
+        with self._lock:
+            self.faults.append(f)
+        return f
+
+    # --------------------------------------------------------------------- inspection
+
+    def repo(self, full_name: str) -> RepoState:
+        """The stored state of ``full_name``."""
+        return self.repos[full_name]
+
+    def writes(self, include_failed: bool = False) -> list[Call]:
+        """Mutating repository calls, in order (successful ones unless ``include_failed``)."""
+        return [c for c in self.calls
+                if c.is_write and (include_failed or (200 <= c.status < 300 and not c.injected))]
+
+    def write_summary(self) -> list[tuple[str, str]]:
+        """``(operation id, path)`` of each successful write, for compact assertions."""
+        return [(c.operation or "?", c.path) for c in self.writes()]
+
+    def validation_problems(self) -> list[str]:
+        """Responses that do not conform to openapi-subset.json (injected faults excepted,
+        beyond the GitHub error shape)."""
+        problems = []
+        for c in list(self.calls):
+            if c.path.startswith("/_blob/"):
+                continue
+            if c.injected:
+                if not (isinstance(c.response, dict) and "message" in c.response):
+                    problems.append(f"{c.method} {c.path}: injected fault without message")
+                continue
+            problems += self.openapi.validate(c.method, c.path, c.status, c.response,
+                                              c.content_type)
+        return problems
+
+    # ----------------------------------------------------------------------- serving
+
+    def handle(self, method: str, raw_path: str, headers: dict[str, str],
+               body: bytes) -> tuple[int, dict[str, str], bytes]:
+        """Answer one HTTP request: ``(status, headers, body bytes)``."""
+        split = urlsplit(raw_path)
+        path = unquote(split.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        req = Request(method, path, query, headers, body)
+        if path.startswith("/_blob/"):
+            data = self.blobs.get(path.split("/")[-1])
+            with self._lock:
+                self.calls.append(Call(method, path, query, None, 200 if data else 404, None,
+                                       None, "application/zip"))
+            if data is None:
+                return 404, {}, b""
+            auth_leak = "authorization" in headers
+            return 200, {"Content-Type": "application/zip",
+                         "X-Auth-Received": str(auth_leak).lower()}, data
+        route = None
+        for m, rx, template, handler in _COMPILED:
+            match = rx.match(path)
+            if m == method and match:
+                route = (template, handler, match.groupdict())
+                break
+        op = self.openapi.match(method, path)
+        opid = op.operation_id if op else None
+        extra_headers: dict[str, str] = {}
+        injected = False
+        with self._lock:
+            self.rate_remaining = max(0, self.rate_remaining - 1)
+            fault = self._fault_for(method, path)
+            try:
+                if route is None:
+                    raise HTTPError(404, "Not Found")
+                self._check_auth(req)
+                if fault and not fault.after_write:
+                    raise HTTPError(fault.status, "")
+                status, payload, extra_headers = self._run(route[1], req, route[2])
+                if fault:
+                    raise HTTPError(fault.status, "")
+            except HTTPError as err:
+                if fault and err.message == "":
+                    injected = True
+                    status, payload, extra_headers = self._fault_response(fault)
+                else:
+                    status = err.status
+                    payload = {"message": err.message,
+                               "documentation_url": "https://docs.github.com/rest"}
+                    if err.errors is not None:
+                        payload["errors"] = err.errors
+                    if err.status == 422:
+                        payload["status"] = "422"
+            ctype = "application/json; charset=utf-8" if payload is not None else None
+            text = json.dumps(payload).replace(API, self.base_url) if payload is not None else ""
+            logged = json.loads(text) if text else None
+            self.calls.append(Call(method, path, query, opid, status,
+                                   self._safe_json(body), logged, ctype, injected))
+            out_headers = {
+                "X-RateLimit-Limit": "5000",
+                "X-RateLimit-Remaining": str(self.rate_remaining),
+                "X-RateLimit-Reset": str(int(time.time()) + 3600),
+                "X-RateLimit-Used": str(5000 - self.rate_remaining),
+                "X-RateLimit-Resource": "core",
+            }
+            if ctype:
+                out_headers["Content-Type"] = ctype
+            for k, v in extra_headers.items():
+                out_headers[k] = v.replace(API, self.base_url)
+            return status, out_headers, text.encode()
+
+    @staticmethod
+    def _safe_json(body: bytes) -> Any:
+        try:
+            return json.loads(body) if body else None
+        except ValueError:
+            return body.decode(errors="replace")
+
+    def _fault_for(self, method: str, path: str) -> Fault | None:
+        for f in self.faults:
+            if f.hits < f.times and f.method == method and fnmatch.fnmatch(path, f.path):
+                f.hits += 1
+                return f
+        return None
+
+    def _fault_response(self, f: Fault) -> tuple[int, Any, dict[str, str]]:
+        headers: dict[str, str] = {}
+        if f.retry_after is not None:
+            headers["Retry-After"] = str(int(f.retry_after)) if float(f.retry_after).is_integer() \
+                else str(f.retry_after)
+        if f.status == 403 and f.message is None:
+            message = SECONDARY_MESSAGE
+        elif f.status == 422 and f.message is None:
+            message = "Validation Failed"
+        else:
+            message = f.message or "Server Error"
+        return f.status, {"message": message,
+                          "documentation_url": "https://docs.github.com/rest"}, headers
+
+    def _check_auth(self, req: Request) -> None:
+        auth = req.headers.get("authorization", "")
+        if req.path.startswith("/app/"):
+            if not auth.startswith("Bearer ") or auth.count(".") != 2:
+                raise HTTPError(401, "A JSON web token could not be decoded")
+            return
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
+            raise HTTPError(401, "Bad credentials")
+
+    def _run(self, handler: str, req: Request,
+             params: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        fn = getattr(self, f"_op_{handler}")
+        if "owner" in params:
+            full = f"{params.pop('owner')}/{params.pop('repo')}"
+            repo = self.repos.get(full)
+            if repo is None:
+                raise HTTPError(404, "Not Found")
+            params["repo"] = repo  # type: ignore[assignment]
+        out = fn(req, **params)
+        if len(out) == 2:
+            return out[0], out[1], {}
+        return out
+
+    # ------------------------------------------------------------------ body builders
+
+    def ex(self, name: str) -> Any:
+        """A fresh copy of an OpenAPI example."""
+        return copy.deepcopy(self._examples_cache(name))
+
+    def _examples_cache(self, name: str) -> Any:
+        cache = self.__dict__.setdefault("_excache", {})
+        if name not in cache:
+            cache[name] = self.openapi.example(name)
+        return cache[name]
+
+    def _user(self, login: str, user_type: str = "User") -> dict[str, Any]:
+        u = self.ex("issue")["user"]
+        uid = int(hashlib.sha1(login.encode()).hexdigest()[:6], 16)
+        u.update(login=login, id=uid, type=user_type,
+                 url=f"{API}/users/{login}", html_url=f"https://github.com/{login}",
+                 node_id=f"U_{uid}")
+        for k in list(u):
+            if k.endswith("_url") and k not in ("avatar_url", "html_url"):
+                u[k] = re.sub(r"/users/[^/{]+", f"/users/{login}", u[k])
+        return u
+
+    def _repo_body(self, repo: RepoState) -> dict[str, Any]:
+        r = self.ex("full-repository-default-response")
+        owner, name = repo.full_name.split("/")
+        prefix = f"{API}/repos/{repo.full_name}"
+        r = json.loads(json.dumps(r).replace(f"{API}/repos/octocat/Hello-World", prefix))
+        r.update(id=repo.id, name=name, full_name=repo.full_name, private=repo.private,
+                 default_branch=repo.default_branch, url=prefix, language=None,
+                 html_url=f"https://github.com/{repo.full_name}")
+        r["owner"] = self._user(owner)
+        for k in ("source", "parent", "organization", "template_repository"):
+            r.pop(k, None)
+        return r
+
+    def _issue_body(self, repo: RepoState, issue: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("issue")
+        n = issue["number"]
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=issue["id"], number=n, title=issue["title"], body=issue["body"],
+                 state=issue["state"], user=self._user(issue["user"]),
+                 url=f"{prefix}/issues/{n}", repository_url=prefix,
+                 comments_url=f"{prefix}/issues/{n}/comments",
+                 events_url=f"{prefix}/issues/{n}/events",
+                 labels_url=f"{prefix}/issues/{n}/labels{{/name}}",
+                 html_url=f"https://github.com/{repo.full_name}/issues/{n}",
+                 assignee=None, assignees=[], milestone=None, labels=[], closed_by=None,
+                 comments=sum(1 for c in repo.comments.values() if c["issue"] == n))
+        if issue["pull"]:
+            b["pull_request"] = {
+                "url": f"{prefix}/pulls/{n}", "merged_at": None,
+                "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
+                "diff_url": f"https://github.com/{repo.full_name}/pull/{n}.diff",
+                "patch_url": f"https://github.com/{repo.full_name}/pull/{n}.patch"}
+        else:
+            b.pop("pull_request", None)
+        return b
+
+    def _comment_body(self, repo: RepoState, c: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("issue-comment")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=c["id"], body=c["body"], user=self._user(c["user"], c["user_type"]),
+                 url=f"{prefix}/issues/comments/{c['id']}",
+                 issue_url=f"{prefix}/issues/{c['issue']}",
+                 html_url=f"https://github.com/{repo.full_name}/issues/{c['issue']}"
+                          f"#issuecomment-{c['id']}",
+                 created_at=c["created_at"], updated_at=c["updated_at"],
+                 author_association="NONE")
+        return b
+
+    def _pull_body(self, repo: RepoState, p: Pull) -> dict[str, Any]:
+        b = self.ex("pull-request")
+        prefix = f"{API}/repos/{repo.full_name}"
+        base_repo = self._repo_body(repo)
+        b.update(number=p.number, id=repo.issues[p.number]["id"], title=p.title, body=p.body,
+                 state=p.state, user=self._user(p.user), url=f"{prefix}/pulls/{p.number}",
+                 html_url=f"https://github.com/{repo.full_name}/pull/{p.number}",
+                 issue_url=f"{prefix}/issues/{p.number}",
+                 comments_url=f"{prefix}/issues/{p.number}/comments",
+                 review_comments_url=f"{prefix}/pulls/{p.number}/comments",
+                 commits_url=f"{prefix}/pulls/{p.number}/commits",
+                 statuses_url=f"{prefix}/statuses/{p.head_sha}",
+                 requested_teams=[], requested_reviewers=[], assignees=[], assignee=None,
+                 labels=[], milestone=None, changed_files=len(p.files),
+                 merged=False, mergeable=True, merge_commit_sha=None)
+        b["base"].update(ref=p.base_ref, sha=p.base_sha, repo=base_repo,
+                         label=f"{repo.full_name.split('/')[0]}:{p.base_ref}")
+        b["base"]["user"] = base_repo["owner"]
+        if p.head_repo is None:
+            b["head"].update(ref=p.head_ref, sha=p.head_sha, repo=None)
+        else:
+            head_repo = copy.deepcopy(base_repo)
+            if p.head_repo != repo.full_name:
+                owner, name = p.head_repo.split("/")
+                head_repo = json.loads(json.dumps(head_repo).replace(repo.full_name, p.head_repo))
+                head_repo.update(fork=True, id=repo.id + 1, name=name)
+                head_repo["owner"] = self._user(owner)
+            b["head"].update(ref=p.head_ref, sha=p.head_sha, repo=head_repo,
+                             label=f"{p.head_repo.split('/')[0]}:{p.head_ref}")
+            b["head"]["user"] = head_repo["owner"]
+        b["_links"] = json.loads(json.dumps(b["_links"]).replace(
+            f"{API}/repos/octocat/Hello-World/pulls/1347", f"{prefix}/pulls/{p.number}"))
+        return b
+
+    def _review_body(self, repo: RepoState, r: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("pull-request-review")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=r["id"], body=r["body"], state=r["state"], commit_id=r["commit_id"],
+                 user=self._user(r["user"], r["user_type"]), author_association="NONE",
+                 html_url=f"https://github.com/{repo.full_name}/pull/{r['pull']}"
+                          f"#pullrequestreview-{r['id']}",
+                 pull_request_url=f"{prefix}/pulls/{r['pull']}", submitted_at=r["submitted_at"])
+        b["_links"] = {"html": {"href": b["html_url"]},
+                       "pull_request": {"href": b["pull_request_url"]}}
+        return b
+
+    def _review_comment_body(self, repo: RepoState, c: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("pull-request-review-comment-example-for-a-multi-line-comment")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=c["id"], pull_request_review_id=c["review_id"], body=c["body"],
+                 path=c["path"], line=c["line"], original_line=c["line"], side=c["side"],
+                 start_line=c.get("start_line"), original_start_line=c.get("start_line"),
+                 start_side=c.get("start_side") if c.get("start_line") else None,
+                 commit_id=c["commit_id"], original_commit_id=c["commit_id"],
+                 diff_hunk=c["diff_hunk"], position=1, original_position=1,
+                 user=self._user(c["user"], c["user_type"]), author_association="NONE",
+                 url=f"{prefix}/pulls/comments/{c['id']}",
+                 pull_request_url=f"{prefix}/pulls/{c['pull']}",
+                 html_url=f"https://github.com/{repo.full_name}/pull/{c['pull']}"
+                          f"#discussion_r{c['id']}", subject_type="line")
+        b.pop("in_reply_to_id", None)
+        b["_links"] = {"self": {"href": b["url"]}, "html": {"href": b["html_url"]},
+                       "pull_request": {"href": b["pull_request_url"]}}
+        return b
+
+    def _check_run_body(self, repo: RepoState, r: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("check-run")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=r["id"], name=r["name"], head_sha=r["head_sha"], status=r["status"],
+                 conclusion=r["conclusion"], external_id=r.get("external_id") or "",
+                 details_url=r.get("details_url"), started_at=r["started_at"],
+                 completed_at=r.get("completed_at"), url=f"{prefix}/check-runs/{r['id']}",
+                 html_url=f"https://github.com/{repo.full_name}/runs/{r['id']}",
+                 pull_requests=[], node_id=f"CR_{r['id']}")
+        out = r.get("output") or {}
+        b["output"] = {"title": out.get("title"), "summary": out.get("summary"),
+                       "text": out.get("text"), "annotations_count": 0,
+                       "annotations_url": f"{prefix}/check-runs/{r['id']}/annotations"}
+        return b
+
+    def _run_body(self, repo: RepoState, run: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("workflow-run")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b = json.loads(json.dumps(b).replace(f"{API}/repos/octo-org/octo-repo", prefix))
+        wf = repo.workflows.get(run["workflow"], {"id": 0, "name": run["workflow"]})
+        b.update(id=run["id"], head_sha=run["head_sha"], status=run["status"],
+                 conclusion=run["conclusion"], display_title=run["display_title"],
+                 event=run["event"], head_branch=run["head_branch"],
+                 run_attempt=run["run_attempt"], workflow_id=wf["id"], name=wf["name"],
+                 path=f".github/workflows/{run['workflow']}", pull_requests=[],
+                 url=f"{prefix}/actions/runs/{run['id']}",
+                 html_url=f"https://github.com/{repo.full_name}/actions/runs/{run['id']}",
+                 artifacts_url=f"{prefix}/actions/runs/{run['id']}/artifacts",
+                 jobs_url=f"{prefix}/actions/runs/{run['id']}/jobs",
+                 workflow_url=f"{prefix}/actions/workflows/{wf['id']}")
+        return b
+
+    def _artifact_body(self, repo: RepoState, a: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("artifact")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=a["id"], name=a["name"], size_in_bytes=len(a["zip"]),
+                 expired=a["expired"], node_id=f"A_{a['id']}",
+                 url=f"{prefix}/actions/artifacts/{a['id']}",
+                 archive_download_url=f"{prefix}/actions/artifacts/{a['id']}/zip",
+                 digest="sha256:" + hashlib.sha256(a["zip"]).hexdigest())
+        b["workflow_run"] = {**b.get("workflow_run", {}), "id": a["run_id"]}
+        return b
+
+    def _paginate(self, req: Request, items: list[Any],
+                  wrap: str | None = None) -> tuple[int, Any, dict[str, str]]:
+        per_page = max(1, min(100, int(req.query.get("per_page", 30))))
+        page = max(1, int(req.query.get("page", 1)))
+        chunk = items[(page - 1) * per_page: page * per_page]
+        last = max(1, -(-len(items) // per_page))
+        headers = {}
+        if last > 1:
+            links = []
+            q = {k: v for k, v in req.query.items() if k != "page"}
+
+            def url(n: int) -> str:
+                qs = "&".join(f"{k}={v}" for k, v in {**q, "page": str(n)}.items())
+                return f"<{API}{req.path}?{qs}>"
+
+            if page < last:
+                links += [f'{url(page + 1)}; rel="next"', f'{url(last)}; rel="last"']
+            if page > 1:
+                links += [f'{url(1)}; rel="first"', f'{url(page - 1)}; rel="prev"']
+            headers["Link"] = ", ".join(links)
+        body = {"total_count": len(items), wrap: chunk} if wrap else chunk
+        return 200, body, headers
+
+    # -------------------------------------------------------------------- operations
+
+    def _op_access_token(self, req: Request, installation_id: str) -> tuple[int, Any]:
+        token = f"ghs_double_{next(self._ids)}"
+        self.tokens.add(token)
+        b = self.ex("installation-token")
+        exp = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        b.update(token=token, expires_at=exp)
+        b.pop("repositories", None)
+        return 201, b
+
+    def _op_rate_limit(self, req: Request) -> tuple[int, Any]:
+        b = self.ex("rate-limit-overview")
+        b["resources"]["core"]["remaining"] = self.rate_remaining
+        b["rate"]["remaining"] = self.rate_remaining
+        return 200, b
+
+    def _op_get_repo(self, req: Request, repo: RepoState) -> tuple[int, Any]:
+        return 200, self._repo_body(repo)
+
+    def _op_get_installation(self, req: Request, repo: RepoState) -> tuple[int, Any]:
+        b = self.ex("installation")
+        b["id"] = repo.installation_id
+        return 200, b
+
+    def _resolve_ref(self, repo: RepoState, ref: str | None) -> dict[str, bytes]:
+        ref = ref or repo.default_branch
+        sha = repo.refs.get(ref, ref)
+        if sha not in repo.trees:
+            raise HTTPError(404, f"No commit found for the ref {ref}")
+        return repo.trees[sha]
+
+    def _op_get_content(self, req: Request, repo: RepoState, path: str) -> tuple[int, Any]:
+        tree = self._resolve_ref(repo, req.query.get("ref"))
+        path = path.strip("/")
+        prefix = f"{API}/repos/{repo.full_name}/contents"
+        ref = req.query.get("ref") or repo.default_branch
+
+        def entry(p: str, kind: str, data: bytes | None) -> dict[str, Any]:
+            return {"type": kind, "size": len(data) if data is not None else 0,
+                    "name": p.rsplit("/", 1)[-1], "path": p,
+                    "sha": _sha(data or p.encode()),
+                    "url": f"{prefix}/{p}?ref={ref}", "git_url": None,
+                    "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{p}",
+                    "download_url": None,
+                    "_links": {"self": f"{prefix}/{p}?ref={ref}", "git": None,
+                               "html": f"https://github.com/{repo.full_name}/blob/{ref}/{p}"}}
+
+        if path in tree:
+            data = tree[path]
+            b = entry(path, "file", data)
+            b.update(encoding="base64", content=base64.encodebytes(data).decode())
+            return 200, b
+        children: dict[str, str] = {}
+        for p in tree:
+            if path == "" or p.startswith(path + "/"):
+                rest = p[len(path) + 1:] if path else p
+                head = rest.split("/", 1)[0]
+                full = f"{path}/{head}" if path else head
+                children[full] = "file" if "/" not in rest else "dir"
+        if not children:
+            raise HTTPError(404, "Not Found")
+        return 200, [entry(p, k, tree.get(p) if k == "file" else None)
+                     for p, k in sorted(children.items())]
+
+    def _op_permission(self, req: Request, repo: RepoState, username: str) -> tuple[int, Any]:
+        perm = repo.permissions.get(username)
+        if perm is None:
+            raise HTTPError(404, f"{username} is not a user")
+        b = self.ex("repository-collaborator-permission-response-if-user-has-admin-permissions")
+        role = {"admin": "admin", "write": "write", "read": "read", "none": "none"}[perm]
+        b.update(permission=perm, role_name=role)
+        b["user"] = {**self._user(username), "permissions": {
+            "admin": perm == "admin", "maintain": perm == "admin",
+            "push": perm in ("admin", "write"), "triage": perm != "none",
+            "pull": perm != "none"}, "role_name": role}
+        return 200, b
+
+    def _get_issue(self, repo: RepoState, number: str) -> dict[str, Any]:
+        issue = repo.issues.get(int(number))
+        if issue is None:
+            raise HTTPError(404, "Not Found")
+        return issue
+
+    def _get_comment(self, repo: RepoState, comment_id: str) -> dict[str, Any]:
+        c = repo.comments.get(int(comment_id))
+        if c is None:
+            raise HTTPError(404, "Not Found")
+        return c
+
+    def _author(self, req: Request) -> tuple[str, str]:
+        """The login writes are attributed to: the bot for installation tokens."""
+        token = req.headers.get("authorization", "").partition(" ")[2]
+        if token.startswith("ghs_"):
+            return self.app_login, "Bot"
+        return self.token_login, "User" if not self.token_login.endswith("[bot]") else "Bot"
+
+    app_login = "campaign-bot[bot]"
+    token_login = "campaign-bot[bot]"
+
+    def _check_body(self, body: Any, field_name: str = "body", required: bool = True) -> str:
+        if not isinstance(body, str) or (required and not body):
+            raise HTTPError(422, "Validation Failed",
+                            [{"resource": "Issue", "code": "missing_field", "field": field_name}])
+        if len(body) > MAX_BODY:
+            raise HTTPError(422, "Validation Failed", [{
+                "resource": "IssueComment", "code": "custom", "field": field_name,
+                "message": f"{field_name} is too long (maximum is {MAX_BODY} characters)"}])
+        return body
+
+    def _op_get_comment(self, req: Request, repo: RepoState, comment_id: str) -> tuple[int, Any]:
+        return 200, self._comment_body(repo, self._get_comment(repo, comment_id))
+
+    def _op_edit_comment(self, req: Request, repo: RepoState, comment_id: str) -> tuple[int, Any]:
+        c = self._get_comment(repo, comment_id)
+        c["body"] = self._check_body(req.json().get("body"))
+        c["updated_at"] = _now()
+        return 200, self._comment_body(repo, c)
+
+    def _op_reaction(self, req: Request, repo: RepoState, comment_id: str) -> tuple[int, Any]:
+        self._get_comment(repo, comment_id)
+        content = req.json().get("content")
+        allowed = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+        if content not in allowed:
+            raise HTTPError(422, "Validation Failed", [{"field": "content", "code": "invalid"}])
+        b = self.ex("reaction")
+        login, kind = self._author(req)
+        b.update(id=next(self._ids), content=content, user=self._user(login, kind))
+        return 201, b
+
+    def _op_get_issue(self, req: Request, repo: RepoState, issue_number: str) -> tuple[int, Any]:
+        return 200, self._issue_body(repo, self._get_issue(repo, issue_number))
+
+    def _op_edit_issue(self, req: Request, repo: RepoState, issue_number: str) -> tuple[int, Any]:
+        issue = self._get_issue(repo, issue_number)
+        data = req.json()
+        if "body" in data:
+            issue["body"] = self._check_body(data["body"], required=False)
+        for k in ("title", "state"):
+            if k in data:
+                issue[k] = data[k]
+        return 200, self._issue_body(repo, issue)
+
+    def _op_list_comments(self, req: Request, repo: RepoState,
+                          issue_number: str) -> tuple[int, Any, dict[str, str]]:
+        n = self._get_issue(repo, issue_number)["number"]
+        items = [self._comment_body(repo, c) for c in sorted(repo.comments.values(),
+                                                             key=lambda c: c["id"])
+                 if c["issue"] == n]
+        return self._paginate(req, items)
+
+    def _op_create_comment(self, req: Request, repo: RepoState,
+                           issue_number: str) -> tuple[int, Any]:
+        n = self._get_issue(repo, issue_number)["number"]
+        login, kind = self._author(req)
+        c = {"id": next(self._ids), "issue": n, "body": self._check_body(req.json().get("body")),
+             "user": login, "user_type": kind, "created_at": _now(), "updated_at": _now()}
+        repo.comments[c["id"]] = c
+        return 201, self._comment_body(repo, c)
+
+    def _get_pull(self, repo: RepoState, number: str) -> Pull:
+        p = repo.pulls.get(int(number))
+        if p is None:
+            raise HTTPError(404, "Not Found")
+        return p
+
+    def _op_get_pull(self, req: Request, repo: RepoState, pull_number: str) -> tuple[int, Any]:
+        return 200, self._pull_body(repo, self._get_pull(repo, pull_number))
+
+    def _op_list_files(self, req: Request, repo: RepoState,
+                       pull_number: str) -> tuple[int, Any, dict[str, str]]:
+        p = self._get_pull(repo, pull_number)
+        prefix = f"https://github.com/{repo.full_name}"
+        items = [{**f, "changes": f["additions"] + f["deletions"],
+                  "blob_url": f"{prefix}/blob/{p.head_sha}/{f['filename']}",
+                  "raw_url": f"{prefix}/raw/{p.head_sha}/{f['filename']}",
+                  "contents_url": f"{API}/repos/{repo.full_name}/contents/{f['filename']}"
+                                  f"?ref={p.head_sha}"} for f in p.files]
+        return self._paginate(req, items)
+
+    def _op_list_reviews(self, req: Request, repo: RepoState,
+                         pull_number: str) -> tuple[int, Any, dict[str, str]]:
+        n = self._get_pull(repo, pull_number).number
+        items = [self._review_body(repo, r) for r in repo.reviews.values() if r["pull"] == n]
+        return self._paginate(req, items)
+
+    def _validate_line(self, p: Pull, c: dict[str, Any]) -> str:
+        """The diff hunk text a comment sits in; 422 when the line is outside the diff."""
+        f = next((f for f in p.files if f["filename"] == c.get("path")), None)
+        if f is None:
+            raise HTTPError(422, "Unprocessable Entity",
+                            ["Path could not be resolved"])
+        if c.get("subject_type") == "file":
+            return ""
+        line = c.get("line")
+        if not isinstance(line, int):
+            raise HTTPError(422, "Unprocessable Entity", ["Line could not be resolved"])
+        side = c.get("side") or "RIGHT"
+        hunks = hunks_of(f["patch"])
+        idx = next((i for i, (old, new) in enumerate(hunks)
+                    if line in (new if side == "RIGHT" else old)), None)
+        if idx is None:
+            raise HTTPError(422, "Unprocessable Entity",
+                            ["Pull request review thread line must be part of the diff"])
+        start = c.get("start_line")
+        if start is not None:
+            if start >= line:
+                raise HTTPError(422, "Unprocessable Entity",
+                                ["Pull request review thread start line must precede the end line"])
+            old, new = hunks[idx]
+            if start not in (new if (c.get("start_side") or side) == "RIGHT" else old):
+                raise HTTPError(422, "Unprocessable Entity", [
+                    "Pull request review thread start line must be part of the same hunk as "
+                    "the line."])
+        return f["patch"]
+
+    def _op_create_review(self, req: Request, repo: RepoState,
+                          pull_number: str) -> tuple[int, Any]:
+        p = self._get_pull(repo, pull_number)
+        data = req.json()
+        event = data.get("event")
+        body = data.get("body")
+        if event in ("COMMENT", "REQUEST_CHANGES") and not body:
+            raise HTTPError(422, "Unprocessable Entity",
+                            ["Body is required when using COMMENT or REQUEST_CHANGES"])
+        if body is not None:
+            self._check_body(body, required=False)
+        commit = data.get("commit_id") or p.head_sha
+        if commit not in repo.trees:
+            raise HTTPError(422, "Unprocessable Entity", ["commit_sha is not part of the pull"])
+        comments = data.get("comments") or []
+        hunks = [self._validate_line(p, c) for c in comments]  # all or nothing, like GitHub
+        login, kind = self._author(req)
+        r = {"id": next(self._ids), "pull": p.number, "body": body or "",
+             "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED",
+                       "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(event, "PENDING"),
+             "commit_id": commit, "user": login, "user_type": kind, "submitted_at": _now()}
+        repo.reviews[r["id"]] = r
+        for c, hunk in zip(comments, hunks, strict=True):
+            cid = next(self._ids)
+            repo.review_comments[cid] = {
+                "id": cid, "review_id": r["id"], "pull": p.number, "body": c.get("body", ""),
+                "path": c["path"], "line": c.get("line"), "side": c.get("side") or "RIGHT",
+                "start_line": c.get("start_line"), "start_side": c.get("start_side"),
+                "commit_id": commit, "diff_hunk": hunk or "@@", "user": login,
+                "user_type": kind}
+        return 200, self._review_body(repo, r)
+
+    def _op_list_review_comments(self, req: Request, repo: RepoState,
+                                 pull_number: str) -> tuple[int, Any, dict[str, str]]:
+        n = self._get_pull(repo, pull_number).number
+        items = [self._review_comment_body(repo, c) for c in repo.review_comments.values()
+                 if c["pull"] == n]
+        return self._paginate(req, items)
+
+    def _op_create_review_comment(self, req: Request, repo: RepoState,
+                                  pull_number: str) -> tuple[int, Any]:
+        p = self._get_pull(repo, pull_number)
+        data = req.json()
+        hunk = self._validate_line(p, data)
+        login, kind = self._author(req)
+        cid = next(self._ids)
+        c = {"id": cid, "review_id": next(self._ids), "pull": p.number,
+             "body": self._check_body(data.get("body")), "path": data["path"],
+             "line": data.get("line"), "side": data.get("side") or "RIGHT",
+             "start_line": data.get("start_line"), "start_side": data.get("start_side"),
+             "commit_id": data.get("commit_id") or p.head_sha, "diff_hunk": hunk or "@@",
+             "user": login, "user_type": kind}
+        repo.review_comments[cid] = c
+        return 201, self._review_comment_body(repo, c)
+
+    def _check_output(self, data: dict[str, Any]) -> None:
+        out = data.get("output") or {}
+        for k in ("summary", "text"):
+            if isinstance(out.get(k), str) and len(out[k]) > MAX_CHECK_TEXT:
+                raise HTTPError(422, "Invalid request.", [
+                    f"output.{k} is too long (maximum is {MAX_CHECK_TEXT} characters)"])
+        if len(out.get("annotations") or []) > 50:
+            raise HTTPError(422, "Invalid request.", ["at most 50 annotations per request"])
+        if data.get("status") == "completed" and not data.get("conclusion"):
+            raise HTTPError(422, "Invalid request.",
+                            ["conclusion is required when status is completed"])
+
+    def _op_create_check_run(self, req: Request, repo: RepoState) -> tuple[int, Any]:
+        data = req.json()
+        if not data.get("name") or not data.get("head_sha"):
+            raise HTTPError(422, "Invalid request.", ["name and head_sha are required"])
+        if data["head_sha"] not in repo.trees:
+            raise HTTPError(422, "No commit found for SHA: " + data["head_sha"])
+        self._check_output(data)
+        status = "completed" if data.get("conclusion") else data.get("status", "queued")
+        r = {"id": next(self._ids), "name": data["name"], "head_sha": data["head_sha"],
+             "status": status, "conclusion": data.get("conclusion"),
+             "external_id": data.get("external_id"), "details_url": data.get("details_url"),
+             "started_at": data.get("started_at") or _now(),
+             "completed_at": data.get("completed_at") or (_now() if status == "completed"
+                                                           else None),
+             "output": data.get("output")}
+        repo.check_runs[r["id"]] = r
+        return 201, self._check_run_body(repo, r)
+
+    def _op_update_check_run(self, req: Request, repo: RepoState,
+                             check_run_id: str) -> tuple[int, Any]:
+        r = repo.check_runs.get(int(check_run_id))
+        if r is None:
+            raise HTTPError(404, "Not Found")
+        data = req.json()
+        self._check_output(data)
+        for k in ("name", "status", "conclusion", "external_id", "details_url", "output",
+                  "started_at", "completed_at"):
+            if k in data:
+                r[k] = data[k]
+        if data.get("conclusion"):
+            r["status"] = "completed"
+            r["completed_at"] = r.get("completed_at") or _now()
+        return 200, self._check_run_body(repo, r)
+
+    def _op_list_check_runs(self, req: Request, repo: RepoState,
+                            ref: str) -> tuple[int, Any, dict[str, str]]:
+        sha = repo.refs.get(ref, ref)
+        name = req.query.get("check_name")
+        items = [self._check_run_body(repo, r) for r in repo.check_runs.values()
+                 if r["head_sha"] == sha and (name is None or r["name"] == name)]
+        return self._paginate(req, items, "check_runs")
+
+    def _get_workflow(self, repo: RepoState, workflow_id: str) -> dict[str, Any]:
+        for wf in repo.workflows.values():
+            if workflow_id in (wf["file"], str(wf["id"])):
+                return wf
+        raise HTTPError(404, "Not Found")
+
+    def _workflow_body(self, repo: RepoState, wf: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("workflow")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(id=wf["id"], name=wf["name"], path=f".github/workflows/{wf['file']}",
+                 state="active", url=f"{prefix}/actions/workflows/{wf['id']}",
+                 html_url=f"https://github.com/{repo.full_name}/blob/{repo.default_branch}/"
+                          f".github/workflows/{wf['file']}",
+                 badge_url=f"https://github.com/{repo.full_name}/workflows/{wf['name']}/badge.svg")
+        return b
+
+    def _op_get_workflow(self, req: Request, repo: RepoState, workflow_id: str) -> tuple[int, Any]:
+        return 200, self._workflow_body(repo, self._get_workflow(repo, workflow_id))
+
+    def _op_dispatch(self, req: Request, repo: RepoState, workflow_id: str) -> tuple[int, Any]:
+        wf = self._get_workflow(repo, workflow_id)
+        data = req.json()
+        ref = data.get("ref")
+        if not isinstance(ref, str) or ref not in repo.refs:
+            # GitHub accepts a branch or tag name only, never a SHA
+            raise HTTPError(422, f"No ref found for: {ref}")
+        inputs = data.get("inputs") or {}
+        if len(inputs) > 25:
+            raise HTTPError(422, "inputs are too large (maximum is 25 properties)")
+        run = self.add_run(repo.full_name, wf["file"], repo.refs[ref], status="queued",
+                           conclusion=None, display_title=str(inputs.get("request_id", wf["name"])))
+        run["inputs"] = inputs
+        run["head_branch"] = ref
+        if data.get("return_run_details"):
+            prefix = f"{API}/repos/{repo.full_name}"
+            return 200, {"workflow_run_id": run["id"],
+                         "run_url": f"{prefix}/actions/runs/{run['id']}",
+                         "html_url": f"https://github.com/{repo.full_name}/actions/runs/"
+                                     f"{run['id']}"}
+        return 204, None
+
+    def _op_list_runs(self, req: Request, repo: RepoState,
+                      workflow_id: str) -> tuple[int, Any, dict[str, str]]:
+        wf = self._get_workflow(repo, workflow_id)
+        items = [self._run_body(repo, r) for r in sorted(repo.runs.values(),
+                                                         key=lambda r: -r["id"])
+                 if r["workflow"] == wf["file"]]
+        return self._paginate(req, items, "workflow_runs")
+
+    def _op_get_run(self, req: Request, repo: RepoState, run_id: str) -> tuple[int, Any]:
+        run = repo.runs.get(int(run_id))
+        if run is None:
+            raise HTTPError(404, "Not Found")
+        return 200, self._run_body(repo, run)
+
+    def _op_list_artifacts(self, req: Request, repo: RepoState,
+                           run_id: str) -> tuple[int, Any, dict[str, str]]:
+        name = req.query.get("name")
+        items = [self._artifact_body(repo, a) for a in repo.artifacts.values()
+                 if a["run_id"] == int(run_id) and (name is None or a["name"] == name)]
+        return self._paginate(req, items, "artifacts")
+
+    def _get_artifact(self, repo: RepoState, artifact_id: str) -> dict[str, Any]:
+        a = repo.artifacts.get(int(artifact_id))
+        if a is None:
+            raise HTTPError(404, "Not Found")
+        return a
+
+    def _op_get_artifact(self, req: Request, repo: RepoState, artifact_id: str) -> tuple[int, Any]:
+        return 200, self._artifact_body(repo, self._get_artifact(repo, artifact_id))
+
+    def _op_download_artifact(self, req: Request, repo: RepoState, artifact_id: str,
+                              archive_format: str) -> tuple[int, Any, dict[str, str]]:
+        a = self._get_artifact(repo, artifact_id)
+        if archive_format != "zip":
+            raise HTTPError(404, "Not Found")
+        if a["expired"]:
+            raise HTTPError(410, "Artifact has expired")
+        key = hashlib.sha1(f"{a['id']}-{time.time()}".encode()).hexdigest()
+        self.blobs[key] = a["zip"]
+        # a different host name for the same server: clients must drop Authorization
+        blob_base = self.base_url.replace("127.0.0.1", "localhost")
+        return 302, None, {"Location": f"{blob_base}/_blob/{key}"}
+
+
+def default_openapi_path() -> Path:
+    """``../shared/fixtures/github/openapi-subset.json`` beside the repository root."""
+    return (Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "github"
+            / "openapi-subset.json")

@@ -1,0 +1,35 @@
+"""A handler module for the crash test, loaded by ``campaign-bot serve`` through
+``CAMPAIGN_BOT_EXTRA_HANDLERS=crash_handler`` (with ``tests/support`` on PYTHONPATH).
+
+Each ``crash_test`` delivery appends ``start <id>`` then ``end <id>`` to the file named by
+``CRASH_LOG`` (fsynced).  Deliveries whose payload ``n`` is at least ``CRASH_BLOCK_FROM``
+block (sleep for an hour) between the two lines, so the test knows exactly what is in
+flight when it kills the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from bot.router import Event, router
+
+
+def _append(line: str) -> None:
+    fd = os.open(os.environ["CRASH_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@router.on("crash_test")
+async def record(event: Event, gh: Any, config: Any) -> None:
+    """Record the start and end of processing one delivery."""
+    _append(f"start {event.delivery_id}")
+    block_from = os.environ.get("CRASH_BLOCK_FROM")
+    if block_from is not None and event.payload["n"] >= int(block_from):
+        await asyncio.sleep(3600)
+    _append(f"end {event.delivery_id}")

@@ -1,0 +1,102 @@
+"""``.github/campaign-bot.toml``: strict parsing, exact error messages, default branch only,
+cache, and the validation comment on PRs that change it."""
+
+from __future__ import annotations
+
+import pytest
+from github_helpers import BOT, REPO, port, pr_event
+
+from bot import repo_config
+from bot.repo_config import CONFIG_PATH, parse
+from bot.router import router
+
+GOOD = """\
+[campaigns]
+paths = ["campaigns/*"]
+
+[screen]
+workflow = "campaign-screen.yml"
+allowed = ["alice"]
+
+[pools.ascend-910b1-4x]
+runner_labels = ["self-hosted", "ascend-910b1"]
+"""
+
+
+def test_good_config() -> None:
+    cfg, problems = parse(GOOD)
+    assert problems == [] and cfg is not None
+    assert cfg.pools["ascend-910b1-4x"].runner_labels == ["self-hosted", "ascend-910b1"]
+    assert cfg.screen.allowed == ["alice"] and cfg.review.enabled
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("[screen]\nworkflw = 'x.yml'\n",
+     ".github/campaign-bot.toml line 2, `screen.workflw`: unknown key; allowed here: "
+     "workflow, allowed, allow_requesters"),
+    ("[screen]\nworkflow = 'screen.sh'\n",
+     ".github/campaign-bot.toml line 2, `screen.workflow`: String should match pattern"),
+    ("[pools.a]\ndescription = 'x'\n",
+     ".github/campaign-bot.toml line 1, `pools.a.runner_labels`: required key is missing"),
+    ("[campaigns]\npaths = ['../other']\n",
+     ".github/campaign-bot.toml line 2, `campaigns.paths`: '../other' must be a relative path"),
+    ("[screeen]\n", ".github/campaign-bot.toml line 1, `screeen`: unknown key; allowed here: "
+                    "campaigns, screen, pools, review"),
+    ("[screen\nworkflow = 1\n", ".github/campaign-bot.toml line 1, not valid TOML"),
+], ids=["typo-key", "bad-workflow", "missing-labels", "escaping-path", "typo-section", "toml"])
+def test_broken_config_says_what_to_fix(text: str, expected: str) -> None:
+    cfg, problems = parse(text)
+    assert cfg is None
+    assert str(problems[0]).startswith(expected), str(problems[0])
+
+
+async def test_read_from_default_branch_only_and_cached(github_double) -> None:
+    github_double.add_repo(REPO, {CONFIG_PATH: GOOD})
+    github_double.add_pull(REPO, 2, {CONFIG_PATH: GOOD.replace("alice", "mallory")})
+    repo_config.clear_cache()
+    gh = port(github_double)
+    loaded = await repo_config.load(gh)
+    assert loaded.present and loaded.ref == "main" and loaded.config.screen.allowed == ["alice"]
+    n = len(github_double.calls)
+    assert (await repo_config.load(gh)).config is loaded.config  # cached: no request
+    assert len(github_double.calls) == n
+    github_double.set_branch(REPO, "main", {CONFIG_PATH: "[screen]\nbad = 1\n"}, parent="main")
+    fresh = await repo_config.load(gh, use_cache=False)
+    assert fresh.config is None and "bad" in str(fresh.problems[0])
+
+
+async def test_absent_config_means_defaults(github_double) -> None:
+    github_double.add_repo(REPO, {"README.md": "x"})
+    repo_config.clear_cache()
+    loaded = await repo_config.load(port(github_double))
+    assert not loaded.present and loaded.config.campaigns.paths == ["campaigns/*"]
+
+
+async def test_pr_changing_config_gets_one_validation_comment(github_double) -> None:
+    github_double.add_repo(REPO, {CONFIG_PATH: GOOD})
+    pull = github_double.add_pull(REPO, 2, {CONFIG_PATH: "[screen]\nworkflw = 'x.yml'\n"})
+    gh = port(github_double)
+    cfg, _ = parse(GOOD)
+    results = await router.dispatch(pr_event(2, pull.head_sha), gh, cfg)
+    assert all(r.ok for r in results), results
+    assert github_double.write_summary() == [
+        ("issues/create-comment", f"/repos/{REPO}/issues/2/comments")]
+    (c,) = github_double.repo(REPO).comments.values()
+    assert c["user"] == BOT and "<!-- campaign-bot:config pr=2 -->" in c["body"]
+    assert "line 2, `screen.workflw`: unknown key" in c["body"] and "not valid" in c["body"]
+    # the fix is pushed: the same comment is edited, not a second one posted
+    fixed = GOOD + '\n[pools.h200]\nrunner_labels = ["self-hosted", "h200"]\n'
+    sha = github_double.push(REPO, 2, {CONFIG_PATH: fixed})
+    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    assert [w[0] for w in github_double.write_summary()] == [
+        "issues/create-comment", "issues/update-comment"]
+    (c,) = github_double.repo(REPO).comments.values()
+    assert "is valid" in c["body"] and "takes effect once this PR is merged" in c["body"]
+    # redelivered: unchanged, not rewritten
+    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    assert len(github_double.writes()) == 2
+    # a later push reverts the change: the comment says so
+    sha = github_double.push(REPO, 2, {CONFIG_PATH: GOOD})
+    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    (c,) = github_double.repo(REPO).comments.values()
+    assert "no longer changes" in c["body"] and len(github_double.writes()) == 3

@@ -1,0 +1,246 @@
+"""PR evidence review through the router against the GitHub double, on the bundled example
+campaign (examples/h3-ref2va-4x910b1, committed under ``campaigns/h3`` on the default
+branch).  Each test asserts the exact GitHub writes, and that retries never duplicate."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from github_helpers import BOT, EXAMPLE, REPO, comment_event, example_files, port, pr_event
+
+from bot import repo_config
+from bot.github import GitHubRetryableError, RecordingGitHub
+from bot.repo_config import RepoConfig
+from bot.review import (
+    CHECK_NAME,
+    analyse_directory,
+    campaign_dir_of,
+    diff_lines,
+    place,
+    review_pull,
+)
+from bot.router import router
+
+STATUS = "campaigns/h3/results/status.json"
+P = f"/repos/{REPO}"
+OPENED_WRITES = [
+    ("checks/create", f"{P}/check-runs"),
+    ("pulls/create-review", f"{P}/pulls/2/reviews"),
+    ("issues/create-comment", f"{P}/issues/2/comments"),
+]
+
+
+def bad_status() -> str:
+    return (EXAMPLE / "results" / "status.json").read_text().replace(
+        '"execution": "queued"', '"execution": "runing"')
+
+
+@pytest.fixture
+def campaign_pr(github_double):
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, user="dave")
+    repo_config.clear_cache()
+    return github_double, pull
+
+
+def expected_findings(tmp_path: Path, status_text: str) -> list:
+    """What the evidence checks say about the example with ``status_text`` (computed by the
+    same evidence code, from a local copy: the review must post exactly these)."""
+    root = tmp_path / "copy"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(EXAMPLE, root)
+    (root / "results" / "status.json").write_text(status_text)
+    hashes, findings, rows = analyse_directory(root)
+    return hashes, place("campaigns/h3", findings), rows
+
+
+def check_runs(double) -> list[dict]:
+    return list(double.repo(REPO).check_runs.values())
+
+
+def summaries(double) -> list[str]:
+    return [c["body"] for c in double.repo(REPO).comments.values()
+            if c["user"] == BOT and "<!-- campaign-bot:summary pr=2 -->" in c["body"]]
+
+
+async def test_opened_posts_one_review_summary_and_check(campaign_pr, tmp_path) -> None:
+    double, pull = campaign_pr
+    hashes, placed, rows = expected_findings(tmp_path, bad_status())
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert double.write_summary() == [*OPENED_WRITES,
+                                      ("checks/update", f"{P}/check-runs/"
+                                       f"{check_runs(double)[0]['id']}")]
+    # the review: pinned to the head SHA analysed, inline exactly on the diff's lines
+    (review,) = double.repo(REPO).reviews.values()
+    assert review["commit_id"] == pull.head_sha and review["state"] == "COMMENTED"
+    changed = diff_lines(next(f["patch"] for f in pull.files if f["filename"] == STATUS))
+    in_diff = [p for p in placed if p.repo_path == STATUS and p.line in changed]
+    assert any(p.finding.rule == "SCHEMA_INVALID" and p.line == 4 for p in in_diff)
+    inline = sorted((c["path"], c["line"]) for c in double.repo(REPO).review_comments.values())
+    assert inline == sorted((p.repo_path, p.line) for p in in_diff)
+    body_keys = set(re.findall(r"finding key=([0-9a-f]+)", review["body"]))
+    assert body_keys == {p.key for p in placed if p not in in_diff}
+    # the summary: counts and verdict table
+    (summary,) = summaries(double)
+    problems = sum(1 for p in placed if p.finding.severity in ("P0", "P1", "P2"))
+    assert f"**Checked {hashes} hashes, {problems} problems.**" in summary
+    for row in rows:
+        assert f"| **{row.verdict}** |" in summary and row.track in summary
+    # the check run
+    (run,) = check_runs(double)
+    assert (run["name"], run["head_sha"], run["status"], run["conclusion"]) == (
+        CHECK_NAME, pull.head_sha, "completed", "failure")
+
+
+async def test_redelivery_and_verify_post_nothing_twice(campaign_pr) -> None:
+    double, pull = campaign_pr
+    gh = port(double)
+    ev = pr_event(2, pull.head_sha)
+    await router.dispatch(ev, gh, RepoConfig())
+    n = len(double.writes())
+    await router.dispatch(ev, gh, RepoConfig())  # GitHub redelivery
+    assert len(double.writes()) == n
+    double.set_permission(REPO, "wendy", "write")
+    results = await router.dispatch(comment_event("/campaign verify", login="wendy"), gh,
+                                    RepoConfig())
+    assert all(r.ok for r in results), results
+    assert double.write_summary()[n:] == [("issues/create-comment", f"{P}/issues/2/comments")]
+    reply = list(double.repo(REPO).comments.values())[-1]["body"]
+    assert "no finding that was not already posted" in reply
+    assert len(double.repo(REPO).reviews) == 1 and len(summaries(double)) == 1
+
+
+async def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
+    double, pull = campaign_pr
+    gh = port(double)
+    first_sha = pull.head_sha
+    await router.dispatch(pr_event(2, first_sha), gh, RepoConfig())
+    n = len(double.writes())
+    # the fix: status back to a valid value (the file still differs from its manifest hash)
+    fixed = bad_status().replace('"runing"', '"running"')
+    _, before, _ = expected_findings(tmp_path / "a", bad_status())
+    _, after, _ = expected_findings(tmp_path / "b", fixed)
+    new_keys = {p.key for p in after} - {p.key for p in before}
+    assert new_keys  # the manifest mismatch message names the file's new digest
+    sha = double.push(REPO, 2, {STATUS: fixed})
+    await router.dispatch(pr_event(2, sha, "synchronize"), gh, RepoConfig())
+    run_id = next(r["id"] for r in check_runs(double) if r["head_sha"] == sha)
+    assert double.write_summary()[n:] == [
+        ("checks/create", f"{P}/check-runs"),
+        ("pulls/create-review", f"{P}/pulls/2/reviews"),
+        ("issues/update-comment",
+         f"{P}/issues/comments/{next(iter(double.repo(REPO).comments))}"),
+        ("checks/update", f"{P}/check-runs/{run_id}"),
+    ]
+    later = list(double.repo(REPO).reviews.values())[1]
+    posted = set(re.findall(r"finding key=([0-9a-f]+)", later["body"])) | {
+        k for c in double.repo(REPO).review_comments.values() if c["commit_id"] == sha
+        for k in re.findall(r"finding key=([0-9a-f]+)", c["body"])}
+    assert later["commit_id"] == sha and posted == new_keys
+    assert len(summaries(double)) == 1 and sha[:7] in summaries(double)[0]
+    assert {r["head_sha"] for r in check_runs(double)} == {first_sha, sha}
+
+
+async def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/pulls/2/reviews", 502, after_write=True)
+    gh = port(double)
+    with pytest.raises(GitHubRetryableError):
+        await review_pull(gh, RepoConfig(), 2)
+    assert len(double.repo(REPO).reviews) == 1  # GitHub did store it
+    outcome = await review_pull(gh, RepoConfig(), 2)  # the delivery's retry
+    assert outcome.new_findings == 0
+    assert len(double.repo(REPO).reviews) == 1 and len(check_runs(double)) == 1
+    assert len(summaries(double)) == 1 and check_runs(double)[0]["status"] == "completed"
+    assert [c.status for c in double.calls if c.method == "POST" and
+            c.path.endswith("/reviews")] == [502]
+
+
+async def test_check_run_500_then_retry_creates_one_run(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/check-runs", 500)
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    (failed,) = [r for r in results if not r.ok]
+    assert failed.error.startswith("GitHubRetryableError")
+    assert double.writes() == []
+    await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert len(check_runs(double)) == 1 and len(double.repo(REPO).reviews) == 1
+
+
+async def test_review_refused_with_422_falls_back_to_body(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/pulls/2/reviews", 422,
+                  message="Pull request review thread line must be part of the diff")
+    outcome = await review_pull(port(double), RepoConfig(), 2)
+    (review,) = double.repo(REPO).reviews.values()
+    assert double.repo(REPO).review_comments == {}
+    assert outcome.inline == 0 and outcome.in_body == outcome.new_findings
+    assert len(re.findall(r"finding key=", review["body"])) == outcome.new_findings
+
+
+async def test_rate_limited_reads_back_off_and_complete(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("GET", f"{P}/pulls/2/files", 403, retry_after=1)
+    double.inject("GET", f"{P}/contents/campaigns/h3*", 500, times=2)
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert [w for w, _ in double.write_summary()][:3] == [w for w, _ in OPENED_WRITES]
+
+
+async def test_token_without_checks_permission_still_reviews(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"{P}/check-runs", 403,
+                  message="Resource not accessible by personal access token")
+    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert double.write_summary() == OPENED_WRITES[1:]
+
+
+async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {"README.md": "docs\n"})
+    await router.dispatch(pr_event(2, pull.head_sha), port(github_double), RepoConfig())
+    assert github_double.writes() == []
+
+
+async def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")
+    await review_pull(port(double), RepoConfig(), 2)
+    assert len(summaries(double)) == 1
+    assert [c["body"] for c in double.repo(REPO).comments.values()][0].endswith("fake")
+
+
+@pytest.mark.parametrize("path,patterns,expected", [
+    ("campaigns/h3/results/status.json", ["campaigns/*"], "campaigns/h3"),
+    ("campaigns/h3/campaign.toml", ["campaigns/*"], "campaigns/h3"),
+    ("campaigns/readme.md", ["campaigns/*"], None),
+    ("perf/2026/h3/r.json", ["perf/*/*"], "perf/2026/h3"),
+    ("results/status.json", ["."], "."),
+], ids=["nested", "root-file", "above", "two-levels", "repo-root"])
+def test_campaign_dir_of(path, patterns, expected) -> None:
+    assert campaign_dir_of(path, patterns) == expected
+
+
+async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, fork="evil/Hello-World")
+    gh = port(github_double)
+    assert (await gh.get_pull(2)).is_fork
+    outcome = await review_pull(gh, RepoConfig(), 2)
+    assert outcome.head_sha == pull.head_sha and outcome.problem_count > 0
+    (run,) = check_runs(github_double)
+    assert run["head_sha"] == pull.head_sha  # on the base repository, at the fork's head
+
+
+async def test_dry_run_records_the_review_writes(campaign_pr) -> None:
+    double, _ = campaign_pr
+    rec = RecordingGitHub(port(double))
+    await review_pull(rec, RepoConfig(), 2)
+    assert [w.op for w in rec.writes] == ["create_check_run", "create_review",
+                                          "create_issue_comment", "update_check_run"]
+    assert double.writes() == []

@@ -1,0 +1,119 @@
+"""Kill -9 of a real ``campaign-bot serve`` while 100 deliveries are queued: after a restart
+every delivery is processed exactly once (issue 5, reliability tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from webhook_helpers import ROOT, SECRET, free_port, headers_for, wait_for
+
+from bot import store
+
+N = 100
+BLOCK_FROM = 10
+INSTALLATIONS = 4
+
+
+def start_serve(cwd: Path, port: int, log: Path, block: bool) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.update(
+        CAMPAIGN_BOT_WEBHOOK_SECRET=SECRET,
+        CAMPAIGN_BOT_PORT=str(port),
+        CAMPAIGN_BOT_EXTRA_HANDLERS="crash_handler",
+        CAMPAIGN_BOT_WORKER_CONCURRENCY=str(INSTALLATIONS),
+        PYTHONPATH=str(ROOT / "tests" / "support"),
+        CRASH_LOG=str(log),
+    )
+    env.pop("CAMPAIGN_BOT_DATABASE_URL", None)  # the default: an SQLite file in cwd
+    if block:
+        env["CRASH_BLOCK_FROM"] = str(BLOCK_FROM)
+    else:
+        env.pop("CRASH_BLOCK_FROM", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode() if proc.stdout else ""
+            pytest.fail(f"serve exited with {proc.returncode}:\n{out}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, 30, "campaign-bot serve to answer /healthz")
+    return proc
+
+
+def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "processed.log"
+    port = free_port()
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
+    proc = start_serve(tmp_path, port, log, block=True)
+    ids = [f"crash-{i:03d}" for i in range(N)]
+    bodies = {
+        did: json.dumps({"n": i, "installation": {"id": i % INSTALLATIONS}}).encode()
+        for i, did in enumerate(ids)
+    }
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            for did in ids:
+                r = c.post("/webhook", content=bodies[did],
+                           headers=headers_for(bodies[did], "crash_test", did))
+                assert r.status_code == 202, r.text
+        # deliveries n < 10 finish; the first n >= 10 of each installation blocks in its
+        # handler, and everything behind it stays queued.
+        wait_for(lambda: store.status_counts(engine) == {
+            "done": BLOCK_FROM, "processing": INSTALLATIONS,
+            "queued": N - BLOCK_FROM - INSTALLATIONS}, 30, "the blocked state")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    blocked = [ids[i] for i in range(BLOCK_FROM, BLOCK_FROM + INSTALLATIONS)]
+    before = log.read_text().split("\n")
+    assert sorted(x.split()[1] for x in before if x.startswith("start")) == sorted(
+        ids[:BLOCK_FROM] + blocked)
+
+    proc = start_serve(tmp_path, port, log, block=False)
+    try:
+        wait_for(lambda: store.status_counts(engine) == {"done": N}, 60, "all 100 done")
+        # the worker process reports its counters to the server's /metrics
+        done_here = f"campaign_bot_deliveries_processed_total {N - BLOCK_FROM}"
+        wait_for(lambda: done_here in httpx.get(f"http://127.0.0.1:{port}/metrics").text
+                 .splitlines(), 10, "worker counters in /metrics")
+        # redeliveries after the restart are acknowledged and not processed again
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            for did in ids[:20]:
+                r = c.post("/webhook", content=bodies[did],
+                           headers=headers_for(bodies[did], "crash_test", did))
+                assert r.status_code == 200 and r.json()["status"] == "duplicate"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    lines = [x.split() for x in log.read_text().splitlines()]
+    ends = Counter(d for kind, d in lines if kind == "end")
+    starts = Counter(d for kind, d in lines if kind == "start")
+    assert set(ends) == set(ids)
+    assert set(ends.values()) == {1}, "a delivery finished twice"
+    assert {d for d, n in starts.items() if n == 2} == set(blocked)  # killed mid-handler
+    assert all(starts[d] == 1 for d in ids if d not in blocked)
+    # SIGTERM is a graceful stop (uvicorn re-raises the signal after shutting down)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert "Application shutdown complete" in out, out[-2000:]
+    engine.dispose()

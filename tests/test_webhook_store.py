@@ -1,0 +1,240 @@
+"""Storage and worker behaviour on both SQLite and PostgreSQL (issue 5: storage tests run
+against both databases, through the same Alembic migrations)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, select, update
+from sqlalchemy.engine import Engine
+from webhook_helpers import DB_KINDS, database_url
+
+from bot import store
+from bot.metrics import Metrics
+from bot.router import Event, Router
+from bot.worker import Worker
+
+
+@pytest.fixture(params=DB_KINDS)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    with database_url(request.param, tmp_path) as url:
+        eng = store.make_engine(url)
+        store.migrate(eng)
+        yield eng
+        eng.dispose()
+
+
+def row(did: str, key: str = "installation:1", event: str = "issues", body: bytes = b"{}"
+        ) -> store.NewDelivery:
+    return store.NewDelivery(
+        delivery_id=did, event=event, action=None, repo="o/r", key=key,
+        headers={"x-github-event": event, "x-github-delivery": did,
+                 "content-type": "application/json"},
+        body=body, received_at=store.utcnow(),
+    )
+
+
+def insert(engine: Engine, *rows: store.NewDelivery) -> list[bool]:
+    with engine.begin() as conn:
+        return store.insert_deliveries(conn, list(rows))
+
+
+def test_migrations_create_the_tables_and_are_idempotent(engine: Engine) -> None:
+    assert store.migrate(engine) == "0001_inbox"
+    tables = set(inspect(engine).get_table_names())
+    assert {"deliveries", "handler_runs", "alembic_version"} <= tables
+    cols = {c["name"] for c in inspect(engine).get_columns("deliveries")}
+    assert {"delivery_id", "event", "headers", "body", "received_at", "status",
+            "attempts"} <= cols
+
+
+def test_duplicate_delivery_ids_are_not_stored_twice(engine: Engine) -> None:
+    assert insert(engine, row("a"), row("b"), row("a")) == [True, True, False]
+    assert insert(engine, row("b")) == [False]
+    assert store.status_counts(engine) == {"queued": 2}
+
+
+def test_headers_and_body_round_trip_byte_exact(engine: Engine) -> None:
+    body = '{"x": "caf\u00e9 \u2713", "n": 1}'.encode()
+    insert(engine, row("u", body=body))
+    d = store.get_delivery(engine, "u")
+    assert d is not None and d.body == body
+    assert d.headers["x-github-delivery"] == "u"
+    exported = store.export_delivery(d)
+    assert exported["body"].encode() == body
+
+
+def test_queue_heads_give_the_oldest_delivery_of_each_key(engine: Engine) -> None:
+    insert(engine, row("a1", "k:a"), row("b1", "k:b"), row("a2", "k:a"), row("c1", "k:c"))
+    heads = store.queue_heads(engine)
+    assert [h.delivery_id for h in heads] == ["a1", "b1", "c1"]
+    first = store.claim(engine, heads[0].seq)
+    assert first is not None and first.status == "processing" and first.attempts == 1
+    assert store.claim(engine, heads[0].seq) is None  # already claimed
+    # a1 is processing: k:a has no queued head older than a2, which is now its head
+    assert [h.delivery_id for h in store.queue_heads(engine)] == ["b1", "a2", "c1"]
+
+
+def test_recover_requeues_processing_rows(engine: Engine) -> None:
+    insert(engine, row("a"), row("b"))
+    heads = store.queue_heads(engine)
+    store.claim(engine, heads[0].seq)
+    assert store.status_counts(engine) == {"processing": 1, "queued": 1}
+    assert store.recover(engine) == 1
+    assert store.status_counts(engine) == {"queued": 2}
+
+
+def run_worker(engine: Engine, router: Router, **kw: object) -> Metrics:
+    m = Metrics()
+
+    async def ctx(event: Event) -> tuple[object, object]:
+        return "GH", {"cfg": 1}
+
+    w = Worker(engine, ctx, router=router, metrics=m, retry_delays=[0.0], **kw)  # type: ignore[arg-type]
+    asyncio.run(w.run_until_idle())
+    return m
+
+
+def test_worker_processes_in_order_and_marks_done(engine: Engine) -> None:
+    seen: list[tuple[str, object, object]] = []
+    r = Router()
+
+    @r.on("issues")
+    async def h(event: Event, gh: object, config: object) -> None:
+        seen.append((event.delivery_id, gh, config))
+
+    insert(engine, *(row(f"d{i}") for i in range(5)), row("x", event="unknown_event"))
+    m = run_worker(engine, r)
+    assert [s[0] for s in seen] == ["d0", "d1", "d2", "d3", "d4"]
+    assert seen[0][1:] == ("GH", {"cfg": 1})
+    assert store.status_counts(engine) == {"done": 6}  # the unknown event too: no handler
+    assert m.processed == 6
+
+
+def test_one_failing_handler_does_not_stop_others_and_only_it_is_retried(engine: Engine) -> None:
+    calls: list[str] = []
+    r = Router()
+
+    @r.on("issues")
+    async def good(event: Event, gh: object, config: object) -> None:
+        calls.append("good")
+
+    @r.on("issues")
+    async def flaky(event: Event, gh: object, config: object) -> None:
+        calls.append("flaky")
+        if calls.count("flaky") < 2:
+            raise RuntimeError("GitHub answered 500")
+
+    insert(engine, row("d"))
+    m = run_worker(engine, r, max_attempts=3)
+    assert calls == ["good", "flaky", "flaky"]  # good ran once, flaky retried once
+    d = store.get_delivery(engine, "d")
+    assert d is not None and d.status == "done" and d.attempts == 2
+    [listed] = store.list_deliveries(engine)
+    assert [f["error"] for f in listed["failures"]] == ["RuntimeError: GitHub answered 500"]
+    assert m.retries_scheduled == 1 and m.processed == 1
+
+
+def test_delivery_failing_every_attempt_is_kept_as_failed(engine: Engine) -> None:
+    r = Router()
+
+    @r.on("issues")
+    async def broken(event: Event, gh: object, config: object) -> None:
+        raise ValueError(f"bad payload in {event.delivery_id}")
+
+    insert(engine, row("f"), row("ok", event="push"))
+    m = run_worker(engine, r, max_attempts=2)
+    failed = store.list_deliveries(engine, failed_only=True)
+    assert [d["delivery_id"] for d in failed] == ["f"]
+    assert failed[0]["attempts"] == 2
+    assert [f["attempt"] for f in failed[0]["failures"]] == [1, 2]
+    assert "ValueError: bad payload in f" in failed[0]["last_error"]
+    assert m.failed == 1 and m.handler_failures == 2
+
+
+def test_retry_waits_for_not_before_and_blocks_its_key(engine: Engine) -> None:
+    order: list[str] = []
+    r = Router()
+
+    @r.on("issues")
+    async def h(event: Event, gh: object, config: object) -> None:
+        order.append(event.delivery_id)
+        if event.delivery_id == "a1" and order.count("a1") == 1:
+            raise RuntimeError("transient")
+
+    insert(engine, row("a1", "k:a"), row("a2", "k:a"), row("b1", "k:b"))
+    m = Metrics()
+
+    async def ctx(event: Event) -> tuple[object, object]:
+        return None, None
+
+    w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[3600.0])
+    asyncio.run(w.run_until_idle())
+    # a1 waits an hour for its retry; a2 (same key) must not overtake it; b1 is independent
+    assert sorted(order) == ["a1", "b1"]  # keys a and b run concurrently
+    assert store.status_counts(engine) == {"queued": 2, "done": 1}
+    with engine.begin() as c:  # make the retry due now
+        c.execute(update(store.Delivery).values(not_before=dt.datetime.now(dt.UTC)))
+    asyncio.run(w.run_until_idle())
+    assert order[2:] == ["a1", "a2"]
+    assert store.status_counts(engine) == {"done": 3}
+
+
+def test_same_key_is_serialised_different_keys_run_concurrently(engine: Engine) -> None:
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    overall = {"now": 0, "peak": 0}
+    order: dict[str, list[str]] = {}
+    r = Router()
+
+    @r.on("issues")
+    async def h(event: Event, gh: object, config: object) -> None:
+        k = event.payload["k"]
+        running[k] = running.get(k, 0) + 1
+        overall["now"] += 1
+        peak[k] = max(peak.get(k, 0), running[k])
+        overall["peak"] = max(overall["peak"], overall["now"])
+        order.setdefault(k, []).append(event.delivery_id)
+        await asyncio.sleep(0.02)
+        running[k] -= 1
+        overall["now"] -= 1
+
+    rows = []
+    for i in range(6):
+        for k in ("a", "b", "c"):
+            rows.append(row(f"{k}{i}", f"installation:{k}", body=f'{{"k":"{k}"}}'.encode()))
+    insert(engine, *rows)
+    run_worker(engine, r, concurrency=3)
+    assert peak == {"a": 1, "b": 1, "c": 1}
+    assert overall["peak"] > 1
+    for k in ("a", "b", "c"):
+        assert order[k] == [f"{k}{i}" for i in range(6)]
+
+
+def test_handler_runs_ok_are_not_repeated_after_recovery(engine: Engine) -> None:
+    """A crash between two handlers: the finished one is not run again."""
+    calls: list[str] = []
+    r = Router()
+
+    @r.on("issues")
+    async def first(event: Event, gh: object, config: object) -> None:
+        calls.append("first")
+
+    @r.on("issues")
+    async def second(event: Event, gh: object, config: object) -> None:
+        calls.append("second")
+
+    insert(engine, row("d"))
+    d = store.claim(engine, store.queue_heads(engine)[0].seq)
+    assert d is not None
+    name = f"{first.__module__}.{first.__qualname__}"
+    store.record_handler(engine, d.seq, 1, name, True, None)  # ... then the process died
+    run_worker(engine, r)
+    assert calls == ["second"]
+    with engine.connect() as c:
+        st = c.execute(select(store.Delivery.status, store.Delivery.attempts)).one()
+    assert tuple(st) == ("done", 2)
