@@ -142,6 +142,16 @@ def test_unreadable_inputs_raise_clear_errors(clips: dict[str, Path], name: str,
         probe(clips[name])
 
 
+def test_truncated_file_with_index_fails_structurally(clips: dict[str, Path]) -> None:
+    """A truncated MP4 whose index survived (faststart) opens, and then fails the checks."""
+    r = compare(clips["faststart"], clips["truncated_faststart"], mode="lossy",
+                expected_frames=24)
+    assert not r.passed
+    failed = {c.name for c in r.structural if not c.passed}
+    assert "frame_count" in failed or "video_decodes" in failed, failed
+    assert probe(clips["truncated_faststart"]).problems()
+
+
 def test_missing_file_is_an_input_error(tmp_path: Path, clips: dict[str, Path]) -> None:
     with pytest.raises(MediaInputError, match="file not found"):
         compare(clips["control"], tmp_path / "nope.mp4", mode="lossy")
