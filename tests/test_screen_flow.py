@@ -261,3 +261,26 @@ def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
                             "push needs a new approval.")
         assert db.get(Screen, 1).state == "dispatched"  # same-repo PR 5 is untouched
     assert "### 🚫 Screen S2: `teacache` on `5s-lossless`: cancelled" in comments(d)[-1]
+
+
+def test_authorisation_is_checked_again_at_dispatch(env) -> None:
+    from bot.screen import dispatch_pool
+
+    d, port, rt, clock = env
+    d.set_permission(REPO, "maint2", "write")
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    say(rt, port, "maint2", "/screen control track=5s-lossless", cid=2)
+    say(rt, port, "amy", "/screen candidate fp8-attn track=5s-lossless", cid=3)  # requester
+    d.set_permission(REPO, "maint2", "read")  # lost write permission while queued
+    with rt.db() as db:
+        assert [s.authorised_as for s in db.scalars(select(Screen).order_by(Screen.id))] == [
+            "write", "write", "requester"]
+        db.get(Screen, 1).state = screens.FINISHED
+    s = dispatch_pool(rt, "pool-4x910b1")
+    assert s is not None and s.id == 3  # S2 was failed, S3 (amy, still a requester) went
+    with rt.db() as db:
+        s2 = db.get(Screen, 2)
+        assert (s2.state, s2.conclusion) == ("failed", "not dispatched")
+        assert s2.detail == ("Not dispatched: maint2 no longer has write permission "
+                             "(now 'read'); ask again")
+    assert len(d.repo(REPO).runs) == 2
