@@ -112,11 +112,6 @@ def check_cmd(
     max_file_bytes: Annotated[int, typer.Option(
         help="Largest JSON/TOML/manifest file read whole (payload files are streamed).",
         min=1)] = 64 << 20,
-    trusted_keys: Annotated[Path | None, typer.Option(
-        "--trusted-keys",
-        help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
-             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
-             "exist.")] = None,
     base: Annotated[str | None, typer.Option(
         "--base", metavar="REF",
         help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
@@ -128,6 +123,11 @@ def check_cmd(
         "--prior-noise",
         help="Also show the labelled, model-based prior-noise decision where the campaign "
              "holds >= 10 historical control-vs-control differences.")] = False,
+    trusted_keys: Annotated[Path | None, typer.Option(
+        "--trusted-keys",
+        help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
+             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
+             "exist.")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
