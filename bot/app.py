@@ -96,6 +96,28 @@ class InboxWriter:
         return await fut
 
     def _run(self) -> None:
+        raw = None
+        if self.engine.dialect.name == "sqlite":
+            raw = self.engine.raw_connection()  # one writer connection, no ORM overhead
+        try:
+            self._loop_batches(raw)
+        finally:
+            if raw is not None:
+                raw.close()
+
+    def _commit(self, raw: Any, rows: list[store.NewDelivery]) -> Sequence[bool]:
+        if raw is None:
+            with self.engine.begin() as conn:
+                return store.insert_deliveries(conn, rows)
+        try:
+            res = store.insert_deliveries_sqlite(raw, rows)
+            raw.commit()
+            return res
+        except BaseException:
+            raw.rollback()
+            raise
+
+    def _loop_batches(self, raw: Any) -> None:
         stop = False
         while not stop:
             item = self._q.get()
@@ -112,10 +134,7 @@ class InboxWriter:
                     break
                 batch.append(nxt)
             try:
-                with self.engine.begin() as conn:
-                    results: Sequence[bool | BaseException] = store.insert_deliveries(
-                        conn, [b[0] for b in batch]
-                    )
+                results: Sequence[bool | BaseException] = self._commit(raw, [b[0] for b in batch])
             except Exception as exc:  # noqa: BLE001 - reported to every waiting request
                 log.exception("could not store %d deliveries", len(batch))
                 results = [exc] * len(batch)

@@ -71,9 +71,19 @@ def serve(
         load_handlers(settings.extra_handler_modules)
     except HandlerImportError as exc:
         raise _fail(str(exc)) from None
-    app = create_app(settings, engine=engine)
-    uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                log_level=settings.log_level.lower(), lifespan="on")
+    from bot.store import ServiceLock
+
+    # Start-up requeues deliveries left "processing": only safe when no other serve runs.
+    lock = ServiceLock(engine)
+    if not lock.acquire():
+        raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
+                    f"{settings.database_url}; lock: {lock.where})")
+    try:
+        app = create_app(settings, engine=engine)
+        uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
+                    log_level=settings.log_level.lower(), lifespan="on")
+    finally:
+        lock.release()
 
 
 def deliveries(

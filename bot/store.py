@@ -17,6 +17,7 @@ Other issues add their tables to :data:`Base` and a new migration revision under
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,119 @@ def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
         # RETURNING, not rowcount: psycopg reports no rowcount for this statement.
         out.append(conn.execute(stmt).first() is not None)
     return out
+
+
+INTERNAL_PREFIX = "internal:"
+
+
+def enqueue_internal(engine: Engine, event: str, payload: dict[str, Any], *,
+                     delivery_id: str | None = None) -> bool:
+    """Queue a delivery the bot makes itself (e.g. a scheduled refresh job), processed by
+    the worker through the router like a GitHub delivery and serialised with the
+    deliveries of the same installation/repository (same :func:`bot.webhook.delivery_key`).
+
+    ``delivery_id`` (default a new ``internal:<uuid>``) deduplicates like
+    ``X-GitHub-Delivery``; returns False when it was already queued.  The worker process is
+    woken by its poll (at most ``poll_interval`` later)."""
+    import uuid
+
+    from bot.webhook import delivery_key, repo_of
+
+    did = delivery_id or f"{INTERNAL_PREFIX}{uuid.uuid4()}"
+    action = payload.get("action")
+    row = NewDelivery(
+        delivery_id=did, event=event, action=action if isinstance(action, str) else None,
+        repo=repo_of(payload), key=delivery_key(payload),
+        headers={"x-github-event": event, "x-github-delivery": did,
+                 "content-type": "application/json", "user-agent": "campaign-bot/internal"},
+        body=json.dumps(payload, separators=(",", ":")).encode(), received_at=utcnow(),
+    )
+    with engine.begin() as conn:
+        return insert_deliveries(conn, [row])[0]
+
+
+_SQLITE_INSERT = (
+    "INSERT INTO deliveries (delivery_id, event, action, repo, key, headers, body, received_at,"
+    " status, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0)"
+    " ON CONFLICT (delivery_id) DO NOTHING RETURNING seq"
+)
+
+
+def insert_deliveries_sqlite(dbapi_conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
+    """:func:`insert_deliveries` for SQLite on a raw ``sqlite3`` connection (the caller
+    commits): the webhook acknowledgement path, where SQLAlchemy's per-statement overhead
+    (~0.55 ms CPU of ~0.67 ms per insert, measured) is most of the cost.  Values are stored
+    exactly as SQLAlchemy's SQLite types store them (JSON text; UTC datetime text), so the
+    ORM reads them back unchanged."""
+    out = []
+    cur = dbapi_conn.cursor()
+    try:
+        for r in rows:
+            t = r.received_at.astimezone(dt.UTC).replace(tzinfo=None)
+            cur.execute(_SQLITE_INSERT, (
+                r.delivery_id, r.event, r.action, r.repo, r.key, json.dumps(r.headers),
+                r.body, t.strftime("%Y-%m-%d %H:%M:%S.%f"),
+            ))
+            out.append(cur.fetchone() is not None)
+    finally:
+        cur.close()
+    return out
+
+
+class ServiceLock:
+    """Held by the one ``campaign-bot serve`` that may use a database (see :func:`recover`):
+    an ``flock`` on ``<sqlite file>.serve.lock``, or a PostgreSQL session advisory lock keyed
+    on the schema the tables live in.  Both are released by the kernel/server when the
+    process dies, ``kill -9`` included."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._fh: Any = None
+        self._conn: Any = None
+        self.where = ""
+
+    def acquire(self) -> bool:
+        """Take the lock; False when another process holds it."""
+        if self.engine.dialect.name == "sqlite":
+            db = self.engine.url.database
+            if not db or db == ":memory:":
+                return True
+            import fcntl
+
+            self.where = f"{Path(db).resolve()}.serve.lock"
+            self._fh = open(self.where, "a+")  # noqa: SIM115 - held for the process lifetime
+            try:
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._fh.close()
+                self._fh = None
+                return False
+            return True
+        from sqlalchemy import text
+
+        self._conn = self.engine.connect()
+        schema = self._conn.execute(text("SELECT current_schema()")).scalar()
+        self.where = f"PostgreSQL advisory lock on schema {schema}"
+        got = self._conn.execute(
+            text("SELECT pg_try_advisory_lock(hashtext('campaign-bot serve ' || :s))"),
+            {"s": schema},
+        ).scalar()
+        self._conn.commit()
+        if not got:
+            self._conn.close()
+            self._conn = None
+        return bool(got)
+
+    def release(self) -> None:
+        """Give the lock back."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._conn is not None:
+            # a pooled connection would keep the session, and with it the lock
+            self._conn.invalidate()
+            self._conn.close()
+            self._conn = None
 
 
 def recover(engine: Engine) -> int:

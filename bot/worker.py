@@ -47,10 +47,9 @@ ContextFactory = Callable[[Event], Awaitable[tuple[Any, Any]]]
 or repository and its parsed repo config (or None).  The real one is
 ``bot.github.context_for(settings)``."""
 
-# Feature modules that register handlers on bot.router.router when imported.  Missing ones
-# are skipped (they land in other branches); CAMPAIGN_BOT_EXTRA_HANDLERS adds more.
-DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config", "bot.screen",
-                           "bot.status_header")
+# Feature modules that register handlers on bot.router.router when imported: a new feature
+# adds its module here.  Missing ones are skipped; CAMPAIGN_BOT_EXTRA_HANDLERS adds more.
+DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config")
 
 
 class HandlerImportError(Exception):

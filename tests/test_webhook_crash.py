@@ -78,6 +78,15 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
         wait_for(lambda: store.status_counts(engine) == {
             "done": BLOCK_FROM, "processing": INSTALLATIONS,
             "queued": N - BLOCK_FROM - INSTALLATIONS}, 30, "the blocked state")
+        # a second serve on the same database would requeue live work: it refuses
+        env = {**os.environ, "CAMPAIGN_BOT_WEBHOOK_SECRET": SECRET,
+               "CAMPAIGN_BOT_PORT": str(free_port())}
+        env.pop("CAMPAIGN_BOT_DATABASE_URL", None)
+        second = subprocess.run(
+            [sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert "another campaign-bot serve uses this database" in second.stderr
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)

@@ -45,8 +45,9 @@ class Service:
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
     with database_url(request.param, tmp_path) as url:
         settings = load_settings(webhook_secret=SECRET, database_url=url, worker_mode="thread",
+                                 sqlite_synchronous="NORMAL",
                                  max_body_bytes=25 * 1024 * 1024, retry_delays="0")
-        engine = store.make_engine(url)
+        engine = store.make_engine(url, sqlite_synchronous="NORMAL")  # tests need no fsync
         seen: list[str] = []
         router = Router()
 

@@ -267,3 +267,55 @@ def test_unhandled_runs_are_completed_in_bulk_without_overtaking(engine: Engine)
     assert seen == ["h3"]
     assert store.status_counts(engine) == {"done": 604}
     assert m.processed == 604
+
+
+def test_internal_deliveries_go_through_the_router_in_order(engine: Engine) -> None:
+    seen: list[tuple[str, object]] = []
+    r = Router()
+
+    @r.on("campaign_bot.refresh")
+    async def refresh(event: Event, gh: object, config: object) -> None:
+        seen.append((event.delivery_id, event.payload["repository"]["full_name"]))
+
+    insert(engine, row("gh-1", key="repo:o/r"))
+    payload = {"repository": {"full_name": "o/r"}}
+    assert store.enqueue_internal(engine, "campaign_bot.refresh", payload, delivery_id="job-1")
+    assert not store.enqueue_internal(engine, "campaign_bot.refresh", payload,
+                                      delivery_id="job-1")  # deduplicated
+    run_worker(engine, r)
+    assert seen == [("job-1", "o/r")]
+    d = store.get_delivery(engine, "job-1")
+    assert d is not None and d.key == "repo:o/r" and d.status == "done"
+
+
+def test_raw_sqlite_insert_reads_back_like_the_orm(tmp_path: Path) -> None:
+    """The acknowledgement path's raw sqlite3 insert stores what SQLAlchemy would."""
+    eng = store.make_engine(f"sqlite:///{tmp_path / 'raw.sqlite3'}")
+    store.migrate(eng)
+    new = row("raw-1", body=b'{"a": "\\u00e9"}')
+    raw = eng.raw_connection()
+    try:
+        assert store.insert_deliveries_sqlite(raw, [new, new]) == [True, False]
+        raw.commit()
+    finally:
+        raw.close()
+    with eng.begin() as c:
+        store.insert_deliveries(c, [row("orm-1")])
+    a, b = store.get_delivery(eng, "raw-1"), store.get_delivery(eng, "orm-1")
+    assert a is not None and b is not None
+    assert a.headers == new.headers and a.body == new.body and a.status == "queued"
+    assert a.received_at.replace(tzinfo=dt.UTC) == new.received_at
+    assert type(a.received_at) is type(b.received_at)
+    assert [h.delivery_id for h in store.queue_heads(eng)] == ["raw-1"]
+
+
+def test_only_one_service_lock_per_database(engine: Engine) -> None:
+    first, second = store.ServiceLock(engine), store.ServiceLock(engine)
+    assert first.acquire()
+    try:
+        assert not second.acquire()
+        assert "lock" in second.where
+    finally:
+        first.release()
+    assert second.acquire()
+    second.release()
