@@ -372,8 +372,14 @@ def request_screens(
     ref = gh.default_branch(ctx.repo)
     camp = find_campaign(gh, ctx.repo, ref, config, rt.options, req.campaign)
     scope = camp.scope
-    if not authorised:
-        authorise(gh, ctx.repo, ctx.login, scope)
+    if authorised:
+        # admitted by the command framework: note how, for the re-check at dispatch
+        perm = gh.permission(ctx.repo, ctx.login)
+        how = "write" if perm in WRITE_PERMISSIONS else (
+            "requester" if ctx.login.lower() in {r.lower() for r in scope.requesters}
+            else "allowed")
+    else:
+        how = authorise(gh, ctx.repo, ctx.login, scope)
     try:
         chk = check_against_scope(req, scope)
     except ScreenUsageError as exc:
@@ -419,7 +425,8 @@ def request_screens(
                 session_order=chk.order, pool=scope.pool.name,
                 workflow=_workflow(config, rt.options),
                 device_count=scope.pool.device_count, head_sha=head, head_repo=pr.head_repo,
-                from_fork=pr.from_fork, requested_by=ctx.login, requested_at=now,
+                from_fork=pr.from_fork, requested_by=ctx.login, authorised_as=how,
+                requested_at=now,
                 source_comment_id=ctx.comment_id, state=screens.QUEUED,
                 estimate_wall_s=e.wall_s, estimate_device_s=e.device_s,
             )
@@ -485,7 +492,26 @@ def _gh(rt: Runtime, s: Screen, default: ScreenGitHub | None) -> ScreenGitHub:
     return default
 
 
+def recheck(gh: ScreenGitHub, s: Screen, ref: str) -> None:
+    """Authorisation again, just before the dispatch (GITHUB.md 3.3: permissions change while
+    a screen waits): a requester by write permission must still have it, a campaign requester
+    must still be listed on the default branch.  ``[screen] allowed`` logins are not re-read
+    here.  Raises :class:`UserError` naming what changed."""
+    if s.authorised_as == "write":
+        perm = gh.permission(s.repo, s.requested_by)
+        if perm not in WRITE_PERMISSIONS:
+            raise UserError("message", message=f"{s.requested_by} no longer has write "
+                            f"permission (now {perm!r}); ask again")
+    elif s.authorised_as == "requester":
+        scope = load_campaign(gh, s.repo, ref, s.campaign_path).scope
+        if s.requested_by.lower() not in {r.lower() for r in scope.requesters}:
+            raise UserError("message", message=f"{s.requested_by} is no longer a requester "
+                            f"of campaign {scope.id}; ask again")
+
+
 def _dispatch_one(rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, now: datetime) -> None:
+    ref = gh.default_branch(s.repo)
+    recheck(gh, s, ref)
     if s.from_fork:
         pr = gh.pull(s.repo, s.pr_number)
         if pr.head_sha != s.head_sha:
@@ -493,7 +519,6 @@ def _dispatch_one(rt: Runtime, db: Session, gh: ScreenGitHub, s: Screen, now: da
                 "message", message=f"the fork PR head moved to {pr.head_sha[:12]} after the "
                 "approval; a new push needs a new /screen",
             )
-    ref = gh.default_branch(s.repo)
     inputs = {
         "campaign": s.campaign_path or ".",
         "candidate": s.candidate if s.kind == "candidate" else "control",

@@ -41,14 +41,14 @@ class ScreenSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CAMPAIGN_BOT_SCREEN_", env_file=".env",
                                       extra="ignore")
 
-    debounce_s: float = Field(10.0, ge=0)
-    dispatch_timeout_s: float = Field(1800.0, gt=0)
-    silence_factor: float = Field(2.0, ge=1)
-    silence_margin_s: float = Field(3600.0, ge=0)
-    watchdog_interval_s: float = Field(60.0, gt=0)
-    flush_interval_s: float = Field(5.0, gt=0)
-    max_artifact_bytes: int = Field(MAX_COMPRESSED_BYTES, gt=0)
-    max_unpacked_bytes: int = Field(MAX_UNCOMPRESSED_BYTES, gt=0)
+    debounce_s: float = Field(default=10.0, ge=0)
+    dispatch_timeout_s: float = Field(default=1800.0, gt=0)
+    silence_factor: float = Field(default=2.0, ge=1)
+    silence_margin_s: float = Field(default=3600.0, ge=0)
+    watchdog_interval_s: float = Field(default=60.0, gt=0)
+    flush_interval_s: float = Field(default=5.0, gt=0)
+    max_artifact_bytes: int = Field(default=MAX_COMPRESSED_BYTES, gt=0)
+    max_unpacked_bytes: int = Field(default=MAX_UNCOMPRESSED_BYTES, gt=0)
 
 
 @dataclass

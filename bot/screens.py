@@ -81,6 +81,7 @@ class Screen(Base):
     head_repo: Mapped[str | None] = mapped_column(String(200), nullable=True)
     from_fork: Mapped[bool] = mapped_column(default=False)
     requested_by: Mapped[str] = mapped_column(String(100))
+    authorised_as: Mapped[str] = mapped_column(String(16), default="write")
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     source_comment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)

@@ -234,3 +234,53 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
         assert (s.state, s.conclusion) == ("failed", "not dispatched")
         assert "the fork PR head moved" in s.detail
     assert len(d.repo(REPO).runs) == 1
+
+
+def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
+    import bot.screen as flow
+    from bot.router import Event
+
+    d, port, rt, clock = env
+    pull = d.add_pull(REPO, 6, {"x.txt": "fork"}, fork="mallory/campaign", head_ref="fork-topic")
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)  # PR 5
+    asyncio.run(run_command(rt, port, ctx("maint", 6, 2), "screen",
+                            f"candidate teacache track=5s-lossless sha={pull.head_sha}", None))
+    new_head = d.push(REPO, 6, {"x.txt": "changed"})
+    flow.attach(rt)
+    try:
+        ev = Event("d1", "pull_request", {
+            "action": "synchronize", "repository": {"full_name": REPO},
+            "pull_request": {"number": 6, "head": {"sha": new_head}}})
+        asyncio.run(flow.handle_push(ev, port, None))
+    finally:
+        flow.attach(None)
+    with rt.db() as db:
+        s = db.get(Screen, 2)
+        assert (s.state, s.cancelled_by) == ("cancelled", "campaign-bot")
+        assert s.detail == (f"Cancelled: the fork PR got a new head {new_head[:12]}; a new "
+                            "push needs a new approval.")
+        assert db.get(Screen, 1).state == "dispatched"  # same-repo PR 5 is untouched
+    assert "### 🚫 Screen S2: `teacache` on `5s-lossless`: cancelled" in comments(d)[-1]
+
+
+def test_authorisation_is_checked_again_at_dispatch(env) -> None:
+    from bot.screen import dispatch_pool
+
+    d, port, rt, clock = env
+    d.set_permission(REPO, "maint2", "write")
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    say(rt, port, "maint2", "/screen control track=5s-lossless", cid=2)
+    say(rt, port, "amy", "/screen candidate fp8-attn track=5s-lossless", cid=3)  # requester
+    d.set_permission(REPO, "maint2", "read")  # lost write permission while queued
+    with rt.db() as db:
+        assert [s.authorised_as for s in db.scalars(select(Screen).order_by(Screen.id))] == [
+            "write", "write", "requester"]
+        db.get(Screen, 1).state = screens.FINISHED
+    s = dispatch_pool(rt, "pool-4x910b1")
+    assert s is not None and s.id == 3  # S2 was failed, S3 (amy, still a requester) went
+    with rt.db() as db:
+        s2 = db.get(Screen, 2)
+        assert (s2.state, s2.conclusion) == ("failed", "not dispatched")
+        assert s2.detail == ("Not dispatched: maint2 no longer has write permission "
+                             "(now 'read'); ask again")
+    assert len(d.repo(REPO).runs) == 2

@@ -32,8 +32,8 @@ def add(db: Session, pool: str = "p", state: str = screens.QUEUED, wall: float =
         request_id=screens.new_request_id(), repo="o/r", pr_number=5, campaign="h3-ref2va",
         campaign_path="campaigns/h3", kind="candidate", candidate=cand, track="5s-lossless",
         session_order="ABBAAB", pool=pool, workflow="screen.yml", device_count=4, head_sha="a" * 40,
-        requested_by="amy", requested_at=T0, state=state, estimate_wall_s=wall,
-        estimate_device_s=wall * 4, **kw,
+        requested_by="amy", authorised_as="write", requested_at=T0, state=state,
+        estimate_wall_s=wall, estimate_device_s=wall * 4, **kw,
     )
     db.add(s)
     db.flush()

@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("head_repo", sa.String(200)),
         sa.Column("from_fork", sa.Boolean(), nullable=False),
         sa.Column("requested_by", sa.String(100), nullable=False),
+        sa.Column("authorised_as", sa.String(16), nullable=False),
         sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("source_comment_id", sa.Integer()),
         sa.Column("state", sa.String(16), nullable=False),
