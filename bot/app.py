@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -368,7 +369,20 @@ def create_app(
         eng = engine or store.make_engine(settings.database_url,
                                           sqlite_synchronous=settings.sqlite_synchronous)
         await asyncio.to_thread(store.migrate, eng)
-        load_handlers(settings.extra_handler_modules)
+        loaded = load_handlers(settings.extra_handler_modules)
+        scheduler = None
+        if run_worker and "bot.campaign_status" in loaded:
+            # issue 8: the status header's service on this database, and its 30-minute job
+            from bot import campaign_status
+
+            campaign_status.configure(
+                campaign_status.HeaderService(eng, bot_login=settings.bot_login))
+            try:
+                scheduler = campaign_status.start_scheduler(
+                    eng, context_factory or default_context_factory(settings),
+                    settings.bot_login)
+            except Exception as exc:  # noqa: BLE001 - no GitHub credentials: no safety net
+                log.warning("status header scheduler not started: %s", exc)
         worker: Worker | WorkerProcess | None = None
         supervisor = None
         if run_worker and mode == "process":
@@ -392,11 +406,24 @@ def create_app(
             supervisor = asyncio.create_task(worker.supervise())
         elif worker is not None:
             worker.start_thread()
-        state.update(engine=eng, writer=writer, worker=worker)
+        # the /screen flow (issue 7): its runtime and watchdog jobs live where the handlers
+        # run (the worker child process starts its own, see bot.worker_process)
+        screens_svc = None
+        if "bot.screen" in sys.modules and not isinstance(worker, WorkerProcess):
+            from bot import screen_service
+
+            screens_svc = screen_service.start(
+                eng, worker.context_factory if isinstance(worker, Worker) else None,
+                scheduler=isinstance(worker, Worker))
+        state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
             yield
         finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
+            if screens_svc is not None:
+                screens_svc.stop()
             writer.stop()
             if checkpointer is not None:
                 checkpointer.stop()

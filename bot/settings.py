@@ -25,6 +25,7 @@ Every variable (README "webhook service" lists them with defaults)::
                                      delivery survives a killed process, not a power loss)
                                      or FULL (fsync per commit: survives power loss too)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
+    CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class Settings(DatabaseSettings):
     run_worker: bool = True
     worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
+    github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
 
     @field_validator("webhook_secret")
     @classmethod

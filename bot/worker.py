@@ -49,7 +49,8 @@ or repository and its parsed repo config (or None).  The real one is
 
 # Feature modules that register handlers on bot.router.router when imported: a new feature
 # adds its module here.  Missing ones are skipped; CAMPAIGN_BOT_EXTRA_HANDLERS adds more.
-DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config")
+DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config", "bot.screen",
+                           "bot.campaign_status")
 
 
 class HandlerImportError(Exception):
@@ -91,7 +92,9 @@ def default_context_factory(settings: Any) -> ContextFactory:
             return None, None
 
         return no_github
-    return context_for(settings)  # type: ignore[no-any-return]
+    # CAMPAIGN_BOT_GITHUB_THROTTLE=false drops PyGithub's pacing (tests against the double)
+    throttle = bool(getattr(settings, "github_throttle", True))
+    return context_for(settings, throttle=throttle)  # type: ignore[no-any-return]
 
 
 def handler_name(fn: Any) -> str:

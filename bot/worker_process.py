@@ -86,10 +86,17 @@ async def _run(wake_fd: int, report_fd: int) -> int:
             await asyncio.sleep(0.5)
 
     reporter = asyncio.create_task(report())
+    screens_svc = None
+    if "bot.screen" in sys.modules:  # the /screen flow (issue 7): runtime and watchdog jobs
+        from bot import screen_service
+
+        screens_svc = screen_service.start(engine, worker.context_factory)
     try:
         await worker.run()
     finally:
         reporter.cancel()
+        if screens_svc is not None:
+            screens_svc.stop()
     return 0
 
 

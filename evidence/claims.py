@@ -170,11 +170,12 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
         if v.control_spread is not None:
             s.ratio.append((v.control_spread, f"{tag} control spread"))
             s.percent.append(((v.control_spread - 1) * 100, f"{tag} control spread"))
-        for c in v.control_medians_s:
-            for t in v.candidate_medians_s:
-                s.ratio += [(t / c, f"{tag} pair {t:g}/{c:g}"), (c / t, f"{tag} pair {c:g}/{t:g}")]
-                s.percent += [((1 - t / c) * 100, f"{tag} pair {t:g} vs {c:g}"),
-                              ((t / c - 1) * 100, f"{tag} pair {t:g} vs {c:g}")]
+        for cm in v.control_medians_s:
+            for tm in v.candidate_medians_s:
+                s.ratio += [(tm / cm, f"{tag} pair {tm:g}/{cm:g}"),
+                            (cm / tm, f"{tag} pair {cm:g}/{tm:g}")]
+                s.percent += [((1 - tm / cm) * 100, f"{tag} pair {tm:g} vs {cm:g}"),
+                              ((tm / cm - 1) * 100, f"{tag} pair {tm:g} vs {cm:g}")]
     return s
 
 

@@ -123,6 +123,11 @@ def check_cmd(
         "--prior-noise",
         help="Also show the labelled, model-based prior-noise decision where the campaign "
              "holds >= 10 historical control-vs-control differences.")] = False,
+    trusted_keys: Annotated[Path | None, typer.Option(
+        "--trusted-keys",
+        help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
+             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
+             "exist.")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
@@ -157,6 +162,18 @@ def check_cmd(
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
+    if trusted_keys is not None:
+        from evidence.signing import KeyFileError, load_trusted_keys, signature_findings
+
+        try:
+            keys = load_trusted_keys(trusted_keys)
+        except KeyFileError as e:
+            err.print(f"[red]cannot use trusted keys:[/] {e}")
+            raise typer.Exit(EXIT_USAGE) from None
+        sig = signature_findings(directory, keys)
+        rep.findings.extend(sig)
+        if any(f.severity in ("P0", "P1", "P2") for f in sig):
+            rep.exit_code = max(rep.exit_code, EXIT_PROBLEMS)
     if as_json:
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:

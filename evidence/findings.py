@@ -240,11 +240,11 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
             ctrl = {it.receipt.input_digests.get(name) for it in items
                     if it.receipt.arm == "control"}
             for it in items:
-                sha = it.receipt.input_digests.get(name)
-                if it.receipt.arm == "candidate" and ctrl and sha not in ctrl:
+                got = it.receipt.input_digests.get(name)
+                if it.receipt.arm == "candidate" and ctrl and got not in ctrl:
                     out.append(_f("INPUTS_DIFFER", "P1", it.path, it.text,
                                   f"input_digests.{name}",
-                                  f"screen {sid}: candidate {name} {str(sha)[:12]} differs from "
+                                  f"screen {sid}: candidate {name} {str(got)[:12]} differs from "
                                   "control's", INPUTS_FIX))
     per_track: dict[str, dict[str, ReceiptIn]] = defaultdict(dict)
     for it in ev.receipts:
@@ -350,10 +350,10 @@ def frozen_receipt_changed(root: Path, base_ref: str) -> list[Finding]:
     for rec in listing.split(b"\0"):
         if not rec:
             continue
-        meta, _, name = rec.partition(b"\t")
+        meta, _, raw = rec.partition(b"\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == b"blob" and name.endswith(b".json"):
-            entries.append((parts[2].decode(), name.decode()))
+        if len(parts) == 3 and parts[1] == b"blob" and raw.endswith(b".json"):
+            entries.append((parts[2].decode(), raw.decode()))
     if not entries:
         return []
     blobs = _cat_batch(top, [oid for oid, _ in entries])

@@ -348,6 +348,11 @@ class WorkerExit(Strict):
     )
     exit_code: int | None = None
     signal: int | None = None
+    source: str | None = Field(
+        default=None,
+        description="How the end was read: 'waitpid', 'log: ...' (server log markers) or "
+        "'psutil: ...'.",
+    )
 
     @property
     def clean(self) -> bool:
@@ -518,11 +523,28 @@ class MediaCheck(Strict):
 
 
 class MediaMetric(Strict):
-    """One metric with its gate. ``passed`` is None when the metric has no gate here."""
+    """One metric with its gate. ``passed`` is None when the metric has no gate here.
+
+    JSON writes infinities as the strings ``"Infinity"``/``"-Infinity"`` (identical inputs
+    give PSNR = inf); they read back as floats.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
 
     name: str = Field(description="e.g. 'ssim_all', 'psnr_avg_db', 'lpips', 'audio_rms_ratio'.")
     value: float | None = Field(description="None when not computed; inf for identical PSNR.")
     op: Literal[">=", "<=", "in", "=="] | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _infinity_strings(cls, v: Any) -> Any:
+        # JSON has no infinity; we write "Infinity"/"-Infinity" and read them back even under
+        # strict validation (check loads documents strictly).  "NaN" stays refused.
+        if v == "Infinity":
+            return math.inf
+        if v == "-Infinity":
+            return -math.inf
+        return v
     threshold: float | list[float] | None = None
     passed: bool | None = None
     source: str | None = None
@@ -537,6 +559,16 @@ class BitExact(Strict):
     first_differing_frame: int | None = None
     pcm_equal: bool | None = None
     decoder_build: str | None = Field(default=None, description="FFmpeg/libav build compared.")
+    frames_compared: int | None = Field(default=None, description="Frame pairs hashed.")
+    differing_frames: int | None = Field(default=None, description="Frame pairs that differ.")
+    first_differing_packet: dict[str, int | None] = Field(
+        default_factory=dict, description="stream -> index of the first differing packet.")
+    video_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="arm -> SHA-256 over the per-frame SHA-256s of the decoded YUV planes.")
+    pcm_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="arm -> SHA-256 of the decoded float32 PCM (this decoder build only).")
 
 
 class MediaReport(Strict):
@@ -556,6 +588,12 @@ class MediaReport(Strict):
     passed: bool
     reasons: list[str] = Field(default_factory=list)
     created_at: datetime | None = None
+    decoder_build: str | None = Field(default=None, description="Decoder build used.")
+    gates_source: str | None = Field(
+        default=None, description="Where the thresholds came from (campaign, file, defaults).")
+    wall_s: Seconds | None = Field(default=None, description="Wall time of the comparison.")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
 
     @field_validator("schema_")
     @classmethod

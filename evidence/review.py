@@ -152,7 +152,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         t = Table(title="verdicts per track and candidate (session medians; exact "
                   "distribution-free rule, one-sided alpha 0.05)", title_justify="left")
         for c in ("track", "candidate", "verdict", "m v n", "ratio (HL)", "exact bounds",
-                  "spread", "contrary/u", "more pairs", "reasons"):
+                  "spread", "pairs vs theta0", "more pairs", "reasons"):
             t.add_column(c, overflow="fold",
                          justify="right" if c in ("m v n", "spread", "more pairs") else "left")
         for v in verdicts:
@@ -161,8 +161,8 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
                       (f"none (best {v.best_confidence:.1%})"
                        if v.best_confidence is not None else "—"))
             contrary = ("—" if v.pairs_at_or_above_theta0 is None else
-                        f"{v.pairs_at_or_above_theta0}/{v.pairs} vs "
-                        f"{'—' if v.u is None else v.u}")
+                        f">= {v.pairs_at_or_above_theta0}, <= {v.pairs_at_or_below_theta0} "
+                        f"of {v.pairs}; u {'—' if v.u is None else v.u}")
             verdict = f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]"
             if v.regression:
                 verdict += " [red]REGRESSION[/]"
@@ -200,8 +200,8 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         t = Table(title="claims traced", title_justify="left")
         for c in ("line", "claim", "traced to"):
             t.add_column(c, overflow="fold")
-        for c in claims:
-            src = (escape(c.traced_to) if c.traced_to else
-                   "[red]summed gain[/]" if c.summed else "[red]untraceable[/]")
-            t.add_row(str(c.line), escape(c.text.strip()), src)
+        for cl in claims:
+            src = (escape(cl.traced_to) if cl.traced_to else
+                   "[red]summed gain[/]" if cl.summed else "[red]untraceable[/]")
+            t.add_row(str(cl.line), escape(cl.text.strip()), src)
         console.print(t)

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from evidence import stats
+from evidence.models import MediaReport, Receipt, Track
 from evidence.verdicts import (
     Evidence,
     hard_lifecycle_issues,
@@ -73,7 +74,7 @@ def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
     scope = ev.scope
     tracks = {t.id: t for t in scope.tracks}
     reports = [r.report for r in ev.reports]
-    by_key: dict[tuple[str, str], list] = defaultdict(list)
+    by_key: dict[tuple[str, str], list[Receipt]] = defaultdict(list)
     for it in ev.receipts:
         by_key[(it.receipt.screen_id, it.receipt.track)].append(it.receipt)
     out: list[ScreeningDecision] = []
@@ -91,8 +92,10 @@ def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
     return out
 
 
-def _decide(sid, tr, cand, ctrl, mine, theta0, fut, track, ev, reports) -> ScreeningDecision:  # noqa: ANN001
-    base = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
+def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receipt],
+            theta0: float | None, fut: float, track: Track | None, ev: Evidence,
+            reports: list[MediaReport]) -> ScreeningDecision:
+    base: dict[str, Any] = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
             "theta0": theta0, "m": len(ctrl), "n": len(mine)}
     failed = [f"{r.session_id}: {t}" for r in mine for _, t in request_issues(r)]
     if failed:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 from scipy import stats as sps
 
 from evidence import stats
@@ -186,13 +186,18 @@ class TrackVerdict(BaseModel):
         """Reason codes in order."""
         return [r.code for r in self.reasons]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def summary(self) -> str:
-        """One line: the deciding reason's text."""
+        """One line: the deciding reason's text (also in ``--json``)."""
         deciding = [r for r in self.reasons if r.gate != "decision"] or self.reasons
         if self.verdict == "FAILED":
             deciding = [r for r in self.reasons if r.code in FAILING_CODES] or deciding
         return deciding[0].text if deciding else self.verdict
+
+
+UNREADABLE_RULES = frozenset({"SCHEMA_INVALID", "JSON_INVALID", "UNREADABLE", "FILE_TOO_LARGE"})
+"""Loader finding rules (issue 2) after which a receipt file is absent from the typed lists."""
 
 
 class CompositionRefused(ValueError):
@@ -261,6 +266,10 @@ class Evidence:
     scope_path: str = "campaign.toml"
     scope_text: str | None = None
     root: Path | None = None
+    unreadable: list[tuple[str, str | None, str | None, str | None]] = field(
+        default_factory=list)
+    """(path, screen id, track, candidate; each None when unknown) of receipt files that
+    could not be read or validated: a verdict never silently drops them."""
 
     @classmethod
     def from_lists(
@@ -282,7 +291,20 @@ class Evidence:
         """From a loaded campaign directory.  Raises ValueError when it has no valid scope."""
         if loaded.scope is None:
             raise ValueError("the campaign has no valid campaign.toml; no verdict can be given")
-        return cls(
+        bad: list[tuple[str, str | None, str | None, str | None]] = []
+        for f in loaded.findings:
+            if f.rule not in UNREADABLE_RULES or not f.path.endswith(".json"):
+                continue
+            obj = loaded.json_docs.get(f.path, (None, ""))[0]
+            schema = obj.get("schema") if isinstance(obj, dict) else None
+            if isinstance(schema, str) and not schema.startswith("campaign-bot/receipt"):
+                continue  # a status or media report: not a session
+            def _s(key: str, o: object = obj) -> str | None:
+                v = o.get(key) if isinstance(o, dict) else None
+                return v if isinstance(v, str) else None
+
+            bad.append((f.path, _s("screen_id"), _s("track"), _s("candidate")))
+        ev = cls(
             loaded.scope.model,
             [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts],
             [ReportIn(d.model, d.path, d.text) for d in loaded.media_reports],
@@ -292,6 +314,8 @@ class Evidence:
             loaded.scope.text,
             Path(loaded.root),
         )
+        ev.unreadable = sorted(set(bad), key=lambda x: x[0])
+        return ev
 
 
 # ----------------------------------------------------------------------- session helpers
@@ -437,7 +461,8 @@ def control_repeatability(
 
     ``differs`` when a lossless media report between outputs of two different control sessions
     shows unequal frames or PCM (this wins over any equal pair); ``established`` when two
-    sessions' outputs have equal SHA-256 or a report shows them bit-exact; else ``unproven``.
+    sessions' outputs have equal SHA-256 or a report shows their frames and PCM equal (PCM not
+    compared does not establish it: lossless means frames and PCM); else ``unproven``.
     """
     by_sha: dict[str, set[str]] = defaultdict(set)
     for r in controls:
@@ -458,9 +483,10 @@ def control_repeatability(
             return "differs", (
                 f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
                 f"differ in {what}: control is not repeatable")
-        established = established or (
-            f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} are "
-            "bit-exact")
+        if be.pcm_equal is True:  # frames and PCM both shown equal
+            established = established or (
+                f"control outputs {rep.control.sha256[:12]} and {rep.candidate.sha256[:12]} "
+                "are bit-exact")
     if established:
         return "established", established
     return "unproven", "no two control sessions are shown to give equal decoded output"
@@ -519,18 +545,20 @@ def _judge_lossless(q: QualityOutcome, cand_out: dict[str, str], ctrl_out: dict[
     for sha, sess in cand_out.items():
         if sha in ctrl_out:
             continue  # byte-identical MP4: identical decoded output
-        verdicts = []
+        seen: list[bool | None] = []  # True equal, False differs, None PCM not compared
         for rep in reports:
             if rep.bit_exact is None:
                 continue
             pair = {rep.control.sha256, rep.candidate.sha256}
             if sha in pair and (pair - {sha}) & ctrl_out.keys():
                 be = rep.bit_exact
-                verdicts.append(be.frames_equal and be.pcm_equal is not False)
-        if verdicts and not all(verdicts):
+                seen.append(False if not be.frames_equal or be.pcm_equal is False
+                            else be.pcm_equal)
+        if False in seen:
             differing.append(f"{sess} ({sha[:12]})")
-        elif not verdicts:
-            unproven.append(f"{sess} ({sha[:12]})")
+        elif True not in seen:
+            unproven.append(f"{sess} ({sha[:12]})"
+                            + (": decoded PCM not compared" if seen else ""))
     if rep_state == "differs":
         q.unproven.append(Reason(
             code="LOSSLESS_CONTROL_NOT_REPEATABLE", gate="quality",
@@ -561,6 +589,11 @@ def _judge_lossy(q: QualityOutcome, scope: CampaignScope, cand_out: dict[str, st
     gates = scope.quality_gates
     uncovered = []
     for sha, sess in cand_out.items():
+        if sha in ctrl_out or any(
+                r.bit_exact is not None and r.bit_exact.frames_equal
+                and r.bit_exact.pcm_equal is True and r.candidate.sha256 == sha
+                and r.control.sha256 in ctrl_out for r in reports):
+            continue  # identical to control: every perceptual gate holds trivially
         reps = [r for r in reports if r.candidate.sha256 == sha and r.control.sha256 in ctrl_out
                 and r.mode == "lossy"]
         if not reps:
@@ -755,14 +788,22 @@ def _group(ev: Evidence) -> list[_Group]:
     by_screen: dict[str, list[ReceiptIn]] = defaultdict(list)
     for it in ev.receipts:
         by_screen[it.receipt.screen_id].append(it)
+    # unreadable receipts still name their screen, track and candidate when the JSON parsed
+    ghosts: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
+    for _path, sid, track, cand in ev.unreadable:
+        if sid is not None and track is not None:
+            ghosts[sid].add((track, cand))
     groups: dict[tuple[str, str | None], _Group] = {}
-    for sid, items in sorted(by_screen.items()):
-        tracks = sorted({i.receipt.track for i in items})
+    for sid in sorted(set(by_screen) | set(ghosts)):
+        items = by_screen.get(sid, [])
+        tracks = sorted({i.receipt.track for i in items} | {t for t, _ in ghosts[sid]})
         cands = sorted({i.receipt.candidate for i in items
-                        if i.receipt.arm == "candidate" and i.receipt.candidate})
+                        if i.receipt.arm == "candidate" and i.receipt.candidate}
+                       | {c for _, c in ghosts[sid] if c})
         for tr in tracks:
             mine = [i for i in items if i.receipt.track == tr]
-            for cand in cands or [None]:
+            slots: list[str | None] = [*cands] or [None]
+            for cand in slots:
                 g = groups.setdefault((tr, cand), _Group(tr, cand))
                 g.screens.append(sid)
                 g.items.extend(i for i in mine if i.receipt.arm == "control"
@@ -794,6 +835,10 @@ def _validity(ev: Evidence, g: _Group) -> list[Reason]:
 
     add("MANIFEST_UNVERIFIED", [i.path for i in g.items if i.path in ev.unverified],
         "receipt not verified by the manifest")
+    add("RECEIPT_UNREADABLE", [p for p, sid, _t, _c in ev.unreadable
+                               if sid is None or sid in g.screens],
+        "receipt file that could not be read or validated (its session is not dropped "
+        "silently)")
     add("CAMPAIGN_MISMATCH", [f"{r.session_id} ({r.campaign})" for r in rs
                               if r.campaign != scope.id], f"receipt not of campaign {scope.id}")
     if g.track not in track_ids:
@@ -956,7 +1001,7 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
         if track is not None:
             v.target_reduction = track.target_reduction
             v.theta0 = 1 - track.target_reduction
-        if len(c_med) >= 1:
+        if len(c_med) >= 2:  # a spread needs two control sessions
             v.control_spread = max(c_med) / min(c_med)
         v.tail = [arm_tail("control", ctrl)] + ([arm_tail("candidate", cand)] if cand else [])
         dec = None
@@ -974,8 +1019,6 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
                                                  ctrl[0].config_digest, g.screens)
                 if len(diffs) >= PRIOR_NOISE_MIN_DIFFS:
                     v.prior_noise = prior_noise_decision(c_med, t_med, v.theta0, diffs, alpha)
-        elif c_med:
-            v.best_confidence = None
         v.reasons = validity + quality_failed + quality_unproven + design
         if dec is not None:
             v.reasons += dec.reasons
@@ -990,12 +1033,12 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.verdict = "INCONCLUSIVE"
         else:
             v.verdict = dec.verdict
-            v.regression = dec.regression
+        # REGRESSION flags a FAILED verdict whose valid evidence is significantly slower
+        v.regression = bool(v.verdict == "FAILED" and dec is not None and dec.regression)
         if dec is not None and v.verdict != dec.verdict:
-            # the decision gate was not reached: say so instead of showing its outcome
-            for r in v.reasons:
-                if r.gate == "decision":
-                    r.text = f"(not reached: gated) {r.text}"
+            # the decision gate was not reached: its outcome is not a reason (the statistics
+            # stay in the fields); only UNDERPOWERED, a property of the design, is kept
+            v.reasons = [r for r in v.reasons if r.gate != "decision" or r.code == "UNDERPOWERED"]
         out.append(v)
     covered = {g.track for g in groups}
     for t in scope.tracks:

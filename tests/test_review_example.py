@@ -167,3 +167,35 @@ def test_claims_option(tmp_path: Path) -> None:
     assert [(f["path"], f["line"]) for f in hit] == [(str(body), 3)]
     res = CliRunner().invoke(app, ["check", str(EXAMPLE), "--claims", str(body)])
     assert "claims traced" in res.output and "untraceable" in res.output
+
+
+@pytest.mark.parametrize(("damage", "scoped"), [
+    (lambda p: p.write_text(p.read_text().replace('"client_wall_s": 365.884',
+                                                  '"client_wall_s": "365.884"')), True),
+    (lambda p: p.write_bytes(p.read_bytes()[:200]), False),
+], ids=["schema-invalid-attributed-to-its-screen", "truncated-json-taints-every-verdict"])
+def test_unreadable_receipt_is_never_dropped_silently(example_copy: Path, damage,  # noqa: ANN001
+                                                      scoped: bool) -> None:
+    damage(example_copy / RECEIPT)
+    _, rep, _ = _check(example_copy)
+    hit = {(v["track"], v["candidate"]) for v in rep["verdicts"]
+           if "RECEIPT_UNREADABLE" in [r["code"] for r in v["reasons"]]}
+    rl = ("5s-lossless", "resident-layers-24")
+    if scoped:  # the JSON still names screen, track and candidate: that row alone
+        assert hit == {rl}
+        v = next(v for v in rep["verdicts"] if (v["track"], v["candidate"]) == rl)
+        assert v["verdict"] == "INCONCLUSIVE" and (v["m"], v["n"]) == (1, 0)
+    else:  # nothing can be attributed: every row with sessions carries it
+        assert hit == {("5s-lossless", "tp2-sp2"), ("15s-lossless", None)}
+
+
+def test_review_api_and_prior_noise_flag() -> None:
+    from evidence.bundle import load_campaign
+    from evidence.review import review
+
+    verdicts, findings = review(load_campaign(EXAMPLE))
+    assert [v.verdict for v in verdicts] == ["INCONCLUSIVE"] * 5
+    assert {f.rule for f in findings} >= {"STALE_STATUS", "LIFECYCLE_FAILED"}
+    code, rep, _ = _check(EXAMPLE, "--prior-noise")
+    assert code == 1  # the example holds no 10 control-vs-control differences: no mode shown
+    assert all(v["prior_noise"] is None for v in rep["verdicts"])

@@ -319,5 +319,7 @@ __all__ = [
 ]
 
 # command modules register themselves on import (module name = command name)
+from bot.commands import budget as _budget  # noqa: E402,F401
 from bot.commands import help as _help  # noqa: E402,F401
+from bot.commands import screen as _screen  # noqa: E402,F401
 from bot.commands import verify as _verify  # noqa: E402,F401

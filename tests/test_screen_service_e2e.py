@@ -1,0 +1,557 @@
+"""``/screen`` end to end with real processes: ``campaign-bot serve`` (SQLite) as a
+subprocess, the GitHub double (a real HTTP server), and, when the bot dispatches the screen
+workflow, the double plays the self-hosted runner: it runs ``campaign-bot screen`` as a real
+subprocess against the stand-in model server (``runners.standin``), stores the signed bundle
+as the run's artifact, and sends the signed ``workflow_job`` and ``workflow_run`` deliveries
+GitHub would send.
+
+Variants: the whole loop with two screens queued on one pool (the second waits, then runs)
+and a third cancelled while queued; an unauthorised user; budget exhausted, then extended
+by a requester and a dispatched screen cancelled; a bundle tampered after signing (refused);
+the runner killed mid-screen (failed, charged, never counted).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import uuid
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from screen_scope import toml_dumps
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+from webhook_helpers import free_port, headers_for, wait_for
+
+from bot.screens import Screen
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CAMPAIGN_SRC = ROOT / "tests" / "data" / "screen-campaign"
+NPU_FIX = ROOT / "tests" / "fixtures" / "npu-smi"
+DERIVED = SHARED / "fixtures" / "github" / "webhooks-derived"
+WEBHOOKS = SHARED / "fixtures" / "github" / "webhooks"
+SECRET = "e2e-secret"
+REPO = "octo/standin-campaign"
+PR = 7
+CAMP_DIR = "campaigns/standin"
+CLI = [sys.executable, "-c", "from evidence.cli import main; main()"]
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("keys")
+    res = cli("keygen", str(d / "runner.key"))
+    assert res.returncode == 0, res.stderr
+    return d / "runner.key", d / "runner.key.pub"
+
+
+# ------------------------------------------------------------------------ the runner double
+
+
+@dataclass
+class Runner:
+    """Plays GitHub Actions + the self-hosted runner for dispatched screen runs."""
+
+    double: Any
+    bot_url: str
+    key: Path
+    work: Path
+    mode: dict[str, str] = field(default_factory=dict)  # request_id or "*" -> mode
+    release: dict[str, threading.Event] = field(default_factory=dict)
+    hold: bool = False
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        delivery = str(uuid.uuid4())
+        r = httpx.post(f"{self.bot_url}/webhook", content=body,
+                       headers=headers_for(body, event, delivery, secret=SECRET), timeout=30)
+        assert r.status_code == 202, r.text
+        self.delivered.append(f"{event}.{payload.get('action')}")
+
+    def on_dispatch(self, double: Any, repo: str, run: dict[str, Any]) -> None:
+        try:
+            self._run(double, repo, run)
+        except Exception as exc:  # noqa: BLE001 - surfaced by the test
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def on_cancel(self, double: Any, repo: str, run: dict[str, Any]) -> None:
+        ev = self.release.get(run["inputs"]["request_id"])
+        if ev is not None:
+            ev.set()
+
+    def _run(self, double: Any, repo: str, run: dict[str, Any]) -> None:
+        self.runs.append(run)
+        inputs = run["inputs"]
+        rid = inputs["request_id"]
+        mode = self.mode.get(rid, self.mode.get("*", "ok"))
+        ev = self.release.setdefault(rid, threading.Event())
+        if self.hold:
+            ev.wait(60)
+        if run.get("cancel_requested"):
+            self._complete(double, repo, run, "cancelled", started=None)
+            return
+        started = _now_s()
+        double.set_run(repo, run["id"], status="in_progress", run_started_at=_iso(started))
+        self.deliver("workflow_job", job_payload(repo, run, "in_progress", started))
+        # check out the approved head: the campaign directory at inputs.head_sha
+        tree = double.repo(repo).trees[inputs["head_sha"]]
+        camp = self.work / f"checkout-{run['id']}"
+        for path, data in tree.items():
+            if path.startswith(inputs["campaign"] + "/"):
+                dst = camp / path[len(inputs["campaign"]) + 1:]
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(data)
+        out = self.work / f"bundle-{run['id']}"
+        args = ["screen", "--campaign", str(camp), "--track", inputs["track"],
+                "--out", str(out), "--signing-key", str(self.key), "--health-poll-s", "0.1"]
+        if inputs["candidate"] == "control":
+            args.append("--control-only")
+        else:
+            args += ["--candidate", inputs["candidate"]]
+        if inputs.get("sessions"):
+            args += ["--sessions", inputs["sessions"]]
+        env = runner_env(self.work)
+        proc = subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        if mode == "die":
+            # the runner dies mid-screen: killed once the first server is up
+            wait_for(lambda: any(out.rglob("*.log")) or proc.poll() is not None, 60,
+                     "the first session to start")
+            time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate(timeout=120)
+        (self.work / f"runner-{run['id']}.log").write_bytes(log)
+        rc = proc.returncode
+        conclusion = "success" if rc in (0, 1) else "failure"
+        files: dict[str, bytes] = {}
+        if out.is_dir():
+            if mode == "tamper":
+                receipts = sorted((out / "data").rglob("*.json"))
+                target = next(p for p in receipts if "receipt" in p.read_text()[:200]
+                              or p.name.startswith("session"))
+                doc = json.loads(target.read_text())
+                doc["notes"] = "faster than it was"
+                target.write_text(json.dumps(doc, indent=2))
+            files = {p.relative_to(out).as_posix(): p.read_bytes()
+                     for p in sorted(out.rglob("*")) if p.is_file()}
+        if files:  # upload-artifact runs `if: always()`: a killed runner leaves partial files
+            double.add_artifact(repo, run["id"], f"screen-bundle-{rid}", files)
+        self._complete(double, repo, run, conclusion, started)
+
+    def _complete(self, double: Any, repo: str, run: dict[str, Any], conclusion: str,
+                  started: datetime | None) -> None:
+        ended = _now_s()
+        if started is not None and ended <= started:
+            time.sleep(1)
+            ended = _now_s()
+        fields = {"status": "completed", "conclusion": conclusion, "updated_at": _iso(ended)}
+        if started is not None:
+            fields["run_started_at"] = _iso(started)
+        double.set_run(repo, run["id"], **fields)
+        self.deliver("workflow_run", run_payload(repo, double.repo(repo).runs[run["id"]]))
+
+
+def _now_s() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def runner_env(work: Path) -> dict[str, str]:
+    npu = work / "npu"
+    if not npu.exists():
+        npu.mkdir(parents=True)
+        shutil.copy(NPU_FIX / "info-a3-idle.txt", npu / "info.txt")
+        shutil.copy(NPU_FIX / "proc-mem-idle.txt", npu / "proc-mem.txt")
+    env = dict(os.environ)
+    env["CAMPAIGN_BOT_SERVER_CMD"] = f"{sys.executable} -m runners.standin"
+    env["PATH"] = f"{ROOT / 'tests' / 'bin'}{os.pathsep}{env['PATH']}"
+    env["FAKE_NPU_SMI_DIR"] = str(npu)
+    env["COLUMNS"] = "200"
+    return env
+
+
+# ---------------------------------------------------------------------------- deliveries
+
+
+def _base(repo: str) -> dict[str, Any]:
+    return {"repository": {"id": 1, "name": repo.split("/")[1], "full_name": repo,
+                           "private": False, "owner": {"login": repo.split("/")[0]}},
+            "installation": {"id": 1}}
+
+
+def comment_payload(repo: str, login: str, body: str, cid: int) -> dict[str, Any]:
+    p = json.loads((DERIVED / "issue_comment" / "created.on-pull-request.json").read_text())
+    p.update(_base(repo))
+    p["action"] = "created"
+    p["issue"]["number"] = PR
+    p["comment"].update(id=cid, body=body)
+    p["comment"]["user"] = {**p["comment"]["user"], "login": login, "type": "User"}
+    p["comment"].pop("performed_via_github_app", None)
+    p["sender"] = {**p["sender"], "login": login, "type": "User"}
+    return p
+
+
+def job_payload(repo: str, run: dict[str, Any], action: str, started: datetime) -> dict:
+    p = json.loads(sorted((WEBHOOKS / "workflow_job").glob("*.json"))[0].read_text())
+    p.update(_base(repo))
+    p["action"] = action
+    p["workflow_job"].update(run_id=run["id"], status=action, runner_name="standin-runner-1",
+                             started_at=_iso(started), workflow_name="screen")
+    return p
+
+
+def run_payload(repo: str, run: dict[str, Any]) -> dict[str, Any]:
+    p = json.loads((DERIVED / "workflow_run" / "completed.workflow-dispatch.json").read_text())
+    p.update(_base(repo))
+    p["action"] = "completed"
+    p["workflow_run"].update(
+        id=run["id"], status="completed", conclusion=run["conclusion"],
+        display_title=run["display_title"], head_sha=run["head_sha"],
+        run_started_at=run.get("run_started_at") or run.get("created_at"),
+        updated_at=run["updated_at"],
+    )
+    return p
+
+
+# --------------------------------------------------------------------------- the service
+
+
+@dataclass
+class Env:
+    double: Any
+    url: str
+    runner: Runner
+    db: Path
+    proc: subprocess.Popen[bytes]
+    cid: int = 5000
+
+    def say(self, login: str, text: str) -> int:
+        self.cid += 1
+        self.runner.deliver("issue_comment", comment_payload(REPO, login, text, self.cid))
+        return self.cid
+
+    def comments(self) -> list[str]:
+        cs = self.double.repo(REPO).comments.values()
+        return [c["body"] for c in sorted(cs, key=lambda c: c["id"])]
+
+    def screens(self) -> list[Screen]:
+        eng = create_engine(f"sqlite:///{self.db}")
+        try:
+            with Session(eng) as s:
+                out = list(s.scalars(select(Screen).order_by(Screen.id)))
+                s.expunge_all()
+                return out
+        finally:
+            eng.dispose()
+
+    def screen(self, n: int) -> Screen:
+        return next(s for s in self.screens() if s.id == n)
+
+    def reply_to(self, cid: int) -> str:
+        return next(b for b in self.comments() if f"campaign-bot:reply comment={cid} " in b)
+
+    def checks(self) -> list[dict[str, Any]]:
+        return sorted(self.double.repo(REPO).check_runs.values(), key=lambda c: c["id"])
+
+
+def campaign_files(budget: dict[str, float], pub: bytes) -> dict[str, bytes | str]:
+    scope = tomllib.loads((CAMPAIGN_SRC / "campaign.toml").read_text())
+    scope["budget"].update(budget)
+    return {
+        ".github/campaign-bot.toml": (
+            '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n\n'
+            '[pools.standin-x2]\nrunner_labels = ["self-hosted", "standin"]\n'),
+        ".github/workflows/screen.yml": (ROOT / ".github/workflows/screen.yml").read_text(),
+        f"{CAMP_DIR}/campaign.toml": toml_dumps(scope),
+        f"{CAMP_DIR}/ref.mp4": (CAMPAIGN_SRC / "ref.mp4").read_bytes(),
+        f"{CAMP_DIR}/ref.wav": (CAMPAIGN_SRC / "ref.wav").read_bytes(),
+        f"{CAMP_DIR}/trusted-keys.pem": pub,
+    }
+
+
+def start_service(double: Any, tmp: Path, keys: tuple[Path, Path],
+                  budget: dict[str, float]) -> Env:
+    double.add_repo(REPO, campaign_files(budget, keys[1].read_bytes()))
+    double.add_workflow(REPO, "screen.yml")
+    double.add_pull(REPO, PR, {f"{CAMP_DIR}/NOTES.md": "candidate notes\n"})
+    double.set_permission(REPO, "maint", "write")
+    double.set_permission(REPO, "eve", "read")
+    double.set_permission(REPO, "tester", "read")  # a requester of the campaign
+    port = free_port()
+    db = tmp / "bot.sqlite3"
+    env = dict(os.environ)
+    env.update({
+        "CAMPAIGN_BOT_WEBHOOK_SECRET": SECRET, "CAMPAIGN_BOT_TOKEN": "test-token",
+        "CAMPAIGN_BOT_GITHUB_API_URL": double.base_url, "CAMPAIGN_BOT_PORT": str(port),
+        "CAMPAIGN_BOT_DATABASE_URL": f"sqlite:///{db}", "CAMPAIGN_BOT_GITHUB_THROTTLE": "false",
+        "CAMPAIGN_BOT_SCREEN_DEBOUNCE_S": "0", "CAMPAIGN_BOT_RETRY_DELAYS": "1",
+        "CAMPAIGN_BOT_SCREEN_WATCHDOG_INTERVAL_S": "3600",
+        "CAMPAIGN_BOT_BOT_LOGIN": "campaign-bot[bot]", "PYTHONFAULTHANDLER": "1",
+    })
+    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([*CLI, "serve"], cwd=tmp, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            pytest.fail("serve exited:\n" + (tmp / "serve.log").read_text()[-3000:])
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, 30, "campaign-bot serve /healthz")
+    runner = Runner(double, url, keys[0], tmp / "runner")
+    runner.work.mkdir()
+    double.dispatch_hooks.append(runner.on_dispatch)
+    double.cancel_hooks.append(runner.on_cancel)
+    return Env(double, url, runner, db, proc)
+
+
+@pytest.fixture
+def service(github_double: Any, tmp_path: Path, keys: tuple[Path, Path],
+            request: pytest.FixtureRequest) -> Iterator[Env]:
+    budget = getattr(request, "param", {"wall_hours": 4.0, "device_hours": 8.0})
+    env = start_service(github_double, tmp_path, keys, budget)
+    try:
+        yield env
+    finally:
+        (tmp_path / "calls.txt").write_text("\n".join(
+            f"{c.method} {c.path} {c.status}" for c in github_double.calls))
+        for ev in env.runner.release.values():
+            ev.set()
+        env.proc.send_signal(signal.SIGTERM)
+        try:
+            env.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            env.proc.kill()
+        github_double.dispatch_hooks.clear()
+        github_double.cancel_hooks.clear()
+        assert not env.runner.errors, env.runner.errors
+
+
+def receipts_of(double: Any, run_id: int) -> list[dict[str, Any]]:
+    art = next(a for a in double.repo(REPO).artifacts.values() if a["run_id"] == run_id)
+    zf = zipfile.ZipFile(io.BytesIO(art["zip"]))
+    out = []
+    for n in zf.namelist():
+        if n.endswith(".json"):
+            doc = json.loads(zf.read(n))
+            if isinstance(doc, dict) and doc.get("schema") == "campaign-bot/receipt@1":
+                out.append(doc)
+    return sorted(out, key=lambda r: r["slot"])
+
+
+def charged_h(run: dict[str, Any], devices: int = 2) -> float:
+    t0 = datetime.fromisoformat(run["run_started_at"].replace("Z", "+00:00"))
+    t1 = datetime.fromisoformat(run["updated_at"].replace("Z", "+00:00"))
+    return (t1 - t0).total_seconds() * devices / 3600
+
+
+# ----------------------------------------------------------------------------- the tests
+
+
+def test_two_screens_on_one_pool_cancel_and_results(service: Env) -> None:
+    e = service
+    e.runner.hold = True
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: len(e.runner.runs) == 1, 30, "the first dispatch")
+    e.say("maint", "/screen control")
+    e.say("maint", "/screen candidate noop sessions=4")
+    wait_for(lambda: len(e.screens()) == 3 and len(e.comments()) == 3, 30, "two queued")
+    s1, s2, s3 = e.screens()
+    assert [(s.state, s.kind, s.session_order) for s in (s1, s2, s3)] == [
+        ("dispatched", "candidate", "AB"), ("queued", "control", "AB"),
+        ("queued", "candidate", "ABAB")]
+    assert len(e.runner.runs) == 1  # the pool is busy: the others wait in the bot's queue
+    status2 = e.comments()[1]
+    assert status2.startswith(
+        "<!-- campaign-bot:screen-status screen=S2 -->\n"
+        "### ⏳ Screen S2: `control` on `1s-lossless`: queued\n")
+    assert "| queue | position 1 in `standin-x2`, estimated start " in status2
+    assert "| queue | position 2 in `standin-x2` (1 ahead), estimated start " in e.comments()[2]
+    # cancel while queued: the record stays, the screen never runs
+    e.say("maint", "/screen cancel S3")
+    wait_for(lambda: e.screen(3).state == "cancelled", 30, "S3 cancelled")
+    s3 = e.screen(3)
+    assert s3.cancelled_by == "maint" and s3.run_id is None
+    assert "### 🚫 Screen S3: `noop` on `1s-lossless`: cancelled" in e.comments()[2]
+    # let S1 run: the result is posted and S2 is dispatched
+    e.runner.release[e.runner.runs[0]["inputs"]["request_id"]].set()
+    wait_for(lambda: len(e.runner.runs) == 2, 90, "S2 dispatched after S1 finished")
+    e.runner.release[e.runner.runs[1]["inputs"]["request_id"]].set()
+    wait_for(lambda: e.screen(2).state in ("finished", "failed"), 90, "S2 reported")
+    s1, s2 = e.screen(1), e.screen(2)
+    assert (s1.state, s1.verdict, s1.runner_name) == ("finished", s1.verdict, "standin-runner-1")
+    assert s2.state == "finished"
+    reasons = s2.summary["reasons"]
+    assert reasons[0].startswith("control sessions "), reasons  # equal output: repeatable
+    if s2.verdict == "UNPROVEN":  # ... unless a session's lifecycle did not qualify (runner)
+        assert any(r.startswith("session ") for r in reasons[1:]), reasons
+    else:
+        assert s2.verdict == "REPEATABLE", reasons
+    runs = [e.double.repo(REPO).runs[r["id"]] for r in e.runner.runs]
+    assert [r["inputs"]["candidate"] for r in runs] == ["noop", "control"]
+    assert [r["inputs"]["sessions"] for r in runs] == ["2", "2"]
+    # the result comment of S1, from the bundle's own receipts
+    result = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    rec = receipts_of(e.double, runs[0]["id"])
+    assert [r["arm"] for r in rec] == ["control", "candidate"]
+    for r in rec:
+        wall = next(q["client_wall_s"] for q in r["requests"] if q["kind"] == "measured")
+        assert (f"| {r['slot'] + 1} | {r['arm']} | `{r['session_id']}` | {wall:.3f} | 200 | "
+                "clean |") in result
+    assert f"**Verdict: {s1.verdict}**" in result
+    assert "Manifests: " in result and "signed by trusted runner key sha256:" in result
+    assert 'x-axis ["1A", "2B"]' in result and "xychart-beta" in result
+    h1 = charged_h(runs[0])
+    assert f"Device time charged: **{h1:.2f} device-hours**" in result
+    # check runs: one per screen that ran, completed
+    checks = e.checks()
+    assert [(c["name"], c["status"]) for c in checks] == [
+        ("campaign-bot/screen: noop", "completed"), ("campaign-bot/screen: control", "completed")]
+    assert checks[0]["conclusion"] == {"SUPPORTED": "success", "FAILED": "failure"}.get(
+        s1.verdict, "neutral")
+    assert checks[0]["external_id"] == s1.request_id
+    # budget left, as /screen status says it
+    cid = e.say("maint", "/screen status")
+    wait_for(lambda: any(f"reply comment={cid} " in b for b in e.comments()), 30, "status")
+    used = charged_h(runs[0]) + charged_h(runs[1])
+    assert (f"Campaign `standin-screen` budget: {used:.2f} of 8.00 device-hours charged "
+            f"(0.00 reserved), {used / 2:.2f} of 4.00 wall-hours, 1 of 8 candidate "
+            "directions, 0 failed run(s) charged.") in e.reply_to(cid)
+    assert "No screen of this PR is queued or running." in e.reply_to(cid)
+
+
+def test_unauthorised_user_gets_one_reply_and_nothing_runs(service: Env) -> None:
+    e = service
+    cid = e.say("eve", "/screen candidate noop")
+    wait_for(lambda: len(e.comments()) == 1, 30, "the refusal")
+    assert e.comments() == [
+        f"<!-- campaign-bot:reply comment={cid} line=1 -->\n"
+        "eve: I did not run `/screen candidate noop`: it may be used by users with "
+        "write or admin permission, the campaign's requesters, and logins listed in "
+        "`[screen] allowed`. Ask a maintainer to run it, or to give you write access.\n"
+    ]
+    assert not e.runner.runs and not e.checks() and not e.screens()
+
+
+@pytest.mark.parametrize("service", [{"wall_hours": 1.0, "device_hours": 1.0}],
+                         indirect=True)
+def test_budget_exhausted_then_extended_then_cancelled_while_dispatched(service: Env) -> None:
+    e = service
+    e.runner.hold = True
+    cid = e.say("maint", "/screen candidate noop")
+    wait_for(lambda: len(e.comments()) == 1, 30, "the refusal")
+    # per session 600 s start + 2 x 165 s + 3 s shutdown + 0.2 s idle = 933.2 s; 2 sessions
+    # on 2 devices = 1.04 device-hours > 1.00
+    assert e.reply_to(cid) == (
+        f"<!-- campaign-bot:reply comment={cid} line=1 -->\n"
+        "Screen refused: the budget of campaign `standin-screen` does not cover it.\n\n"
+        "- device-hours: this screen needs ~1.04 h, 1.00 h left of 1.00 h (0.00 h charged, "
+        "0.00 h reserved)\n\n"
+        "Estimated cost of this request: 1.04 device-hours, 0.52 wall-hours (protocol "
+        "(1 warmup + 1 measured per session, ~165 s per request, 600 s start)). A requester "
+        "can raise the budget with `/campaign budget extend device-hours=H wall-hours=H "
+        "directions=N reason=...`.\n")
+    cid = e.say("maint", "/campaign budget extend device-hours=1")
+    wait_for(lambda: len(e.comments()) == 2, 30, "the extension refusal")
+    assert "only the campaign's requesters may extend its budget" in e.reply_to(cid)
+    cid = e.say("tester", "/campaign budget extend device-hours=1 reason=second round")
+    wait_for(lambda: len(e.comments()) == 3, 30, "the extension")
+    assert e.reply_to(cid).endswith(
+        "Budget of campaign `standin-screen` extended by `tester`: +0 candidate directions, "
+        "+0.00 wall-hours, +1.00 device-hours (second round). Now: 2.00 device-hours, "
+        "1.00 wall-hours and 8 directions left.\n")
+    e.say("tester", "/screen candidate noop")  # a requester without write permission
+    wait_for(lambda: len(e.runner.runs) == 1, 30, "the dispatch")
+    wait_for(lambda: e.screen(1).state == "dispatched", 30, "dispatched")
+    e.say("maint", "/screen cancel S1")
+    wait_for(lambda: e.screen(1).state == "failed", 60, "the cancelled run reported")
+    s1 = e.screen(1)
+    assert (s1.conclusion, s1.cancelled_by, s1.charged_device_s) == ("cancelled", "maint", 0.0)
+    checks = e.checks()
+    assert [(c["name"], c["conclusion"]) for c in checks] == [
+        ("campaign-bot/screen: noop", "cancelled")]
+    status = next(b for b in e.comments() if "campaign-bot:screen-status screen=S1" in b)
+    assert "### ❌ Screen S1: `noop` on `1s-lossless`: failed" in status
+    assert "| cancelled | by `maint` at " in status
+    assert "| charged | 0.00 wall-hours, 0.00 device-hours |" in status
+
+
+def test_tampered_bundle_is_refused(service: Env) -> None:
+    e = service
+    e.runner.mode["*"] = "tamper"
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 90,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert (s1.state, s1.verdict, s1.conclusion) == ("failed", "REFUSED", "success")
+    run = e.double.repo(REPO).runs[e.runner.runs[0]["id"]]
+    assert s1.charged_device_s == pytest.approx(charged_h(run) * 3600)  # charged all the same
+    body = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    # nothing of an unverifiable bundle is shown as a result: only why it was refused
+    assert body.startswith(
+        "<!-- campaign-bot:screen-result screen=S1 -->\n"
+        "Screen S1 (noop on 1s-lossless) ended success: REFUSED. the bundle did not verify; "
+        "manifest check failed: 1 mismatched, 0 missing, 0 extra, 0 unsafe, 0 malformed; ")
+    assert ("signature: manifest-sha256.txt: data/receipts/session-00-control.json: SHA-256 "
+            "mismatch (edited after signing)") in body
+    assert body.endswith(f"Charged {charged_h(run):.2f} device-hours.\n")
+    assert "Sessions in run order" not in body
+    assert [(c["name"], c["conclusion"]) for c in e.checks()] == [
+        ("campaign-bot/screen: noop", "failure")]
+
+
+def test_runner_killed_mid_screen_is_reported_charged_and_not_counted(service: Env) -> None:
+    e = service
+    e.runner.mode["*"] = "die"
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 90,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert (s1.state, s1.conclusion, s1.verdict) == ("failed", "failure", "NOT COUNTED")
+    run = e.double.repo(REPO).runs[e.runner.runs[0]["id"]]
+    assert s1.charged_device_s == pytest.approx(charged_h(run) * 3600)
+    body = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    assert ("**Verdict: NOT COUNTED**\n\n"
+            "- the workflow run ended failure: charged, never counted as a sample\n"
+            "- the bundle did not verify\n"
+            "- the bundle carries no manifest\n"
+            "- signature: attestation.dsse.json: cannot read signed envelope: \\[Errno 2\\] "
+            "No such file or directory: 'attestation.dsse.json'\n") in body
+    assert "| control | 0 | none |\n| candidate | 0 | none |" in body
+    assert f"Device time charged: **{charged_h(run):.2f} device-hours**" in body
+    assert e.checks()[0]["conclusion"] == "failure"
+    status = next(b for b in e.comments() if "campaign-bot:screen-status screen=S1" in b)
+    assert "### ❌ Screen S1: `noop` on `1s-lossless`: failed" in status
+    assert "| runner | `standin-runner-1` since " in status

@@ -1,0 +1,97 @@
+"""The watchdog: jobs registered from one list under stable ids; lost dispatches and runs
+that never reported are found, asked of GitHub, and reported instead of waited on forever."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from test_screen_flow import REPO, comments, env, say  # noqa: F401 - env is a fixture
+
+from bot import watchdog
+from bot.screen import watchdog_pass
+from bot.screens import Screen
+
+
+def test_jobs_register_once_under_stable_ids(tmp_path) -> None:
+    from bot.screen import Runtime
+    from bot.store import make_engine
+
+    rt = Runtime(make_engine(f"sqlite:///{tmp_path / 'x.sqlite3'}"))
+    sched = BackgroundScheduler(timezone="UTC")
+    assert watchdog.register(sched, rt) == ["screen-watchdog", "screen-status-flush"]
+    watchdog.register(sched, rt, intervals={"screen-watchdog": 5})
+    jobs = {j.id: j for j in sched.get_jobs()}
+    assert sorted(jobs) == ["screen-status-flush", "screen-watchdog"]
+    assert [j.id for j in watchdog.JOBS] == ["screen-watchdog", "screen-status-flush"]
+    assert jobs["screen-watchdog"].trigger.interval == timedelta(seconds=5)
+    assert jobs["screen-status-flush"].trigger.interval == timedelta(seconds=5)
+
+
+def test_dispatch_without_a_runner_times_out_and_the_next_screen_goes(env) -> None:  # noqa: F811
+    d, port, rt, clock = env
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    say(rt, port, "maint", "/screen control track=5s-lossless", cid=2)
+    run1 = next(iter(d.repo(REPO).runs.values()))
+    clock.t += timedelta(minutes=29)
+    assert watchdog_pass(rt) == []  # not overdue yet: nothing asked of GitHub
+    clock.t += timedelta(minutes=2)
+    actions = watchdog_pass(rt)
+    assert actions == ["S1: no runner started the job within 30 min",
+                       "pool pool-4x910b1: next screen dispatched"]
+    assert run1["cancel_requested"] is True
+    with rt.db() as db:
+        s1, s2 = db.get(Screen, 1), db.get(Screen, 2)
+        assert (s1.state, s1.conclusion, s1.charged_device_s) == ("failed", "timed_out", 0.0)
+        assert s2.state == "dispatched"
+    checks = sorted(d.repo(REPO).check_runs.values(), key=lambda c: c["id"])
+    assert [(c["name"], c["conclusion"]) for c in checks] == [
+        ("campaign-bot/screen: cache-dit", "timed_out"), ("campaign-bot/screen: control", None)]
+    assert ("Watchdog: no runner started the job within 30 min; the run was cancelled and "
+            "reported here.") in comments(d)[0]
+    assert "### ❌ Screen S1: `cache-dit` on `5s-lossless`: failed" in comments(d)[0]
+
+
+def test_lost_completion_webhook_is_recovered_from_github(env) -> None:  # noqa: F811
+    d, port, rt, clock = env
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    run = next(iter(d.repo(REPO).runs.values()))
+    from bot.screen import on_workflow_job
+
+    on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
+                               "workflow_job": {"run_id": run["id"], "runner_name": "r1",
+                                                "started_at": "2026-12-01T10:00:00Z"}})
+    d.set_run(REPO, run["id"], status="completed", conclusion="failure",
+              run_started_at="2026-12-01T10:00:00Z", updated_at="2026-12-01T11:00:00Z")
+    # estimate 3.87 h: silent for 2 x 3.87 h + 1 h = 8.73 h before the watchdog asks
+    clock.t += timedelta(hours=8)
+    assert watchdog_pass(rt) == []
+    clock.t += timedelta(hours=1)
+    assert watchdog_pass(rt) == ["S1: completion recovered from GitHub (failure)"]
+    with rt.db() as db:
+        s1 = db.get(Screen, 1)
+        assert (s1.state, s1.verdict, s1.charged_device_s) == ("failed", "NOT COUNTED",
+                                                                4 * 3600.0)
+    result = comments(d)[-1]
+    assert ("Screen S1 (cache-dit on 5s-lossless) ended failure: NOT COUNTED. the workflow run "
+            "ended failure: charged, never counted as a sample; the run left no bundle "
+            "artifact (0 artifacts). Charged 4.00 device-hours.") in result
+
+
+def test_silent_run_is_cancelled_charged_and_reported(env) -> None:  # noqa: F811
+    d, port, rt, clock = env
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    run = next(iter(d.repo(REPO).runs.values()))
+    from bot.screen import on_workflow_job
+
+    on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
+                               "workflow_job": {"run_id": run["id"], "runner_name": "r1",
+                                                "started_at": "2026-12-01T10:00:00Z"}})
+    clock.t += timedelta(hours=9)
+    assert watchdog_pass(rt) == [
+        "S1: the run did not report within 9.0 h (estimate 3.9 h)"]
+    assert run["cancel_requested"] is True
+    with rt.db() as db:
+        s1 = db.get(Screen, 1)
+        assert (s1.state, s1.conclusion) == ("failed", "timed_out")
+        assert s1.charged_device_s == 9 * 3600.0 * 4
