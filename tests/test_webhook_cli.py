@@ -190,3 +190,13 @@ def test_replay_unreadable_input_exits_2(env: Path, monkeypatch: pytest.MonkeyPa
     r = runner.invoke(app, ["replay", str(f)])
     assert r.exit_code == 2, r.output
     assert msg in r.output and "d.json" in r.output
+
+
+def test_every_setting_is_documented_in_the_readme() -> None:
+    from bot.settings import Settings
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("<!-- section: webhook service (issue 5) -->", 1)[1]
+    missing = [f"CAMPAIGN_BOT_{f.upper()}" for f in Settings.model_fields
+               if f"CAMPAIGN_BOT_{f.upper()}" not in section]
+    assert missing == []
