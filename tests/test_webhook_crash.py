@@ -126,3 +126,33 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
     out = proc.stdout.read().decode() if proc.stdout else ""
     assert "Application shutdown complete" in out, out[-2000:]
     engine.dispose()
+
+
+def test_a_killed_worker_process_is_restarted_and_its_delivery_redone(tmp_path: Path) -> None:
+    import psutil
+
+    log = tmp_path / "processed.log"
+    port = free_port()
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
+    proc = start_serve(tmp_path, port, log, block=True)
+    try:
+        [child] = psutil.Process(proc.pid).children()
+        assert "bot.worker_process" in " ".join(child.cmdline())
+        body = json.dumps({"n": BLOCK_FROM, "installation": {"id": 1}}).encode()
+        r = httpx.post(f"http://127.0.0.1:{port}/webhook", content=body,
+                       headers=headers_for(body, "crash_test", "w-1"), timeout=10)
+        assert r.status_code == 202
+        wait_for(lambda: store.status_counts(engine) == {"processing": 1}, 30, "blocked")
+        child.kill()  # the handler dies mid-way with its process
+        child.wait(10)
+        # the supervisor starts a new worker, which requeues and runs it again (it blocks
+        # again: n >= CRASH_BLOCK_FROM), so the log shows two starts
+        wait_for(lambda: log.exists() and log.read_text().count("start w-1") == 2, 30,
+                 "restarted worker")
+        [new_child] = psutil.Process(proc.pid).children()
+        assert new_child.pid != child.pid
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    engine.dispose()
