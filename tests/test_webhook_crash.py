@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_helpers import ROOT, SECRET, free_port, headers_for, wait_for
+from webhook_helpers import DB_KINDS, ROOT, SECRET, database_url, free_port, headers_for, wait_for
 
 from bot import store
 
@@ -22,7 +22,9 @@ BLOCK_FROM = 10
 INSTALLATIONS = 4
 
 
-def start_serve(cwd: Path, port: int, log: Path, block: bool) -> subprocess.Popen[bytes]:
+def start_serve(cwd: Path, port: int, log: Path, block: bool,
+                db_url: str | None = None) -> subprocess.Popen[bytes]:
+    """``campaign-bot serve`` in ``cwd``; its output goes to ``cwd/serve.log``."""
     env = dict(os.environ)
     env.update(
         CAMPAIGN_BOT_WEBHOOK_SECRET=SECRET,
@@ -33,18 +35,20 @@ def start_serve(cwd: Path, port: int, log: Path, block: bool) -> subprocess.Pope
         CRASH_LOG=str(log),
     )
     env.pop("CAMPAIGN_BOT_DATABASE_URL", None)  # the default: an SQLite file in cwd
+    if db_url:
+        env["CAMPAIGN_BOT_DATABASE_URL"] = db_url
     if block:
         env["CRASH_BLOCK_FROM"] = str(BLOCK_FROM)
     else:
         env.pop("CRASH_BLOCK_FROM", None)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=cwd, env=env, stdout=(cwd / "serve.log").open("ab"), stderr=subprocess.STDOUT,
     )
 
     def up() -> bool:
         if proc.poll() is not None:
-            out = proc.stdout.read().decode() if proc.stdout else ""
+            out = (cwd / "serve.log").read_text()
             pytest.fail(f"serve exited with {proc.returncode}:\n{out}")
         try:
             return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
@@ -55,13 +59,19 @@ def start_serve(cwd: Path, port: int, log: Path, block: bool) -> subprocess.Pope
     return proc
 
 
+@pytest.mark.parametrize("kind", DB_KINDS)
 def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
+    with database_url(kind, tmp_path) as url:
+        _crash_and_restart(tmp_path, url if kind == "postgres" else None)
+
+
+def _crash_and_restart(tmp_path: Path, db_url: str | None) -> None:
     log = tmp_path / "processed.log"
     port = free_port()
-    engine = store.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
-    proc = start_serve(tmp_path, port, log, block=True)
+    engine = store.make_engine(db_url or f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
+    proc = start_serve(tmp_path, port, log, block=True, db_url=db_url)
     ids = [f"crash-{i:03d}" for i in range(N)]
     bodies = {
         did: json.dumps({"n": i, "installation": {"id": i % INSTALLATIONS}}).encode()
@@ -82,6 +92,8 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
         env = {**os.environ, "CAMPAIGN_BOT_WEBHOOK_SECRET": SECRET,
                "CAMPAIGN_BOT_PORT": str(free_port())}
         env.pop("CAMPAIGN_BOT_DATABASE_URL", None)
+        if db_url:
+            env["CAMPAIGN_BOT_DATABASE_URL"] = db_url
         second = subprocess.run(
             [sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
@@ -96,7 +108,7 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
     assert sorted(x.split()[1] for x in before if x.startswith("start")) == sorted(
         ids[:BLOCK_FROM] + blocked)
 
-    proc = start_serve(tmp_path, port, log, block=False)
+    proc = start_serve(tmp_path, port, log, block=False, db_url=db_url)
     try:
         wait_for(lambda: store.status_counts(engine) == {"done": N}, 60, "all 100 done")
         # the worker process reports its counters to the server's /metrics
@@ -123,7 +135,7 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
     assert {d for d, n in starts.items() if n == 2} == set(blocked)  # killed mid-handler
     assert all(starts[d] == 1 for d in ids if d not in blocked)
     # SIGTERM is a graceful stop (uvicorn re-raises the signal after shutting down)
-    out = proc.stdout.read().decode() if proc.stdout else ""
+    out = (tmp_path / "serve.log").read_text()
     assert "Application shutdown complete" in out, out[-2000:]
     engine.dispose()
 
@@ -135,9 +147,21 @@ def test_a_killed_worker_process_is_restarted_and_its_delivery_redone(tmp_path: 
     port = free_port()
     engine = store.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
     proc = start_serve(tmp_path, port, log, block=True)
+
+    def workers() -> list[psutil.Process]:
+        out = []
+        for c in psutil.Process(proc.pid).children():
+            try:
+                if c.status() != psutil.STATUS_ZOMBIE and "bot.worker_process" in " ".join(
+                        c.cmdline()):
+                    out.append(c)
+            except psutil.Error:
+                pass
+        return out
+
     try:
-        [child] = psutil.Process(proc.pid).children()
-        assert "bot.worker_process" in " ".join(child.cmdline())
+        wait_for(lambda: len(workers()) == 1, 10, "the worker process")
+        [child] = workers()
         body = json.dumps({"n": BLOCK_FROM, "installation": {"id": 1}}).encode()
         r = httpx.post(f"http://127.0.0.1:{port}/webhook", content=body,
                        headers=headers_for(body, "crash_test", "w-1"), timeout=10)
@@ -149,7 +173,7 @@ def test_a_killed_worker_process_is_restarted_and_its_delivery_redone(tmp_path: 
         # again: n >= CRASH_BLOCK_FROM), so the log shows two starts
         wait_for(lambda: log.exists() and log.read_text().count("start w-1") == 2, 30,
                  "restarted worker")
-        [new_child] = psutil.Process(proc.pid).children()
+        [new_child] = workers()
         assert new_child.pid != child.pid
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
     finally:
