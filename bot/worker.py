@@ -22,6 +22,7 @@ blocking) never delay the webhook acknowledgement on the server's loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import functools
 import importlib
@@ -148,6 +149,10 @@ class Worker:
         self._stopping = False
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._thread: threading.Thread | None = None
+        # Database calls get their own threads: handlers and other components that block the
+        # default executor (PyGithub calls waiting out a rate limit) must not stall the queue.
+        self._db_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency + 2, thread_name_prefix="campaign-bot-worker-db")
         self._ready = threading.Event()
         self._done = threading.Event()
 
@@ -200,7 +205,7 @@ class Worker:
         """Recover orphans, then schedule deliveries until :meth:`stop`."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        n = await asyncio.to_thread(store.recover, self.engine)
+        n = await self._db(store.recover, self.engine)
         if n:
             log.warning("requeued %d deliveries left processing by the previous run", n)
         self._ready.set()
@@ -230,7 +235,7 @@ class Worker:
         """Process until nothing is queued or running that is due now (tests, replay)."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        await asyncio.to_thread(store.recover, self.engine)
+        await self._db(store.recover, self.engine)
         deadline = self._loop.time() + timeout
         while True:
             await self._schedule()
@@ -238,7 +243,7 @@ class Worker:
                 await asyncio.wait(list(self._inflight.values()),
                                    return_when=asyncio.FIRST_COMPLETED)
                 continue
-            heads = await asyncio.to_thread(store.queue_heads, self.engine)
+            heads = await self._db(store.queue_heads, self.engine)
             now = store.utcnow()
             if not any((_utc(h.not_before) or now) <= now for h in heads):
                 return
@@ -249,7 +254,7 @@ class Worker:
         """Start every startable queue head; returns seconds until the schedule should run
         again: 0 when it made progress on its own, else until the next due retry (capped at
         ``poll_interval``)."""
-        heads = await asyncio.to_thread(store.queue_heads, self.engine)
+        heads = await self._db(store.queue_heads, self.engine)
         now = store.utcnow()
         wait = self.poll_interval
         for h in heads:
@@ -279,7 +284,7 @@ class Worker:
         return bool(self.router.handlers_for(probe))
 
     async def _complete_unhandled_run(self, key: str) -> None:
-        rows = await asyncio.to_thread(store.queued_of_key, self.engine, key)
+        rows = await self._db(store.queued_of_key, self.engine, key)
         now = store.utcnow()
         run: list[int] = []
         for r in rows:
@@ -287,9 +292,15 @@ class Worker:
             if self._handled(r) or (nb is not None and nb > now):
                 break
             run.append(r.seq)
-        n = await asyncio.to_thread(store.complete_unhandled, self.engine, run)
+        n = await self._db(store.complete_unhandled, self.engine, run)
         if n:
             self.metrics.inc_processed(failed=False, count=n)
+
+    def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run the blocking database call ``fn(*args, **kwargs)`` on the worker's own
+        threads."""
+        return asyncio.get_running_loop().run_in_executor(
+            self._db_pool, functools.partial(fn, *args, **kwargs))
 
     def _finished(self, key: str, _task: object = None) -> None:
         self._inflight.pop(key, None)
@@ -298,7 +309,7 @@ class Worker:
             self._wake.set()
 
     async def _process(self, seq: int) -> None:
-        d = await asyncio.to_thread(store.claim, self.engine, seq)
+        d = await self._db(store.claim, self.engine, seq)
         if d is None:
             return
         try:
@@ -308,7 +319,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - bookkeeping failed; keep the worker alive
             log.exception("delivery %s: worker error", d.delivery_id)
             try:
-                await asyncio.to_thread(self._fail_or_retry, d, f"worker: {exc}", 0)
+                await self._db(self._fail_or_retry, d, f"worker: {exc}", 0)
             except Exception:  # noqa: BLE001
                 log.exception("delivery %s: could not record the failure", d.delivery_id)
 
@@ -318,14 +329,14 @@ class Worker:
         except PayloadError as exc:
             # The endpoint refuses such bodies, so only a hand-inserted row gets here; no
             # attempt can fix it.
-            await asyncio.to_thread(store.record_handler, self.engine, d.seq, d.attempts,
+            await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                     "bot.worker.parse", False, str(exc))
-            await asyncio.to_thread(store.finish, self.engine, d.seq, "failed", error=str(exc))
+            await self._db(store.finish, self.engine, d.seq, "failed", error=str(exc))
             self.metrics.inc_processed(failed=True, handler_failures=1)
             log.error("delivery %s: %s", d.delivery_id, exc)
             return
         event = Event(delivery_id=d.delivery_id, name=d.event, payload=payload)
-        done = await asyncio.to_thread(store.handlers_done, self.engine, d.seq)
+        done = await self._db(store.handlers_done, self.engine, d.seq)
         pending = [fn for fn in self.router.handlers_for(event) if handler_name(fn) not in done]
         failures: list[str] = []
         if pending:
@@ -334,9 +345,9 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
                 log.exception("delivery %s: no GitHub context", d.delivery_id)
                 msg = f"{type(exc).__name__}: {exc}"
-                await asyncio.to_thread(store.record_handler, self.engine, d.seq, d.attempts,
+                await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                         "bot.worker.context", False, msg)
-                await asyncio.to_thread(self._fail_or_retry, d, f"context: {msg}", 1)
+                await self._db(self._fail_or_retry, d, f"context: {msg}", 1)
                 return
             for fn in pending:
                 name = handler_name(fn)
@@ -350,14 +361,14 @@ class Worker:
                     log.error("handler %s timed out on delivery %s after %.0f s", name,
                               d.delivery_id, self.handler_timeout)
                     ok, err = False, f"TimeoutError: no result after {self.handler_timeout:g} s"
-                await asyncio.to_thread(store.record_handler, self.engine, d.seq, d.attempts,
+                await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                         name, ok, err)
                 if not ok:
                     failures.append(f"{name}: {err}")
         if failures:
-            await asyncio.to_thread(self._fail_or_retry, d, "; ".join(failures), len(failures))
+            await self._db(self._fail_or_retry, d, "; ".join(failures), len(failures))
         else:
-            await asyncio.to_thread(store.finish, self.engine, d.seq, "done")
+            await self._db(store.finish, self.engine, d.seq, "done")
             self.metrics.inc_processed(failed=False)
 
     def _fail_or_retry(self, d: store.Delivery, error: str, n_failures: int) -> None:
