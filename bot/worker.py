@@ -49,7 +49,7 @@ or repository and its parsed repo config (or None).  The real one is
 
 # Feature modules that register handlers on bot.router.router when imported: a new feature
 # adds its module here.  Missing ones are skipped; CAMPAIGN_BOT_EXTRA_HANDLERS adds more.
-DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config")
+DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config", "bot.screen")
 
 
 class HandlerImportError(Exception):
