@@ -83,6 +83,11 @@ class InboxWriter:
         """Start the writer thread."""
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """True while the writer thread runs."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """Finish queued inserts, then stop."""
         self._q.put(None)
@@ -99,6 +104,10 @@ class InboxWriter:
         raw = None
         if self.engine.dialect.name == "sqlite":
             raw = self.engine.raw_connection()  # one writer connection, no ORM overhead
+            # An automatic checkpoint would run inside some acknowledgement's commit (copying
+            # the WAL into the database and fsyncing it: tens of ms); the Checkpointer thread
+            # does it instead, off the acknowledgement path.
+            raw.execute("PRAGMA wal_autocheckpoint=0")
         try:
             self._loop_batches(raw)
         finally:
@@ -253,6 +262,39 @@ class WorkerProcess:
         self._close()
 
 
+class Checkpointer:
+    """SQLite only: a thread that runs ``PRAGMA wal_checkpoint(PASSIVE)`` every ``interval``
+    seconds on its own connection (PASSIVE never blocks the inbox writer), because the
+    writer's automatic checkpoints are off."""
+
+    def __init__(self, engine: Engine, interval: float = 1.0) -> None:
+        self.engine = engine
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="campaign-bot-checkpoint",
+                                        daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Run a last checkpoint and stop."""
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.wait(self.interval)
+            try:
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("WAL checkpoint failed")
+            if stopping:
+                return
+
+
 def _resolve(fut: asyncio.Future[bool], res: bool | BaseException) -> None:
     if fut.done():
         return
@@ -301,7 +343,20 @@ def create_app(
         eng = engine or store.make_engine(settings.database_url,
                                           sqlite_synchronous=settings.sqlite_synchronous)
         await asyncio.to_thread(store.migrate, eng)
-        load_handlers(settings.extra_handler_modules)
+        loaded = load_handlers(settings.extra_handler_modules)
+        scheduler = None
+        if run_worker and "bot.campaign_status" in loaded:
+            # issue 8: the status header's service on this database, and its 30-minute job
+            from bot import campaign_status
+
+            campaign_status.configure(
+                campaign_status.HeaderService(eng, bot_login=settings.bot_login))
+            try:
+                scheduler = campaign_status.start_scheduler(
+                    eng, context_factory or default_context_factory(settings),
+                    settings.bot_login)
+            except Exception as exc:  # noqa: BLE001 - no GitHub credentials: no safety net
+                log.warning("status header scheduler not started: %s", exc)
         worker: Worker | WorkerProcess | None = None
         supervisor = None
         if run_worker and mode == "process":
@@ -315,6 +370,9 @@ def create_app(
             )
         writer = InboxWriter(eng, on_commit=worker.wake if worker else None)
         writer.start()
+        checkpointer = Checkpointer(eng) if eng.dialect.name == "sqlite" else None
+        if checkpointer is not None:
+            checkpointer.start()
         if isinstance(worker, WorkerProcess):
             worker.start()
             worker.wake()
@@ -330,14 +388,18 @@ def create_app(
             screens_svc = screen_service.start(
                 eng, worker.context_factory if isinstance(worker, Worker) else None,
                 scheduler=isinstance(worker, Worker))
-        state.update(engine=eng, writer=writer, worker=worker)
+        state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
             yield
         finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
             if screens_svc is not None:
                 screens_svc.stop()
             writer.stop()
+            if checkpointer is not None:
+                checkpointer.stop()
             if supervisor is not None:
                 supervisor.cancel()
             if isinstance(worker, WorkerProcess):
@@ -413,6 +475,8 @@ def create_app(
             await asyncio.to_thread(_db_ping, state["engine"])
         except Exception as exc:  # noqa: BLE001
             problems.append(f"database: {type(exc).__name__}")
+        if not state["writer"].alive:
+            problems.append("inbox writer: not running")
         w: Worker | WorkerProcess | None = state.get("worker")
         if run_worker and (w is None or not w.alive):
             problems.append("worker: not running")

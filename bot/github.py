@@ -98,6 +98,9 @@ class ContentEntry:
     path: str
     type: str
     size: int
+    sha: str = ""
+    """Git object SHA (blob for a file, tree for a directory: it changes whenever anything
+    below the directory changes); "" when unknown."""
 
 
 @dataclass(frozen=True)
@@ -487,7 +490,7 @@ class PyGithubPort:
                     return []
                 raise
             items = c if isinstance(c, list) else [c]
-            return [ContentEntry(i.path, i.type, i.size or 0) for i in items]
+            return [ContentEntry(i.path, i.type, i.size or 0, i.sha or "") for i in items]
 
         return await self._call(f"list {path}@{ref}", "GET", fn)
 

@@ -49,7 +49,8 @@ or repository and its parsed repo config (or None).  The real one is
 
 # Feature modules that register handlers on bot.router.router when imported: a new feature
 # adds its module here.  Missing ones are skipped; CAMPAIGN_BOT_EXTRA_HANDLERS adds more.
-DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config", "bot.screen")
+DEFAULT_HANDLER_MODULES = ("bot.commands", "bot.review", "bot.repo_config", "bot.screen",
+                           "bot.campaign_status")
 
 
 class HandlerImportError(Exception):
@@ -112,7 +113,9 @@ class Worker:
 
     ``retry_delays`` are seconds before attempt 2, 3, ... (the last repeats);
     ``handler_timeout`` bounds one handler run in seconds (a timeout is a failure);
-    ``poll_interval`` is how often the queue is re-read without a :meth:`wake`.
+    ``poll_interval`` is how often the queue is re-read without a :meth:`wake`;
+    ``coalesce`` is how long a :meth:`wake` waits for more deliveries before the queue is read
+    (under load one read then serves many deliveries, leaving the CPU to acknowledgements).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class Worker:
         retry_delays: Sequence[float] = (5.0, 60.0, 300.0),
         handler_timeout: float = 600.0,
         poll_interval: float = 1.0,
+        coalesce: float = 0.05,
         metrics: Metrics = default_metrics,
     ) -> None:
         self.engine = engine
@@ -136,7 +140,9 @@ class Worker:
         self.retry_delays = list(retry_delays) or [0.0]
         self.handler_timeout = handler_timeout
         self.poll_interval = poll_interval
+        self.coalesce = coalesce
         self.metrics = metrics
+        self._urgent = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
@@ -210,7 +216,10 @@ class Worker:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
-                pass
+                continue
+            if not self._urgent and self.coalesce > 0 and not self._stopping:
+                await asyncio.sleep(self.coalesce)
+            self._urgent = False
         if self._inflight:
             _, pending = await asyncio.wait(list(self._inflight.values()),
                                             timeout=getattr(self, "_grace", 10.0))
@@ -284,6 +293,7 @@ class Worker:
 
     def _finished(self, key: str, _task: object = None) -> None:
         self._inflight.pop(key, None)
+        self._urgent = True  # the next delivery of this key may start at once
         if self._wake is not None:
             self._wake.set()
 

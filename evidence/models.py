@@ -534,6 +534,17 @@ class MediaMetric(Strict):
     name: str = Field(description="e.g. 'ssim_all', 'psnr_avg_db', 'lpips', 'audio_rms_ratio'.")
     value: float | None = Field(description="None when not computed; inf for identical PSNR.")
     op: Literal[">=", "<=", "in", "=="] | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _infinity_strings(cls, v: Any) -> Any:
+        # JSON has no infinity; we write "Infinity"/"-Infinity" and read them back even under
+        # strict validation (check loads documents strictly).  "NaN" stays refused.
+        if v == "Infinity":
+            return math.inf
+        if v == "-Infinity":
+            return -math.inf
+        return v
     threshold: float | list[float] | None = None
     passed: bool | None = None
     source: str | None = None

@@ -84,13 +84,8 @@ def _assert_checks_clean(out: Path, pub: Path) -> None:
     findings = json.loads(chk.stdout)["findings"]
     assert "SIGNATURE_VERIFIED" in {f["rule"] for f in findings}
     problems = [f for f in findings if f["severity"] in ("P0", "P1", "P2")]
-    # Known integration gap between issue 4 (media reports write PSNR of identical frames as
-    # the JSON string "Infinity") and issue 2 (check validates strictly and rejects it).
-    # Anything else is a real problem.
-    infinity = [f for f in problems if f["rule"] == "SCHEMA_INVALID"
-                and f["path"].startswith("data/media/") and "Infinity" in f["message"]]
-    assert problems == infinity, problems
-    assert chk.returncode == (1 if infinity else 0)
+    assert problems == [], problems
+    assert chk.returncode == 0
 
 
 @pytest.fixture(scope="module")

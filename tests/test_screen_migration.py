@@ -26,7 +26,18 @@ def _diff(engine) -> list:
 
 
 def _roundtrip(engine) -> None:
-    assert migrate(engine) == "0002_screens"
+    # later issues add revisions after 0002_screens: the head must include it
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from bot.store import MIGRATIONS_DIR
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    script = ScriptDirectory.from_config(cfg)
+    head = migrate(engine)
+    assert head == script.get_current_head()
+    assert "0002_screens" in {r.revision for r in script.iterate_revisions(head, "base")}
     assert _diff(engine) == []
     with Session(engine) as db:
         from test_screen_queue_budget import add

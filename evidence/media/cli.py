@@ -6,7 +6,8 @@ Grammar::
         [--campaign DIR [--track ID] | --gates FILE] [--mode lossless|lossy]
         [--device cpu|cuda|npu] [--expected-frames N]
         [--lpips-weights FILE --lpips-sha256 HEX] [--frame-stride N]
-        [--validator media-gates/2] [--json] [--out REPORT.json] [--no-progress]
+        [--validator media-gates/2] [--ssim-backend auto|lavfi|numpy]
+        [--json] [--out REPORT.json] [--no-progress]
     campaign-bot media probe FILE [--json]
 
 Exit codes: 0 clean (the report passes; the probe sees no problem), 1 problems found (a
@@ -33,6 +34,14 @@ class Mode(StrEnum):
 
     lossless = "lossless"
     lossy = "lossy"
+
+
+class Backend(StrEnum):
+    """SSIM/PSNR implementation."""
+
+    auto = "auto"
+    lavfi = "lavfi"
+    numpy = "numpy"
 
 
 media_app = typer.Typer(
@@ -76,6 +85,9 @@ def compare_cmd(
         help="LPIPS on every N-th frame (recorded in the report).", min=1)] = 1,
     validator: Annotated[str, typer.Option(help="Structural validator version.")
                          ] = "media-gates/2",
+    ssim_backend: Annotated[Backend, typer.Option(
+        help="SSIM/PSNR: FFmpeg's filters in PyAV (lavfi), the numpy transcription of "
+        "FFmpeg's C code (numpy), or auto (lavfi when available).")] = Backend.auto,
     json_out: Annotated[bool, typer.Option("--json", help="Print the JSON report only.")
                         ] = False,
     out: Annotated[Path | None, typer.Option(help="Write the JSON media report here.")] = None,
@@ -123,6 +135,7 @@ def compare_cmd(
             lpips_weights=lpips_weights, lpips_sha256=lpips_sha256,
             frame_stride=frame_stride, progress=not no_progress and not json_out,
             expected=expected, validator=validator, gates_source=source,
+            ssim_backend=(ssim_backend or Backend.auto).value,  # type: ignore[arg-type]
         )
         if out is not None:
             write_report(out, report)

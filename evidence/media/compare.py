@@ -1,8 +1,9 @@
 """``compare``: judge a candidate output against the control output of the same track.
 
 One streaming pass decodes both files in lockstep (two background threads), and for each
-frame pair computes SSIM/PSNR in FFmpeg's convention, the decoded-plane hashes (lossless
-mode) and, batched, LPIPS (lossy mode, when weights are given).  Then audio is decoded, the
+frame pair computes SSIM/PSNR in FFmpeg's convention (FFmpeg's own filters in PyAV, or the
+numpy transcription), the decoded-plane hashes (lossless mode) and, batched in its own
+thread, LPIPS (lossy mode, when weights are given).  Then audio is decoded, the
 structural checks run (versioned validator), and every metric is judged against its gate.
 
 Order of judgement: structural checks first.  If the two files' headers disagree on
@@ -31,6 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
+import av
 import numpy as np
 
 from evidence.media.audio import decode_audio, rms_ratio, spectral_cosine
@@ -50,6 +52,27 @@ from evidence.models import BitExact, InputFile, MediaMetric, MediaReport, Quali
 LPIPS_BATCH = {"cpu": 2, "cuda": 16, "npu": 8}
 """Frame pairs per LPIPS batch by device kind (memory: a 1344x768 pair at batch 16 needs a
 few GiB on a GPU)."""
+
+
+BACKENDS = {
+    "lavfi": "FFmpeg ssim/psnr filters in PyAV's libavfilter",
+    "numpy": "numpy transcription of FFmpeg's ssim/psnr C code",
+}
+
+
+def _make_lavfi(frame: Any, backend: str) -> Any:
+    """A :class:`~evidence.media.lavfi.LavfiScorer` for frames like ``frame``; None when
+    ``backend`` is ``auto`` and the graph cannot be built (``lavfi``: the error is raised)."""
+    from evidence.media.lavfi import LavfiScorer
+
+    planes = yuv_planes(frame)
+    try:
+        return LavfiScorer(frame.width, frame.height, frame.format.name,
+                           tuple(p.shape[0] * p.shape[1] for p in planes))
+    except ValueError:
+        if backend == "lavfi":
+            raise
+        return None
 
 
 def packet_digests(path: Path) -> dict[str, list[str]]:
@@ -144,6 +167,8 @@ def compare(
     validator: str = CURRENT_VALIDATOR,
     gates_source: str | None = None,
     on_frame: Callable[[int], None] | None = None,
+    audio_metrics: bool = True,
+    ssim_backend: Literal["auto", "lavfi", "numpy"] = "auto",
 ) -> MediaReport:
     """Compare ``candidate`` against ``control`` and return a :class:`MediaReport`.
 
@@ -156,7 +181,12 @@ def compare(
     neither); without them LPIPS is reported as not measured and a lossy report fails.
     ``frame_stride``: LPIPS on every N-th frame only (recorded in the report; SSIM/PSNR always
     use every frame).  ``progress``: a rich progress bar over frames on stderr.
-    ``validator``: structural validator version (``media-gates/2``).
+    ``validator``: structural validator version (``media-gates/2``).  ``audio_metrics=False``
+    skips the spectral cosine and RMS ratio (reported as not measured, so a lossy report
+    fails; for timing the video path alone).  ``ssim_backend``: ``"lavfi"`` runs FFmpeg's own
+    ``ssim``/``psnr`` filters inside PyAV (fast, the binary's code), ``"numpy"`` the exact
+    numpy transcription of FFmpeg's C code (:mod:`evidence.media.ffconv`), ``"auto"`` the
+    former when it can be built, else the latter; the report names the one used.
 
     Raises :class:`MediaInputError` when a file is missing, empty, not a media container or
     has no video stream, when the LPIPS weights fail authentication, or when the device is
@@ -256,12 +286,21 @@ def compare(
                       np.stack([b[2] for b in batch]), n_real))
         batch.clear()
 
-    def frame_job(i: int, fa: Any, fb: Any) -> tuple[Any, bytes | None, bytes | None]:
+    def frame_job(i: int, fa: Any, fb: Any, score: bool
+                  ) -> tuple[Any, bytes | None, bytes | None]:
         pa, pb = yuv_planes(fa), yuv_planes(fb)
-        fs = acc.score(i, pa, pb)
+        if tuple(p.shape for p in pa) != tuple(p.shape for p in pb):
+            raise ValueError(f"plane shapes differ: {[p.shape for p in pa]} and "
+                             f"{[p.shape for p in pb]}")
+        fs = acc.score(i, pa, pb) if score else None
         if lossless:
             return fs, _plane_hash(pa), _plane_hash(pb)
         return fs, None, None
+
+    if ssim_backend not in ("auto", "lavfi", "numpy"):
+        raise ValueError(f"ssim_backend must be auto, lavfi or numpy, got {ssim_backend!r}")
+    lav: Any = None
+    backend_used = "numpy"
 
     # Audio is small (a 15 s stereo track is 4 MB of float32): decode it and compute its
     # metrics in a background thread while the video streams (numpy and scipy.fft release the
@@ -272,7 +311,7 @@ def compare(
         try:
             ac_, ak_ = decode_audio(control), decode_audio(candidate)
             audio_box["decoded"] = (ac_, ak_)
-            if mode == "lossy" and ac_ is not None and ak_ is not None and \
+            if mode == "lossy" and audio_metrics and ac_ is not None and ak_ is not None and \
                     ac_.channels == ak_.channels and ac_.sample_rate == ak_.sample_rate and \
                     not ac_.nonfinite and not ak_.nonfinite:
                 try:
@@ -304,7 +343,8 @@ def compare(
             return
         if metric_error is not None:
             return
-        acc.accumulate(fs)
+        if fs is not None:
+            acc.accumulate(fs)
         if lossless:
             assert ha is not None and hb is not None
             hashes_c.update(ha)
@@ -321,7 +361,19 @@ def compare(
                             else None) as pairs:
             for i, (fa, ra), (fb, rb) in pairs:
                 if metrics_possible and metric_error is None:
-                    pending.append((i, pool.submit(frame_job, i, fa, fb), fa, fb))
+                    if i == 0 and ssim_backend != "numpy":
+                        lav = _make_lavfi(fa, ssim_backend)
+                        backend_used = "lavfi" if lav is not None else "numpy"
+                    if lav is not None:
+                        try:
+                            lav.push(i, fa, fb)
+                            for fs in lav.pull():
+                                acc.accumulate(fs)
+                        except (av.FFmpegError, ValueError, KeyError) as exc:
+                            metric_error = f"frame {i}: libavfilter: {exc}"
+                    if lav is None or lossless:
+                        pending.append((i, pool.submit(frame_job, i, fa, fb, lav is None), fa,
+                                        fb))
                     while len(pending) > 2 * workers:
                         take_one()
                     if ra is not None and rb is not None:
@@ -333,6 +385,12 @@ def compare(
                     on_frame(i)
             while pending:
                 take_one()
+            if lav is not None and metric_error is None:
+                try:
+                    for fs in lav.close():
+                        acc.accumulate(fs)
+                except (av.FFmpegError, ValueError, KeyError) as exc:
+                    metric_error = f"libavfilter: {exc}"
             if metric_error is None:
                 flush()
             stats_c, stats_k = pairs.stats
@@ -357,9 +415,9 @@ def compare(
 
     metrics: list[MediaMetric] = []
     if not metrics_possible:
-        why = ("resolutions differ" if not same_geometry else
-               f"pixel formats {vc['pix_fmt']}/{vk['pix_fmt']} are not the same 8-bit planar "
-               "YUV")
+        why: str | None = (
+            "resolutions differ" if not same_geometry else
+            f"pixel formats {vc['pix_fmt']}/{vk['pix_fmt']} are not the same 8-bit planar YUV")
         reasons.append(f"video metrics not computed: {why}")
     elif metric_error is not None:
         reasons.append(f"video metrics stopped: {metric_error}")
@@ -367,12 +425,14 @@ def compare(
 
     if metrics_possible and acc.frames:
         r = acc.result()
-        ssim_detail = {k: r[k] for k in ("ssim_y", "ssim_u", "ssim_v", "ssim_min",
-                                          "ssim_min_frame", "frames")}
+        ssim_detail: dict[str, Any] = {k: r[k] for k in ("ssim_y", "ssim_u", "ssim_v",
+                                                          "ssim_min", "ssim_min_frame",
+                                                          "frames")}
+        ssim_detail["backend"] = BACKENDS[backend_used]
         psnr_detail = {"psnr_y_db": r["psnr_y"], "psnr_u_db": r["psnr_u"],
                        "psnr_v_db": r["psnr_v"], "psnr_min_db": r["psnr_min"],
                        "psnr_min_frame": r["psnr_min_frame"], "psnr_max_db": r["psnr_max"],
-                       "frames": r["frames"]}
+                       "frames": r["frames"], "backend": BACKENDS[backend_used]}
         ssim_v = float(r["ssim_all"])  # type: ignore[arg-type]
         psnr_v = float(r["psnr_avg"])  # type: ignore[arg-type]
         if mode == "lossy":
@@ -445,7 +505,9 @@ def compare(
     if mode == "lossy":
         ac, rg = gates.audio_spectral_cosine_min, gates.audio_rms_ratio
         why = None
-        if aud_c is None or aud_k is None:
+        if not audio_metrics:
+            why = "audio metrics not requested (audio_metrics=False)"
+        elif aud_c is None or aud_k is None:
             why = "audio stream missing"
         elif aud_c.channels != aud_k.channels or aud_c.sample_rate != aud_k.sample_rate:
             why = (f"audio formats differ: {aud_c.channels} ch {aud_c.sample_rate} Hz vs "

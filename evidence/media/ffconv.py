@@ -24,6 +24,12 @@ PSNR (``libavfilter/vf_psnr.c``):
 * per plane over the clip ``10 log10(255^2 / mean_frames(mse_plane))``; "average" is
   ``10 log10(255^2 / mean_frames(pooled mse))``; a zero MSE gives ``inf`` (identical inputs).
 
+This is the exact reference implementation (``ssim_backend="numpy"``); ``compare`` by default
+runs FFmpeg's own filters inside PyAV (:mod:`evidence.media.lavfi`), and the tests check the
+two against each other and against the ffmpeg binary.  The Debian ffmpeg 5.1 binary's x86
+SIMD ``ssim_end_line`` deviates from its C code where ``(plane_width >> 2) % 4 == 2``; this
+module follows the C code (as PyAV's FFmpeg 8 does).
+
 Inputs are 8-bit planar YUV planes as numpy ``uint8`` arrays of shape ``(height, width)``; any
 row stride is fine (views of decoder buffers are accepted without copying).  Each frame costs
 a few passes over the planes in 16/32-bit integers; memory is a few plane-sized buffers, flat

@@ -105,7 +105,8 @@ class ProbeResult(BaseModel):
 
     def problems(self) -> list[str]:
         """Problems visible without any expectation: no video or audio stream, decode
-        errors, non-finite audio, missing or non-increasing timestamps, a variable pts step.
+        errors, a decoded frame count that differs from the header's, non-finite audio,
+        missing or non-increasing timestamps, a variable pts step.
         """
         out: list[str] = []
         v, a = self.video, self.audio
@@ -116,6 +117,9 @@ class ProbeResult(BaseModel):
                 out.append(v.decode_error)
             if v.decoded_frames == 0:
                 out.append("no video frame decoded")
+            elif v.declared_frames and v.declared_frames != v.decoded_frames:
+                out.append(f"decoded {v.decoded_frames} video frames, the header declares "
+                           f"{v.declared_frames}")
             if v.missing_pts:
                 out.append(f"{v.missing_pts} video frame(s) without a timestamp")
             if v.non_increasing_pts:

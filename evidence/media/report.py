@@ -74,14 +74,18 @@ def render_report(report: MediaReport, console: Console) -> None:
         console.print(bt)
     if report.metrics:
         mt = Table(title="metrics")
-        mt.add_column("metric")
-        mt.add_column("value", justify="right")
+        mt.add_column("metric", no_wrap=True)
+        mt.add_column("value", justify="right", no_wrap=True)
         mt.add_column("gate")
         mt.add_column("worst frame / detail", overflow="fold")
-        mt.add_column("source", overflow="fold")
+        mt.add_column("src", justify="right")
         mt.add_column("result")
+        sources: list[str] = []
         for m in report.metrics:
-            gate = "-" if m.op is None else f"{m.op} {_fmt(m.threshold)}"
+            thr = m.threshold
+            shown = (f"[{thr[0]:g}, {thr[1]:g}]" if isinstance(thr, list)
+                     else f"{thr:g}" if isinstance(thr, float) else str(thr))
+            gate = "-" if m.op is None else f"{m.op} {shown}"
             d = m.detail
             extra = ""
             if "ssim_min" in d:
@@ -95,8 +99,15 @@ def render_report(report: MediaReport, console: Console) -> None:
                 extra = f"not measured: {d['not_measured']}"
             if "not_judged" in d:
                 extra += f" ({d['not_judged']})"
-            mt.add_row(m.name, _fmt(m.value), gate, extra, m.source or "", _verdict(m.passed))
+            ref = ""
+            if m.source:
+                if m.source not in sources:
+                    sources.append(m.source)
+                ref = f"[{sources.index(m.source) + 1}]"
+            mt.add_row(m.name, _fmt(m.value), gate, extra, ref, _verdict(m.passed))
         console.print(mt)
+        for k, src in enumerate(sources, 1):
+            console.print(f"  [{k}] {src}", highlight=False)
     if report.passed:
         console.print(f"[bold green]PASS[/] ({report.mode})")
     else:

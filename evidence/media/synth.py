@@ -29,7 +29,8 @@ class ClipSpec:
     perturbation); ``crf`` the x264 constant rate factor; ``seed`` fixes the texture.
     ``audio_gain`` scales the tone; ``nan_audio`` writes NaN samples as float PCM (AAC's
     encoder refuses NaN; for the bad-input tests); ``vfr`` gives every third frame a
-    doubled pts step.
+    doubled pts step.  ``faststart`` writes the index (moov) before the media data, so a
+    truncated copy still opens.
     """
 
     frames: int = 24
@@ -46,6 +47,7 @@ class ClipSpec:
     nan_audio: bool = False
     vfr: bool = False
     preset: str = "ultrafast"
+    faststart: bool = False
 
 
 def _frame_image(i: int, spec: ClipSpec, texture: np.ndarray,
@@ -87,7 +89,8 @@ def make_clip(path: Path, spec: ClipSpec = ClipSpec()) -> Path:
         nrng = np.random.default_rng(spec.seed + 1000)
         noise_bank = [nrng.normal(0.0, spec.noise, (spec.height, spec.width, 3))
                       .astype(np.float32) for _ in range(7)]
-    with av.open(str(path), "w", format="mp4") as out:
+    opts = {"movflags": "faststart"} if spec.faststart else {}
+    with av.open(str(path), "w", format="mp4", options=opts) as out:
         v = out.add_stream("libx264", rate=spec.fps)
         v.width, v.height, v.pix_fmt = spec.width, spec.height, "yuv420p"
         v.options = {"crf": str(spec.crf), "preset": spec.preset}

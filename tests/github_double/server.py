@@ -871,10 +871,15 @@ class GitHubDouble:
         prefix = f"{API}/repos/{repo.full_name}/contents"
         ref = req.query.get("ref") or repo.default_branch
 
+        def tree_sha(d: str) -> str:
+            # like a git tree SHA: changes whenever anything below the directory changes
+            return _sha(json.dumps({q: _sha(b) for q, b in sorted(tree.items())
+                                    if q.startswith(d + "/")}))
+
         def entry(p: str, kind: str, data: bytes | None) -> dict[str, Any]:
             return {"type": kind, "size": len(data) if data is not None else 0,
                     "name": p.rsplit("/", 1)[-1], "path": p,
-                    "sha": _sha(data or p.encode()),
+                    "sha": _sha(data or b"") if kind == "file" else tree_sha(p),
                     "url": f"{prefix}/{p}?ref={ref}", "git_url": None,
                     "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{p}",
                     "download_url": None,

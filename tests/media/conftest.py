@@ -51,6 +51,7 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "simd_bug_noisy": replace(BASE, width=122, height=90, noise=5.0),
         "f25": replace(BASE, frames=25),
         "audio_short": replace(BASE, audio_seconds=0.9),
+        "faststart": replace(BASE, faststart=True),
     }
     for name, spec in specs.items():
         out[name] = make_clip(d / f"{name}.mp4", spec)
@@ -59,6 +60,9 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     data = out["control"].read_bytes()
     out["truncated"] = d / "truncated.mp4"
     out["truncated"].write_bytes(data[: len(data) // 2])
+    fs = out["faststart"].read_bytes()
+    out["truncated_faststart"] = d / "truncated_faststart.mp4"
+    out["truncated_faststart"].write_bytes(fs[: len(fs) * 6 // 10])
     out["empty"] = d / "empty.mp4"
     out["empty"].write_bytes(b"")
     out["not_mp4"] = d / "not_mp4.mp4"

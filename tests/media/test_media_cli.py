@@ -131,3 +131,83 @@ def test_out_never_overwrites_another_validator(clips: dict[str, Path], tmp_path
     p = _run("compare", clips["f25"], clips["f25"], "--mode", "lossless", "--out", out)
     assert p.returncode == 2 and "media-gates/1" in p.stderr
     assert json.loads(out.read_text())["validator_version"] == "media-gates/1"
+
+
+CAMPAIGN_TOML = """
+id = "h3-test"
+title = "test campaign"
+image_digest = "sha256:{d}"
+requesters = ["amy"]
+[engine]
+repo = "vllm-project/vllm-omni"
+commit = "abcdef1"
+[checkpoint]
+name = "MiniMax-H3"
+digest = "{d}"
+[pool]
+name = "pool"
+device_model = "Ascend910B1"
+device_count = 4
+memory_gib_per_device = 64
+[inputs]
+prompt = "a cat"
+reference_video = {{ sha256 = "{d}" }}
+reference_audio = {{ sha256 = "{d}" }}
+[workload]
+width = 128
+height = 96
+fps = 24
+seed = 1
+num_inference_steps = 50
+flow_shift = 5.0
+[serving]
+model = "MiniMaxAI/MiniMax-H3"
+[[tracks]]
+id = "1s-lossless"
+duration_s = 1.0
+expected_frames = 24
+quality_mode = "lossless"
+target_reduction = 0.3
+[[tracks]]
+id = "1s-wrong-count"
+duration_s = 1.0
+expected_frames = 30
+quality_mode = "lossless"
+target_reduction = 0.3
+[protocol]
+[quality_gates]
+ssim_min = {{ threshold = 0.97, source = "campaign" }}
+psnr_min_db = {{ threshold = 34.0, source = "campaign" }}
+lpips_max = {{ threshold = 0.2, source = "campaign" }}
+audio_spectral_cosine_min = {{ threshold = 0.8, source = "campaign" }}
+audio_rms_ratio = {{ low = 0.5, high = 2.0, source = "campaign" }}
+audio_latent_rate_hz = {{ threshold = 40.0, source = "campaign" }}
+[budget]
+candidate_directions = 3
+wall_hours = 10
+device_hours = 40
+"""
+
+
+def test_campaign_track_sets_mode_and_expectations(clips: dict[str, Path], tmp_path: Path
+                                                   ) -> None:
+    (tmp_path / "campaign.toml").write_text(CAMPAIGN_TOML.format(d="a" * 64))
+    ok = _run("compare", clips["control"], clips["copy"], "--campaign", tmp_path, "--track",
+              "1s-lossless", "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    doc = json.loads(ok.stdout)
+    assert doc["mode"] == "lossless" and doc["gates_source"].startswith("campaign")
+    bad = _run("compare", clips["control"], clips["copy"], "--campaign", tmp_path, "--track",
+               "1s-wrong-count", "--json")
+    assert bad.returncode == 1
+    (fc,) = [c for c in json.loads(bad.stdout)["structural"] if c["name"] == "frame_count"]
+    assert fc["expected"] == "30" and fc["passed"] is False
+    unknown = _run("compare", clips["control"], clips["copy"], "--campaign", tmp_path,
+                   "--track", "nope")
+    assert unknown.returncode == 2 and "1s-lossless" in unknown.stderr
+
+
+def test_invalid_campaign_names_file_and_field(clips: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text('id = "x"\n')
+    p = _run("compare", clips["control"], clips["copy"], "--campaign", tmp_path)
+    assert p.returncode == 2 and "campaign.toml" in p.stderr and "title" in p.stderr

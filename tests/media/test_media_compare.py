@@ -142,6 +142,16 @@ def test_unreadable_inputs_raise_clear_errors(clips: dict[str, Path], name: str,
         probe(clips[name])
 
 
+def test_truncated_file_with_index_fails_structurally(clips: dict[str, Path]) -> None:
+    """A truncated MP4 whose index survived (faststart) opens, and then fails the checks."""
+    r = compare(clips["faststart"], clips["truncated_faststart"], mode="lossy",
+                expected_frames=24)
+    assert not r.passed
+    failed = {c.name for c in r.structural if not c.passed}
+    assert "frame_count" in failed or "video_decodes" in failed, failed
+    assert any("header declares 24" in x for x in probe(clips["truncated_faststart"]).problems())
+
+
 def test_missing_file_is_an_input_error(tmp_path: Path, clips: dict[str, Path]) -> None:
     with pytest.raises(MediaInputError, match="file not found"):
         compare(clips["control"], tmp_path / "nope.mp4", mode="lossy")
@@ -153,9 +163,13 @@ def test_probe_lists_problems(clips: dict[str, Path]) -> None:
     assert any("variable frame rate" in x for x in probe(clips["vfr"]).problems())
 
 
-def test_matches_ffmpeg_filters_on_synthetic_pairs(clips: dict[str, Path], ffmpeg: str) -> None:
+@pytest.mark.parametrize("backend", ["numpy", "lavfi"])
+def test_matches_ffmpeg_filters_on_synthetic_pairs(clips: dict[str, Path], ffmpeg: str,
+                                                   backend: str) -> None:
     for a, b in (("control", "noisy"), ("control", "very_noisy"), ("odd", "odd_noisy")):
-        r = compare(clips[a], clips[b], mode="lossless")
+        r = compare(clips[a], clips[b], mode="lossless", ssim_backend=backend)  # type: ignore[arg-type]
+        assert backend in _metric(r, "ssim_all").detail["backend"].replace("libavfilter",
+                                                                           "lavfi")
         ff = ffmpeg_ssim_psnr(clips[a], clips[b])
         ours = {m.name: m.value for m in r.metrics}
         for k in ("ssim_y", "ssim_u", "ssim_v"):
@@ -230,14 +244,17 @@ def _assert_matches(ours: MediaReport, ff: dict[str, float], planes: tuple[str, 
         assert vals[f"ssim_{k}"] == pytest.approx(ff[f"ssim_{k}"], abs=1e-5), k
 
 
-def test_simd_width_quirk_matches_ffmpeg_c_code(clips: dict[str, Path], ffmpeg: str) -> None:
+def test_simd_width_quirk(clips: dict[str, Path], ffmpeg: str) -> None:
     """Where (plane width >> 2) % 4 == 2, FFmpeg's x86 ``ssim_end_line`` drops the last valid
-    window of each row and adds one built from stale buffer contents; its C code (and ours)
-    does not.  PSNR is unaffected."""
+    window of each row and adds one built from stale buffer contents; its C code does not,
+    and neither do our numpy backend nor PyAV's bundled libavfilter (FFmpeg 8).  PSNR is
+    unaffected."""
     a, b = clips["simd_bug"], clips["simd_bug_noisy"]
-    r = compare(a, b, mode="lossless")
+    ref = compare(a, b, mode="lossless", ssim_backend="numpy")
     c_code = ffmpeg_ssim_psnr(a, b, c_code=True)
-    _assert_matches(r, c_code, ("y", "u", "v", "all"))
+    _assert_matches(ref, c_code, ("y", "u", "v", "all"))
     simd = ffmpeg_ssim_psnr(a, b)
-    assert _metric(r, "psnr_avg_db").value == pytest.approx(simd["psnr_avg"], abs=1e-5)
-    assert abs(_metric(r, "ssim_y").value - simd["ssim_y"]) > 1e-4  # the quirk is real
+    assert _metric(ref, "psnr_avg_db").value == pytest.approx(simd["psnr_avg"], abs=1e-5)
+    assert abs(_metric(ref, "ssim_y").value - simd["ssim_y"]) > 1e-4  # the quirk is real
+    fast = compare(a, b, mode="lossless", ssim_backend="lavfi")
+    _assert_matches(fast, c_code, ("y", "u", "v", "all"))

@@ -1,0 +1,44 @@
+"""``campaign-bot header DIR`` on the bundled example campaign (issue 2's examples/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bot.header_cli import register
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h3-ref2va-4x910b1"
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    a = typer.Typer()
+    register(a)
+
+    @a.command("noop")
+    def _noop() -> None:  # a second command keeps typer in multi-command mode
+        return None
+
+    return a
+
+
+@pytest.mark.skipif(not EXAMPLE.is_dir(), reason="example campaign not present")
+def test_example_campaign_header(app: typer.Typer) -> None:
+    res = CliRunner().invoke(app, ["header", str(EXAMPLE), "--sha", "a" * 40])
+    assert res.exit_code == 1, res.output  # the seed's 5 s baseline failed its lifecycle
+    out = res.output
+    assert out.startswith("### Campaign status: MiniMax-H3 Ref2VA")
+    assert "Fix the baseline: re-run the control baseline of 5s-lossless (5 s lossless)" in out
+    assert "4 workers alive; 4 terminate action(s); 4 kill action(s)" in out
+    assert "5s-lossless: REJECT" in out  # screening, in the candidates table
+    assert "SUPPORTED" not in out
+    assert "Updated from evidence at `aaaaaaaa`" in out
+
+
+def test_not_a_campaign(app: typer.Typer, tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["header", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "no campaign.toml" in res.output
