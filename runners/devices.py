@@ -264,11 +264,12 @@ def check_idle(tool: str, devices: Sequence[int], run: Runner = run_tool,
     """One idle check of ``devices`` (NPU ids or GPU indexes; empty = every device listed).
 
     ``tool`` is ``npu-smi``, ``nvidia-smi`` or ``none`` (no accelerator gate: recorded as
-    idle with a detail saying nothing was checked).  Tool failures give ``idle=False`` with
-    the error in ``detail``; never raises."""
+    NOT idle, detail "not checked", so the session's lifecycle cannot qualify on a check that
+    never ran; DESIGN.md: a check that cannot fail is no check).  Tool failures give
+    ``idle=False`` with the error in ``detail``; never raises."""
     now = datetime.now(UTC)
     if tool == "none":
-        return DeviceCheck(idle=True, checked_at=now,
+        return DeviceCheck(idle=False, checked_at=now,
                            detail="not checked: --device-tool none (no accelerator gate)")
     reasons: list[str] = []
     try:
@@ -307,6 +308,6 @@ def wait_idle(tool: str, devices: Sequence[int], *, timeout_s: float, poll_s: fl
     end = time.monotonic() + timeout_s
     while True:
         chk = check_idle(tool, devices, run)
-        if chk.idle or time.monotonic() >= end:
+        if chk.idle or tool == "none" or time.monotonic() >= end:
             return chk
         sleep(poll_s)

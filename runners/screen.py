@@ -311,7 +311,8 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
                          "nvidia-smi")
     if opts.device_tool == "auto" and tool == "none":
         console.print("[yellow]warning:[/] neither npu-smi nor nvidia-smi is on PATH: the "
-                      "device idle gate is recorded as not checked")
+                      "device idle gate is recorded as not checked, so no session's lifecycle "
+                      "can qualify")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
                    tool).run()
 
@@ -445,7 +446,7 @@ class _Screen:
         try:
             self._wait_idle_gap()
             before = self._gate()
-            if not before.idle:
+            if not before.idle and self.tool != "none":
                 notes.append(f"not started: devices not idle after {self.opts.idle_timeout_s:g}"
                              f" s: {before.detail}")
                 return self._receipt(ps, tag, argv, env, started, None, [], srv, before,

@@ -126,3 +126,12 @@ def test_wait_idle_polls_until_idle() -> None:
     chk = devices.wait_idle("nvidia-smi", [0], timeout_s=60, poll_s=0, run=run,
                             sleep=lambda s: None)
     assert chk.idle and len(calls) == 3
+
+
+def test_no_device_tool_is_recorded_as_not_idle_and_does_not_wait() -> None:
+    """``--device-tool none`` never counts as an idle proof (a check that cannot fail)."""
+    slept: list[float] = []
+    chk = devices.wait_idle("none", [0], timeout_s=60, sleep=slept.append)
+    assert chk.idle is False
+    assert chk.detail is not None and "not checked" in chk.detail
+    assert slept == []
