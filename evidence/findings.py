@@ -155,8 +155,14 @@ def stale_status(ev: Evidence) -> list[Finding]:
 def lifecycle_failed(ev: Evidence) -> list[Finding]:
     """LIFECYCLE_FAILED: one finding per session with an unclean lifecycle, at the first
     offending field."""
+    return lifecycle_findings(ev.receipts)
+
+
+def lifecycle_findings(receipts: Iterable[ReceiptIn]) -> list[Finding]:
+    """LIFECYCLE_FAILED over receipts alone (needs no scope: also used for a bare runner
+    bundle checked without its campaign.toml)."""
     out = []
-    for it in ev.receipts:
+    for it in receipts:
         issues = lifecycle_issues(it.receipt.lifecycle)
         hard = hard_lifecycle_issues(it.receipt.lifecycle)
         if issues:
@@ -169,9 +175,14 @@ def lifecycle_failed(ev: Evidence) -> list[Finding]:
 
 def request_failed(ev: Evidence) -> list[Finding]:
     """REQUEST_FAILED: one finding per failed request or measured request without timing."""
+    return request_findings(ev.receipts)
+
+
+def request_findings(receipts: Iterable[ReceiptIn]) -> list[Finding]:
+    """REQUEST_FAILED over receipts alone (needs no scope)."""
     return [_f("REQUEST_FAILED", "P1", it.path, it.text, fld,
                f"session {it.receipt.session_id} ({it.receipt.arm}): {text}", REQUEST_FIX)
-            for it in ev.receipts for fld, text in request_issues(it.receipt)]
+            for it in receipts for fld, text in request_issues(it.receipt)]
 
 
 def protocol_shortfall(ev: Evidence, verdicts: Sequence[TrackVerdict],

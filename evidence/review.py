@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from evidence.claims import Claim, check_claims
-from evidence.findings import frozen_receipt_changed, review_findings, sort_findings
+from evidence.findings import (
+    frozen_receipt_changed,
+    lifecycle_findings,
+    request_findings,
+    review_findings,
+    sort_findings,
+)
 from evidence.models import Finding
 from evidence.screening import ScreeningDecision, screen_decisions
-from evidence.verdicts import Evidence, TrackVerdict, judge
+from evidence.verdicts import Evidence, ReceiptIn, TrackVerdict, judge
 
 if TYPE_CHECKING:
     from evidence.bundle import LoadedCampaign
@@ -127,6 +133,10 @@ def review_check(
             raise ValueError("--claims needs a valid campaign.toml: claims trace to its "
                              "receipts and verdicts")
         found = frozen_receipt_changed(Path(loaded.root), base_ref) if base_ref else []
+        # A bare runner bundle has receipts but no scope: no verdict, but the rules that
+        # need no scope still run, so a failed lifecycle or request is never exit 0.
+        items = [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts]
+        found += lifecycle_findings(items) + request_findings(items)
         return ReviewResult(findings=sort_findings(found))
     return review_full(loaded, base_ref=base_ref, claims_file=claims_file,
                        prior_noise=prior_noise, extra_findings=verify_findings)

@@ -78,14 +78,20 @@ def _check(out: Path, pub: Path) -> subprocess.CompletedProcess[str]:
     return _cli("check", str(out), "--trusted-keys", str(pub), "--json")
 
 
-def _assert_checks_clean(out: Path, pub: Path) -> None:
-    """``campaign-bot check --trusted-keys`` verifies the signature and finds no problem."""
+def _assert_checks_clean(out: Path, pub: Path,
+                         expect: dict[str, set[str]] | None = None) -> None:
+    """``campaign-bot check --trusted-keys`` verifies the signature, and its only problems are
+    the ``expect``ed ones (rule -> receipt paths): an honest bundle of a failed session must
+    be reported as failed, and nothing else."""
     chk = _check(out, pub)
     findings = json.loads(chk.stdout)["findings"]
     assert "SIGNATURE_VERIFIED" in {f["rule"] for f in findings}
     problems = [f for f in findings if f["severity"] in ("P0", "P1", "P2")]
-    assert problems == [], problems
-    assert chk.returncode == 0
+    got: dict[str, set[str]] = {}
+    for f in problems:
+        got.setdefault(f["rule"], set()).add(f["path"])
+    assert got == (expect or {}), problems
+    assert chk.returncode == (1 if expect else 0)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +177,9 @@ def test_teardown_with_four_terminate_and_four_kill_fails(
     assert "4 terminate action(s)" in probs and "4 kill action(s)" in probs
     # The requests themselves were fine: latency is not what fails this session.
     assert all(q.ok for q in cand.requests)
-    _assert_checks_clean(out, keys[1])  # the bundle is honest and verifies
+    # the bundle is honest and verifies, and check reports the failed teardown
+    _assert_checks_clean(
+        out, keys[1], {"LIFECYCLE_FAILED": {"data/receipts/session-01-candidate.json"}})
 
 
 def test_failed_measured_request_leaves_no_denominator(
@@ -318,7 +326,9 @@ def test_sigint_shuts_down_and_writes_a_verifiable_bundle(
         assert not psutil.pid_exists(w.pid) or psutil.Process(w.pid).status() == "zombie"
     summary = json.loads((out / "data" / "screen.json").read_text())
     assert summary["interrupted"] and "screen interrupted" in summary["problems"]
-    _assert_checks_clean(out, keys[1])
+    cand_path = "data/receipts/session-01-candidate.json"
+    _assert_checks_clean(out, keys[1], {"LIFECYCLE_FAILED": {cand_path},
+                                        "REQUEST_FAILED": {cand_path}})
 
 
 def test_busy_port_is_not_mistaken_for_a_ready_server(
