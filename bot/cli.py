@@ -102,7 +102,7 @@ def deliveries(
     if export is not None:
         d = store.get_delivery(engine, export)
         if d is None:
-            raise _fail(f"no stored delivery {export!r}", EXIT_PROBLEMS)
+            raise _fail(f"no stored delivery {export!r}", EXIT_USAGE)
         sys.stdout.write(json.dumps(store.export_delivery(d), indent=2) + "\n")
         return
     rows = store.list_deliveries(engine, failed_only=failed, limit=limit)

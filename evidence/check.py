@@ -167,6 +167,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     """
     t0 = time.perf_counter()
     root = Path(root)
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
     idx = index_tree(root)

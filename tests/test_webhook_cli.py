@@ -132,6 +132,8 @@ def test_deliveries_lists_and_failed_exits_1(env: Path) -> None:
 def test_export_then_replay_checks_the_signature(env: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _fill(env)
+    r = runner.invoke(app, ["deliveries", "--export", "no-such-id"])
+    assert r.exit_code == 2 and "no stored delivery 'no-such-id'" in r.output
     r = runner.invoke(app, ["deliveries", "--export", "good-1"])
     assert r.exit_code == 0
     saved = json.loads(r.output)
