@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from screen_scope import toml_dumps
 from sqlalchemy import create_engine, select
@@ -143,7 +144,16 @@ class Runner:
             wait_for(lambda: any(out.rglob("*.log")) or proc.poll() is not None, 60,
                      "the first session to start")
             time.sleep(0.3)
+            # the model server runs in its own session, so it outlives the runner's group:
+            # note the whole tree first and reap what is left after the kill (a test must not
+            # leak servers that hold ports into later tests)
+            tree = psutil.Process(proc.pid).children(recursive=True)
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            gone, alive = psutil.wait_procs(tree, timeout=10)
+            for p in alive:
+                p.kill()
+            psutil.wait_procs(alive, timeout=10)
         log, _ = proc.communicate(timeout=120)
         (self.work / f"runner-{run['id']}.log").write_bytes(log)
         rc = proc.returncode
