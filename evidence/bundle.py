@@ -172,6 +172,9 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 m = re.search(r"at line (\d+)", str(e))
                 fs.append(_f("TOML_INVALID", "P1", "campaign.toml", f"not valid TOML: {e}",
                              line=int(m.group(1)) if m else None))
+            except RecursionError:
+                fs.append(_f("TOML_INVALID", "P1", "campaign.toml",
+                             "not valid TOML: arrays or tables nested too deeply"))
             else:
                 try:
                     scope = CampaignScope.model_validate(data, strict=True)
@@ -195,6 +198,9 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             continue
         except RecursionError:
             fs.append(_f("JSON_INVALID", "P1", rel, "JSON nested too deeply"))
+            continue
+        except ValueError as e:  # e.g. an integer literal over Python's 4300-digit limit
+            fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e}".split("; use ")[0]))
             continue
         lc.json_docs[rel] = (obj, text)
         schema = obj.get("schema") if isinstance(obj, dict) else None
