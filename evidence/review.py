@@ -107,7 +107,13 @@ def review_full(
     ev = Evidence.from_loaded(loaded, unverified)
     claims = None
     if claims_file is not None:
-        claims = (str(claims_file), Path(claims_file).read_text(encoding="utf-8"))
+        raw = Path(claims_file).read_bytes()
+        try:
+            claims = (str(claims_file), raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise ValueError(f"--claims {claims_file}: not UTF-8 text (byte {e.start}, "
+                             f"line {line})") from None
     return review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
 
 

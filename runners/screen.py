@@ -118,13 +118,19 @@ class SessionResult:
 def load_scope(campaign_dir: Path) -> CampaignScope:
     """Read and validate ``campaign_dir/campaign.toml``.  Raises UsageError naming the file,
     the field and the problem."""
+    from evidence.signing import read_small_text
+
     path = campaign_dir / "campaign.toml"
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(read_small_text(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # not a regular file (FIFO: never blocks), too large, not UTF-8
+        raise UsageError(f"{path}: cannot read: {exc}") from None
     try:
         return CampaignScope.model_validate(raw)
     except ValidationError as exc:

@@ -1,0 +1,263 @@
+"""Hostile input for ``campaign-bot check`` / ``--trusted-keys`` / ``--claims`` and the
+screen runner's scope loader: every case must give the documented exit code and a message
+naming the file (and field or line where there is one), never a traceback or a hang.
+
+Found by the QA pass (branch qa-hostile); each row failed before its fix."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from evidence.signing import ATTESTATION_FILE, PAYLOAD_TYPE, key_id, pae
+from runners.signer import generate_key, load_private_key, sign_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
+BAG = "bundles/baseline-15s"
+CLI = [sys.executable, "-c", "from evidence.cli import main; main()"]
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run campaign-bot in a subprocess (a hang is a TimeoutExpired failure, not a stuck
+    test run).  Used for the cases that used to hang (FIFOs, devices)."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, cwd=ROOT)
+
+
+_PLUGINS: list[bool] = []
+
+
+def cli_fast(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run campaign-bot in this process (saves ~1.5 s of imports per case).  An exception
+    other than the CLI's own exit is rendered as a traceback in ``stderr``, so the
+    no-traceback assertions still catch it."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from evidence.cli import _load_plugins, app
+
+    if not _PLUGINS:
+        _load_plugins()
+        _PLUGINS.append(True)
+    res = CliRunner().invoke(app, list(args))
+    err = res.stderr
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        err += "".join(traceback.format_exception(res.exception))
+    return subprocess.CompletedProcess(list(args), res.exit_code, res.stdout, err)
+
+
+def findings(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    return json.loads(proc.stdout)["findings"]
+
+
+# ------------------------------------------------------------------ documents in the tree
+
+
+def _deep_toml(d: Path) -> None:
+    with open(d / "campaign.toml", "a") as fh:
+        fh.write("\n[x]\na = " + "[" * 2000 + "]" * 2000 + "\n")
+
+
+def _huge_int_json(d: Path) -> None:
+    (d / "results" / "huge.json").write_text('{"schema": "campaign-bot/receipt@1", "slot": '
+                                             + "9" * 5000 + "}")
+
+
+def _gate_inf(d: Path) -> None:
+    t = d / "campaign.toml"
+    t.write_text(t.read_text().replace("threshold = 0.20", "threshold = inf", 1))
+
+
+def _gate_nan_range(d: Path) -> None:
+    t = d / "campaign.toml"
+    t.write_text(t.read_text().replace("low = 0.5", "low = nan", 1))
+
+
+DOC_CASES: list[tuple[str, Callable[[Path], None], str, str, str | None, int | None]] = [
+    # id, mutate, rule, path, field, line
+    ("toml-nested-too-deep", _deep_toml, "TOML_INVALID", "campaign.toml", None, None),
+    ("json-int-over-4300-digits", _huge_int_json, "JSON_INVALID", "results/huge.json", None,
+     None),
+    ("gate-threshold-inf", _gate_inf, "SCHEMA_INVALID", "campaign.toml",
+     "quality_gates.lpips_max.threshold", 118),
+    ("range-gate-nan", _gate_nan_range, "SCHEMA_INVALID", "campaign.toml",
+     "quality_gates.audio_rms_ratio.low", 126),
+]
+
+
+@pytest.mark.parametrize(("mutate", "rule", "path", "field", "line"),
+                         [c[1:] for c in DOC_CASES], ids=[c[0] for c in DOC_CASES])
+def test_hostile_documents_are_findings(tmp_path: Path, mutate: Callable[[Path], None],
+                                        rule: str, path: str, field: str | None,
+                                        line: int | None) -> None:
+    d = tmp_path / "c"
+    shutil.copytree(EXAMPLE, d)
+    mutate(d)
+    proc = cli_fast("check", str(d), "--json")
+    assert proc.returncode == 1, proc.stderr
+    hits = [f for f in findings(proc) if f["rule"] == rule and f["path"] == path]
+    assert hits, [(f["rule"], f["path"]) for f in findings(proc)]
+    if field is not None:
+        assert any(f["field"] == field for f in hits), hits
+        assert "finite" in str(hits[0]["message"])
+    if line is not None:
+        assert any(f["line"] == line for f in hits), hits
+
+
+# ------------------------------------------------------------------- signed bundles
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(private key, trusted public key file)."""
+    k = tmp_path_factory.mktemp("keys") / "screen.key"
+    pub = generate_key(k)
+    return k, pub
+
+
+def _env(d: Path) -> dict[str, object]:
+    return json.loads((d / BAG / ATTESTATION_FILE).read_text())
+
+
+def _put_env(d: Path, obj: object) -> None:
+    (d / BAG / ATTESTATION_FILE).write_text(json.dumps(obj))
+
+
+def _resign(d: Path, key: Path, stmt: object) -> None:
+    priv = load_private_key(key)
+    body = json.dumps(stmt).encode()
+    sig = priv.sign(pae(PAYLOAD_TYPE, body))
+    _put_env(d, {"payload": base64.b64encode(body).decode(), "payloadType": PAYLOAD_TYPE,
+                 "signatures": [{"keyid": key_id(priv.public_key()),
+                                 "sig": base64.b64encode(sig).decode()}]})
+
+
+def _replace(d: Path, rel: str, make: Callable[[Path], None]) -> None:
+    p = d / BAG / rel
+    p.unlink()
+    make(p)
+
+
+STMT = "https://in-toto.io/Statement/v1"
+SIG_CASES: list[tuple[str, Callable[[Path, Path], None], str]] = [
+    # id, tamper(bundle dir, private key), expected words in the SIGNATURE_INVALID message
+    ("keyid-is-a-list", lambda d, k: _put_env(d, {**_env(d), "signatures": [
+        {"keyid": ["x"], "sig": "AAAA"}]}), "no signature by a trusted key"),
+    ("keyid-is-an-object", lambda d, k: _put_env(d, {**_env(d), "signatures": [
+        {"keyid": {}, "sig": "AAAA"}]}), "no signature by a trusted key"),
+    ("envelope-not-utf8", lambda d, k: (d / BAG / ATTESTATION_FILE).write_bytes(b"\xff{}"),
+     "not UTF-8"),
+    ("envelope-nested-too-deep", lambda d, k: (d / BAG / ATTESTATION_FILE).write_text(
+        "[" * 100000 + "]" * 100000), "nested too deeply"),
+    ("envelope-is-a-fifo", lambda d, k: _replace(d, ATTESTATION_FILE, os.mkfifo),
+     "not a regular file"),
+    ("envelope-is-a-list", lambda d, k: _put_env(d, [1, 2]), "expected an object"),
+    ("subject-digest-not-object", lambda d, k: _resign(d, k, {
+        "_type": STMT, "subject": [{"name": "tagmanifest-sha256.txt", "digest": "abc"}]}),
+     "differs from the signed digest"),
+    ("subject-name-not-string", lambda d, k: _resign(d, k, {
+        "_type": STMT, "subject": [{"name": 5, "digest": {"sha256": "0"}}]}), "file missing"),
+    ("subject-absolute-path", lambda d, k: _resign(d, k, {
+        "_type": STMT, "subject": [{"name": "/etc/passwd", "digest": {"sha256": "0"}}]}),
+     "file missing"),
+    ("payload-manifest-not-utf8", lambda d, k: (d / BAG / "manifest-sha256.txt").write_bytes(
+        b"\xff\xfe garbage\n"), "manifest-sha256.txt: cannot read: not UTF-8"),
+    ("tag-manifest-not-utf8", lambda d, k: (d / BAG / "tagmanifest-sha256.txt").write_bytes(
+        b"\xff\xfe garbage\n"), "tagmanifest-sha256.txt: cannot read: not UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("tamper", "words"), [c[1:] for c in SIG_CASES],
+                         ids=[c[0] for c in SIG_CASES])
+def test_tampered_signed_bundle_is_a_finding(tmp_path: Path, keys: tuple[Path, Path],
+                                             tamper: Callable[[Path, Path], None],
+                                             words: str) -> None:
+    key, pub = keys
+    d = tmp_path / "c"
+    shutil.copytree(EXAMPLE / BAG, d / BAG)  # the bag alone: fast, still exit 1 (no scope)
+    sign_bundle(d / BAG, load_private_key(key), {"x": 1})
+    tamper(d, key)
+    run = cli if "fifo" in words or "regular file" in words else cli_fast
+    proc = run("check", str(d), "--json", "--trusted-keys", str(pub), timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    bad = [f for f in findings(proc) if f["rule"] == "SIGNATURE_INVALID"]
+    assert bad and all(f["path"] == f"{BAG}/{ATTESTATION_FILE}" for f in bad), bad
+    assert any(words in str(f["message"]) for f in bad), bad
+
+
+def _nonutf8(p: Path) -> None:
+    p.write_bytes(b"\xff\xfe\x00")
+
+
+KEY_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
+    ("keys-not-utf8", lambda t: (_nonutf8(t / "k.pub"), t / "k.pub")[1], "not UTF-8"),
+    ("keys-fifo", lambda t: (os.mkfifo(t / "k.pub"), t / "k.pub")[1], "not a regular file"),
+    ("keys-dev-zero", lambda t: Path("/dev/zero"), "not a regular file"),
+    ("keys-directory", lambda t: t, "a directory"),
+]
+
+
+@pytest.mark.parametrize(("make", "words"), [c[1:] for c in KEY_CASES],
+                         ids=[c[0] for c in KEY_CASES])
+def test_bad_trusted_keys_file_is_usage_error(tmp_path: Path, make: Callable[[Path], Path],
+                                              words: str) -> None:
+    kf = make(tmp_path)
+    run = cli if "regular file" in words else cli_fast
+    proc = run("check", str(EXAMPLE / BAG), "--trusted-keys", str(kf), timeout=30)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    msg = " ".join(proc.stderr.split())
+    assert str(kf) in msg and words in msg, msg
+
+
+def test_claims_file_not_utf8_names_the_file(tmp_path: Path) -> None:
+    claims = tmp_path / "pr.md"
+    claims.write_bytes(b"gain 40%\n\xff\xfe")
+    proc = cli_fast("check", str(EXAMPLE), "--claims", str(claims))
+    assert proc.returncode == 2
+    msg = " ".join(proc.stderr.split())
+    assert "Traceback" not in msg and str(claims) in msg and "line 2" in msg, msg
+
+
+# --------------------------------------------------------------- screen's scope loader
+
+
+SCREEN_CASES: list[tuple[str, Callable[[Path], None], str]] = [
+    ("campaign-toml-fifo", lambda d: os.mkfifo(d / "campaign.toml"), "not a regular file"),
+    ("campaign-toml-not-utf8", lambda d: (d / "campaign.toml").write_bytes(
+        (EXAMPLE / "campaign.toml").read_bytes() + b"\n\xff"), "not UTF-8"),
+    ("campaign-toml-nested-too-deep", lambda d: (d / "campaign.toml").write_text(
+        "a = " + "[" * 2000 + "]" * 2000 + "\n"), "nested too deeply"),
+    ("campaign-toml-gate-inf", lambda d: (d / "campaign.toml").write_text(
+        (EXAMPLE / "campaign.toml").read_text().replace("threshold = 0.97", "threshold = inf")),
+     "quality_gates.ssim_min.threshold"),
+]
+
+
+@pytest.mark.parametrize(("make", "words"), [c[1:] for c in SCREEN_CASES],
+                         ids=[c[0] for c in SCREEN_CASES])
+def test_screen_dry_run_bad_campaign(tmp_path: Path, make: Callable[[Path], None],
+                                     words: str) -> None:
+    d = tmp_path / "camp"
+    d.mkdir()
+    make(d)
+    run = cli if "regular file" in words else cli_fast
+    proc = run("screen", "--dry-run", "--campaign", str(d), "--candidate", "tp2-sp2",
+               "--track", "5s-lossless", "--out", str(tmp_path / "out"), timeout=30)
+    assert proc.returncode == 2
+    msg = " ".join(proc.stderr.split()) + " " + " ".join(proc.stdout.split())
+    assert "Traceback" not in msg
+    assert str(d / "campaign.toml") in msg.replace(" ", "") or \
+        str(d / "campaign.toml") in msg, msg
+    assert words in msg, msg
