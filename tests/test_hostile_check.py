@@ -84,11 +84,25 @@ def _gate_nan_range(d: Path) -> None:
     t.write_text(t.read_text().replace("low = 0.5", "low = nan", 1))
 
 
+def _dup_key(key: str, value: str) -> Callable[[Path], None]:
+    def mutate(d: Path) -> None:
+        r = d / BAG / "data" / "receipts" / "s0-control.json"
+        text = r.read_text()
+        first = text.index(f'"{key}":')
+        end = text.index("\n", first)
+        r.write_text(text[:end] + f'\n  "{key}": {value},' + text[end:])
+    return mutate
+
+
 DOC_CASES: list[tuple[str, Callable[[Path], None], str, str, str | None, int | None]] = [
     # id, mutate, rule, path, field, line
     ("toml-nested-too-deep", _deep_toml, "TOML_INVALID", "campaign.toml", None, None),
     ("json-int-over-4300-digits", _huge_int_json, "JSON_INVALID", "results/huge.json", None,
      None),
+    ("json-duplicate-key-arm", _dup_key("arm", '"candidate"'), "JSON_INVALID",
+     f"{BAG}/data/receipts/s0-control.json", "arm", 8),
+    ("json-duplicate-key-schema-hides-receipt", _dup_key("schema", '"x"'), "JSON_INVALID",
+     f"{BAG}/data/receipts/s0-control.json", "schema", 3),
     ("gate-threshold-inf", _gate_inf, "SCHEMA_INVALID", "campaign.toml",
      "quality_gates.lpips_max.threshold", 118),
     ("range-gate-nan", _gate_nan_range, "SCHEMA_INVALID", "campaign.toml",
@@ -110,7 +124,7 @@ def test_hostile_documents_are_findings(tmp_path: Path, mutate: Callable[[Path],
     assert hits, [(f["rule"], f["path"]) for f in findings(proc)]
     if field is not None:
         assert any(f["field"] == field for f in hits), hits
-        assert "finite" in str(hits[0]["message"])
+        assert "finite" in str(hits[0]["message"]) or "duplicate key" in str(hits[0]["message"])
     if line is not None:
         assert any(f["line"] == line for f in hits), hits
 
