@@ -275,3 +275,51 @@ def test_screen_dry_run_bad_campaign(tmp_path: Path, make: Callable[[Path], None
     assert str(d / "campaign.toml") in msg.replace(" ", "") or \
         str(d / "campaign.toml") in msg, msg
     assert words in msg, msg
+
+
+def _file(p: Path) -> Path:
+    p.write_text("x")
+    return p
+
+
+def _full_dir(p: Path) -> Path:
+    p.mkdir()
+    (p / "old.json").write_text("{}")
+    return p
+
+
+def _under_file(p: Path) -> Path:
+    return _file(p) / "bundle"
+
+
+OUT_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
+    ("out-is-a-file", _file, "exists and is not a directory"),
+    ("out-not-empty", _full_dir, "exists and is not empty"),
+    ("out-parent-is-a-file", _under_file, "is not a directory"),
+]
+
+
+@pytest.mark.parametrize(("make", "words"), [c[1:] for c in OUT_CASES],
+                         ids=[c[0] for c in OUT_CASES])
+def test_screen_bad_out(tmp_path: Path, make: Callable[[Path], Path], words: str) -> None:
+    """The real run refuses it before anything starts (it used to traceback on a file
+    --out when listing it); the dry run says so (exit 0, like its inputs line)."""
+    from runners.screen import UsageError, check_out_dir
+
+    out = make(tmp_path / "out")
+    with pytest.raises(UsageError, match=words) as exc:
+        check_out_dir(out)
+    assert f"--out {out}" in str(exc.value)
+    proc = cli_fast("screen", "--dry-run", "--campaign", str(EXAMPLE), "--candidate",
+                    "tp2-sp2", "--track", "5s-lossless", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "Traceback" not in text + proc.stderr and words in text, text
+
+
+def test_screen_fresh_out_is_accepted(tmp_path: Path) -> None:
+    from runners.screen import check_out_dir
+
+    check_out_dir(tmp_path / "new" / "bundle")
+    (tmp_path / "empty").mkdir()
+    check_out_dir(tmp_path / "empty")
