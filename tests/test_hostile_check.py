@@ -323,3 +323,21 @@ def test_screen_fresh_out_is_accepted(tmp_path: Path) -> None:
     check_out_dir(tmp_path / "new" / "bundle")
     (tmp_path / "empty").mkdir()
     check_out_dir(tmp_path / "empty")
+
+
+def test_rich_markup_in_receipt_values_is_printed_literally(tmp_path: Path) -> None:
+    """A receipt whose track/screen/candidate hold rich markup ('[/]') used to crash the
+    summary table with rich.errors.MarkupError."""
+    d = tmp_path / "c"
+    shutil.copytree(EXAMPLE, d)
+    rec = json.loads((EXAMPLE / BAG / "data" / "receipts" / "s0-control.json").read_text())
+    for i, arm in enumerate(("control", "candidate")):
+        doc = {**rec, "session_id": f"[/bold]x{i}", "screen_id": "[/]", "track": "[/]",
+               "arm": arm, "slot": i}
+        if arm == "candidate":
+            doc["candidate"] = "[/i]"
+        (d / "results" / f"r{i}.json").write_text(json.dumps(doc))
+    proc = cli_fast("check", str(d))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
+    assert "[/]" in proc.stdout and "results/r0.json" in proc.stdout
