@@ -341,3 +341,44 @@ def test_rich_markup_in_receipt_values_is_printed_literally(tmp_path: Path) -> N
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
     assert "[/]" in proc.stdout and "results/r0.json" in proc.stdout
+
+
+def _markup_dir(t: Path) -> Path:
+    """``t/a[/x]``: a path whose text holds a rich closing tag ``[/x]``."""
+    (t / "a[").mkdir()
+    return t / "a[" / "x]"
+
+
+def _clip(p: Path) -> Path:
+    from evidence.media.synth import ClipSpec, make_clip
+
+    make_clip(p, ClipSpec(frames=4))
+    return p
+
+
+MARKUP_CASES: list[tuple[str, Callable[[Path], list[str]], int]] = [
+    ("check-missing-dir", lambda t: ["check", str(_markup_dir(t))], 2),
+    ("check-dir-is-file", lambda t: ["check", str(_file(_markup_dir(t)))], 2),
+    ("claims-not-a-file", lambda t: ["check", str(EXAMPLE / BAG), "--claims",
+                                     str(_markup_dir(t))], 2),
+    ("media-probe-text-file", lambda t: ["media", "probe", str(_file(_markup_dir(t)))], 2),
+    ("media-probe-good-clip", lambda t: ["media", "probe",
+                                         str(_clip(t / "a[" / "y].mp4"))
+                                         if (t / "a[").mkdir() is None else ""], 0),
+    ("screen-dry-run-missing-campaign", lambda t: [
+        "screen", "--dry-run", "--campaign", str(_markup_dir(t)), "--candidate", "c",
+        "--track", "t", "--out", str(t / "o")], 2),
+]
+
+
+@pytest.mark.parametrize(("make", "code"), [c[1:] for c in MARKUP_CASES],
+                         ids=[c[0] for c in MARKUP_CASES])
+def test_paths_holding_rich_markup_are_printed_literally(
+        tmp_path: Path, make: Callable[[Path], list[str]], code: int) -> None:
+    """A path like ``a[/x]`` used to crash every error print with rich.errors.MarkupError."""
+    args = make(tmp_path)
+    proc = cli_fast(*args)
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-2000:]
+    assert proc.returncode == code, out
+    assert "[/" in out  # the path, literally
