@@ -150,6 +150,32 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
         return None
 
 
+def _duplicate_keys(text: str) -> list[tuple[str, int | None]]:
+    """Keys that appear twice in one JSON object of ``text``, with the 1-based line of the
+    repeat (best effort).  Python keeps the last value, other readers the first: evidence
+    that depends on the reader is ambiguous, so the loader reports it."""
+    dups: list[str] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                dups.append(k)
+            seen.add(k)
+        return dict(pairs)
+
+    try:
+        json.loads(text, object_pairs_hook=hook)
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, int | None]] = []
+    for k in dict.fromkeys(dups):
+        hits = list(re.finditer(re.escape(json.dumps(k)) + r"\s*:", text))
+        line = text.count("\n", 0, hits[-1].start()) + 1 if len(hits) > 1 else None
+        out.append((k, line))
+    return out
+
+
 def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                   index: TreeIndex | None = None) -> LoadedCampaign:
     """Read and validate every campaign document under ``root``.
@@ -172,6 +198,9 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 m = re.search(r"at line (\d+)", str(e))
                 fs.append(_f("TOML_INVALID", "P1", "campaign.toml", f"not valid TOML: {e}",
                              line=int(m.group(1)) if m else None))
+            except RecursionError:
+                fs.append(_f("TOML_INVALID", "P1", "campaign.toml",
+                             "not valid TOML: arrays or tables nested too deeply"))
             else:
                 try:
                     scope = CampaignScope.model_validate(data, strict=True)
@@ -196,6 +225,16 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         except RecursionError:
             fs.append(_f("JSON_INVALID", "P1", rel, "JSON nested too deeply"))
             continue
+        except ValueError as e:  # e.g. an integer literal over Python's 4300-digit limit
+            fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e}".split("; use ")[0]))
+            continue
+        if "campaign-bot/" in text:  # our documents only: a hook per object is slow on traces
+            for key, dline in _duplicate_keys(text):
+                fs.append(_f("JSON_INVALID", "P1", rel,
+                             f"duplicate key {key!r} in one object: readers disagree on "
+                             "which value wins (this one keeps the last)", line=dline,
+                             fieldp=key,
+                             fix="write each key once"))
         lc.json_docs[rel] = (obj, text)
         schema = obj.get("schema") if isinstance(obj, dict) else None
         if not (isinstance(schema, str) and schema.startswith("campaign-bot/")):

@@ -305,7 +305,7 @@ def render(rep: CheckReport, console: Any) -> None:
         for a in rep.arms:
             arm = a.arm if not a.candidate else f"{a.arm} {a.candidate}"
             warm = ", ".join(f"{w:.3f}" for w in a.warmup_client_wall_s)
-            row = [escape(a.screen_id), a.track, escape(arm),
+            row = [escape(a.screen_id), escape(a.track), escape(arm),
                    f"{a.sessions_clean}/{a.sessions}", str(a.measured_requests),
                    str(a.measured_failed), _fmt_s(a.median_client_wall_s)]
             if server:

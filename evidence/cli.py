@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from evidence.models import SCHEMA_MODELS
 
@@ -56,7 +57,7 @@ def schema_cmd(
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        err.print(f"[red]unknown schema {name!r}[/]; valid: {', '.join(models)}")
+        err.print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -138,7 +139,7 @@ def check_cmd(
     from evidence.findings import BaseRefError
 
     if claims is not None and not claims.is_file():
-        err.print(f"[red]cannot read[/] --claims {claims}: not a file")
+        err.print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
         raise typer.Exit(EXIT_USAGE)
     progress = _LazyProgress(err) if err.is_terminal else None
     try:
@@ -147,18 +148,18 @@ def check_cmd(
     except BaseRefError as e:
         if progress:
             progress.stop()
-        err.print(f"[red]--base {base}:[/] {e}")
+        err.print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        err.print(f"[red]cannot check:[/] {e}")
+        err.print(f"[red]cannot check:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        err.print(f"[red]cannot read[/] {why}")
+        err.print(f"[red]cannot read[/] {escape(why)}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
@@ -168,7 +169,7 @@ def check_cmd(
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            err.print(f"[red]cannot use trusted keys:[/] {e}")
+            err.print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
             raise typer.Exit(EXIT_USAGE) from None
         sig = signature_findings(directory, keys)
         rep.findings.extend(sig)

@@ -45,6 +45,14 @@ def _sha256_hex(v: str) -> str:
     return v
 
 
+def _finite(v: float) -> float:
+    if not math.isfinite(v):
+        raise ValueError("must be a finite number (NaN and infinity are not thresholds)")
+    return v
+
+
+Finite = Annotated[float, AfterValidator(_finite)]
+"""A finite float (NaN and infinity refused: a gate of ``inf`` would pass or fail anything)."""
 Seconds = Annotated[float, AfterValidator(_finite_nonneg)]
 """A finite, non-negative duration in seconds."""
 Sha256 = Annotated[str, AfterValidator(_sha256_hex)]
@@ -98,7 +106,7 @@ class HardwarePool(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     device_model: str = Field(description="e.g. 'Ascend910B1', 'H200'.")
     device_count: int = Field(ge=1)
-    memory_gib_per_device: float = Field(gt=0)
+    memory_gib_per_device: Finite = Field(gt=0)
     runner_labels: list[str] = Field(
         default_factory=list, description="GitHub Actions self-hosted runner labels."
     )
@@ -141,8 +149,8 @@ class Workload(Strict):
     fps: int = Field(gt=0)
     seed: int
     num_inference_steps: int = Field(gt=0)
-    flow_shift: float
-    audio_flow_shift: float | None = None
+    flow_shift: Finite
+    audio_flow_shift: Finite | None = None
     concurrency: int = Field(default=1, ge=1)
     task: str = "ref2va"
 
@@ -187,7 +195,7 @@ class Protocol(Strict):
     idle_wait_s: Seconds = Field(
         default=10.0, description="Wait after a server exit before the next start (HCCL)."
     )
-    futility_ratio: float = Field(
+    futility_ratio: Finite = Field(
         default=1.10,
         gt=1.0,
         description="Screening: REJECT when candidate/control exceeds this in the first pair.",
@@ -197,15 +205,15 @@ class Protocol(Strict):
 class Gate(Strict):
     """One quality threshold with the source it comes from."""
 
-    threshold: float
+    threshold: Finite
     source: str = Field(description="Where the threshold comes from (spec, seed, test).")
 
 
 class RangeGate(Strict):
     """An inclusive [low, high] range with its source."""
 
-    low: float
-    high: float
+    low: Finite
+    high: Finite
     source: str
 
     @model_validator(mode="after")
@@ -230,8 +238,8 @@ class Budget(Strict):
     """Campaign budget; failures and retries are always charged (seed 001)."""
 
     candidate_directions: int = Field(ge=0)
-    wall_hours: float = Field(ge=0)
-    device_hours: float = Field(ge=0)
+    wall_hours: Finite = Field(ge=0)
+    device_hours: Finite = Field(ge=0)
     failures_and_retries_included: Literal[True] = True
 
 
@@ -322,7 +330,7 @@ class RequestRecord(Strict):
         default_factory=dict, description="X-Stage-Durations, stage -> seconds."
     )
     request_id: str | None = Field(default=None, description="X-Request-Id.")
-    peak_memory_mb: float | None = Field(default=None, description="X-Peak-Memory-MB.")
+    peak_memory_mb: Finite | None = Field(default=None, description="X-Peak-Memory-MB.")
     output_path: str | None = Field(default=None, description="Bundle-relative MP4 path.")
     output_sha256: Sha256 | None = None
     output_bytes: int | None = Field(default=None, ge=0)

@@ -113,7 +113,13 @@ def review_full(
     ev = Evidence.from_loaded(loaded, unverified)
     claims = None
     if claims_file is not None:
-        claims = (str(claims_file), Path(claims_file).read_text(encoding="utf-8"))
+        raw = Path(claims_file).read_bytes()
+        try:
+            claims = (str(claims_file), raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise ValueError(f"--claims {claims_file}: not UTF-8 text (byte {e.start}, "
+                             f"line {line})") from None
     return review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
 
 
@@ -176,7 +182,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
             verdict = f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]"
             if v.regression:
                 verdict += " [red]REGRESSION[/]"
-            t.add_row(v.track, escape(v.candidate or "(control only)"), verdict,
+            t.add_row(escape(v.track), escape(v.candidate or "(control only)"), verdict,
                       f"{v.m} v {v.n}", _r(v.ratio, 4), bounds,
                       _r(v.control_spread, 4) if v.m > 1 else "—",
                       contrary, "—" if v.more_pairs_needed is None else str(v.more_pairs_needed),
@@ -185,13 +191,13 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         for v in verdicts:
             tails = [x for x in v.tail if x.status == "ok"]
             if tails:
-                console.print(f"tail {v.track} {v.candidate}: " + "; ".join(
+                console.print(f"tail {escape(v.track)} {escape(v.candidate or '')}: " + "; ".join(
                     f"{x.arm} p95 {x.p95_s:.3f} s (95 % upper bound {x.p95_upper_bound_s:.3f} s, "
                     f"{x.measured_requests} requests)" for x in tails))
             if v.prior_noise is not None:
                 p = v.prior_noise
                 console.print(
-                    f"[dim]{escape(p.label)}[/] {v.track} {escape(v.candidate or '')}: "
+                    f"[dim]{escape(p.label)}[/] {escape(v.track)} {escape(v.candidate or '')}: "
                     f"{p.decision}, ratio {p.ratio:.4f} [{p.lower:.4f}, {p.upper:.4f}] "
                     f"from {p.diffs} historical differences")
         if any(x.status == "underpowered" for v in verdicts for x in v.tail):
@@ -202,7 +208,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         for c in ("screen", "track", "candidate", "decision", "first pair", "reason"):
             t.add_column(c, overflow="fold")
         for d in screening:
-            t.add_row(escape(d.screen_id), d.track, escape(d.candidate), d.decision,
+            t.add_row(escape(d.screen_id), escape(d.track), escape(d.candidate), d.decision,
                       _r(d.first_pair_ratio) + ("x" if d.first_pair_ratio else ""),
                       escape(d.reason))
         console.print(t)

@@ -26,10 +26,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -43,6 +45,35 @@ PAYLOAD_MANIFEST = "manifest-sha256.txt"
 
 class KeyFileError(ValueError):
     """A key file that cannot be read or holds no usable ed25519 key (message names it)."""
+
+
+MAX_SMALL_FILE_BYTES = 16 << 20
+"""Largest envelope, manifest or key file read whole (16 MiB; ours are a few KiB)."""
+
+
+def read_small_text(path: Path, limit: int = MAX_SMALL_FILE_BYTES) -> str:
+    """UTF-8 text of the regular file ``path``, at most ``limit`` bytes.
+
+    Never blocks on a FIFO or reads a device forever: the file is opened non-blocking and
+    refused unless it is a regular file.  Raises OSError (unreadable, missing) or ValueError
+    (not a regular file, too large, not UTF-8) with a message for the user."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, socket or device"
+            raise ValueError(f"is {kind}, not a regular file; not read")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size} bytes is over the {limit}-byte limit; not read")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ValueError(f"not UTF-8 text (byte {exc.start}, line {line})") from None
 
 
 def pae(payload_type: str, body: bytes) -> bytes:
@@ -63,9 +94,12 @@ def load_trusted_keys(path: Path) -> dict[str, Ed25519PublicKey]:
     Raises KeyFileError naming the file (and block number) when it is unreadable, holds a
     non-ed25519 key, or holds no key at all."""
     try:
-        text = path.read_text()
+        text = read_small_text(path, 1 << 20)
     except OSError as exc:
-        raise KeyFileError(f"{path}: cannot read trusted keys file: {exc}") from exc
+        raise KeyFileError(f"{path}: cannot read trusted keys file: "
+                           f"{exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise KeyFileError(f"{path}: cannot read trusted keys file: {exc}") from None
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     blocks: list[str] = []
     cur: list[str] | None = None
@@ -81,7 +115,7 @@ def load_trusted_keys(path: Path) -> dict[str, Ed25519PublicKey]:
     for i, block in enumerate(blocks, 1):
         try:
             key = serialization.load_pem_public_key(block.encode())
-        except ValueError as exc:
+        except (ValueError, UnsupportedAlgorithm) as exc:
             raise KeyFileError(f"{path}: PEM block {i} is not a public key: {exc}") from exc
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFileError(f"{path}: PEM block {i} is not an ed25519 key")
@@ -97,22 +131,30 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
 
     Raises ValueError saying what failed (malformed envelope, wrong payload type, no
     signature by a trusted key, not a Statement v1)."""
+    if not isinstance(envelope, dict):
+        raise ValueError(f"malformed DSSE envelope: a JSON {type(envelope).__name__}, "
+                         "expected an object")
     try:
         ptype = envelope["payloadType"]
         body = base64.b64decode(envelope["payload"], validate=True)
         sigs = envelope["signatures"]
-    except (KeyError, TypeError, ValueError) as exc:
+    except KeyError as exc:
+        raise ValueError(f"malformed DSSE envelope: no {exc} field") from None
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"malformed DSSE envelope: {exc}") from exc
     if ptype != PAYLOAD_TYPE:
         raise ValueError(f"payloadType is {ptype!r}, expected {PAYLOAD_TYPE!r}")
     msg = pae(ptype, body)
     good = False
     for s in sigs if isinstance(sigs, list) else []:
+        if not isinstance(s, dict):
+            continue
         try:
             sig = base64.b64decode(s["sig"], validate=True)
         except (KeyError, TypeError, ValueError):
             continue
-        cands = [keys[s["keyid"]]] if s.get("keyid") in keys else list(keys.values())
+        kid = s.get("keyid")
+        cands = [keys[kid]] if isinstance(kid, str) and kid in keys else list(keys.values())
         for k in cands:
             try:
                 k.verify(sig, msg)
@@ -126,8 +168,10 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
         raise ValueError("no signature by a trusted key verifies this envelope")
     try:
         stmt = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"payload is not JSON: {exc}") from exc
+    except RecursionError:
+        raise ValueError("payload is not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, huge integers
+        raise ValueError(f"payload is not JSON: {exc}") from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
         raise ValueError(f"payload is not an in-toto Statement v1 ({STATEMENT_TYPE})")
     if not isinstance(stmt.get("subject"), list) or not stmt["subject"]:
@@ -147,12 +191,12 @@ def sha256_file(path: Path) -> str:
 def _read_manifest(path: Path) -> tuple[dict[str, str], list[str]]:
     entries: dict[str, str] = {}
     problems: list[str] = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(read_small_text(path).splitlines(), 1):
         if not line.strip():
             continue
         digest, _, rel = line.partition(" ")
         rel = rel.strip().replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
-        if len(digest) != 64 or not rel:
+        if len(digest) != 64 or not rel or rel.startswith("/"):
             problems.append(f"{path.name}:{n}: not '<sha256>  <path>'")
             continue
         entries[rel] = digest.lower()
@@ -169,8 +213,12 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     problems: list[str] = []
     env_path = root / ATTESTATION_FILE
     try:
-        envelope = json.loads(env_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        envelope = json.loads(read_small_text(env_path))
+    except OSError as exc:
+        return [f"{ATTESTATION_FILE}: cannot read signed envelope: {exc.strerror or exc}"]
+    except RecursionError:
+        return [f"{ATTESTATION_FILE}: cannot read signed envelope: JSON nested too deeply"]
+    except ValueError as exc:  # JSONDecodeError, not UTF-8, not a regular file, too large
         return [f"{ATTESTATION_FILE}: cannot read signed envelope: {exc}"]
     try:
         stmt = verify_envelope(envelope, keys)
@@ -179,10 +227,13 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     names = set()
     for sub in stmt["subject"]:
         name = sub.get("name", "") if isinstance(sub, dict) else ""
-        want = (sub.get("digest") or {}).get("sha256") if isinstance(sub, dict) else None
+        name = name if isinstance(name, str) else ""
+        digest = sub.get("digest") if isinstance(sub, dict) else None
+        want = digest.get("sha256") if isinstance(digest, dict) else None
         names.add(name)
         path = root / name
-        if not name or ".." in Path(name).parts or not path.is_file():
+        if (not name or name.startswith("/") or ".." in Path(name).parts
+                or not path.is_file()):
             problems.append(f"subject {name!r}: file missing")
         elif sha256_file(path) != want:
             problems.append(f"subject {name}: SHA-256 differs from the signed digest "
@@ -194,7 +245,11 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
         if not mpath.is_file():
             problems.append(f"{manifest}: missing")
             continue
-        entries, bad = _read_manifest(mpath)
+        try:
+            entries, bad = _read_manifest(mpath)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{manifest}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+            continue
         problems += bad
         for rel, digest in entries.items():
             f = root / rel

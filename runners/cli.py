@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_USAGE = 2
 
@@ -72,7 +73,7 @@ def screen_cmd(
     try:
         code = run_screen(opts, Console(highlight=False))
     except UsageError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(code)
 
@@ -87,7 +88,7 @@ def keygen_cmd(
     try:
         pub = generate_key(out)
     except (FileExistsError, OSError) as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
     Console(highlight=False).print(f"private key: {out}\npublic key:  {pub}\n"
                                    f"{pub.read_text().splitlines()[0]}")

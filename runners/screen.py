@@ -118,13 +118,19 @@ class SessionResult:
 def load_scope(campaign_dir: Path) -> CampaignScope:
     """Read and validate ``campaign_dir/campaign.toml``.  Raises UsageError naming the file,
     the field and the problem."""
+    from evidence.signing import read_small_text
+
     path = campaign_dir / "campaign.toml"
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(read_small_text(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # not a regular file (FIFO: never blocks), too large, not UTF-8
+        raise UsageError(f"{path}: cannot read: {exc}") from None
     try:
         return CampaignScope.model_validate(raw)
     except ValidationError as exc:
@@ -262,6 +268,32 @@ def _engine_installed() -> str | None:
     return None
 
 
+def check_out_dir(out: Path) -> None:
+    """Refuse an ``--out`` the bundle cannot be written to, before anything starts: an
+    existing non-directory, a non-empty directory (a bundle is never overwritten), or a
+    path whose nearest existing parent is not a writable directory.  Raises UsageError
+    naming ``--out``."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    if out.is_dir():
+        try:
+            empty = not any(out.iterdir())
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot list: {exc.strerror or exc}") from None
+        if not empty:
+            raise UsageError(f"--out {out}: exists and is not empty; a bundle is never "
+                             "overwritten")
+        parent = out
+    else:
+        parent = out.absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise UsageError(f"--out {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: {parent} is not writable")
+
+
 def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     """Run (or with ``dry_run`` only plan) one screen; returns the exit code: 0 every session
     ran with HTTP 200 requests, clean lifecycles and passing media gates; 1 problems found
@@ -290,6 +322,12 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
             console.print("inputs: present, digests match")
         except UsageError as exc:
             console.print(f"[yellow]inputs: {exc}[/] (a real screen stops here with exit 2)")
+        try:
+            check_out_dir(opts.out)
+            console.print(f"out: {opts.out} can be written")
+        except UsageError as exc:
+            console.print(f"[yellow]out: {exc}[/] (a real screen stops here with exit 2)",
+                          highlight=False)
         console.print("dry run: nothing started")
         return EXIT_OK
     inputs = resolve_inputs(scope, opts.campaign)
@@ -302,9 +340,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
         key = load_private_key(key_path)
     except KeyFileError as exc:
         raise UsageError(str(exc)) from exc
-    if opts.out.exists() and any(opts.out.iterdir()):
-        raise UsageError(f"--out {opts.out}: exists and is not empty; a bundle is never "
-                         "overwritten")
+    check_out_dir(opts.out)
     tool = devices.detect_tool() if opts.device_tool == "auto" else opts.device_tool
     if tool not in devices.TOOLS:
         raise UsageError(f"--device-tool {opts.device_tool!r}: use auto, none, npu-smi or "

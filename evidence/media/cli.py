@@ -23,6 +23,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -55,7 +56,7 @@ media_app = typer.Typer(
 
 
 def _fail(msg: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/] {msg}", highlight=False)
+    Console(stderr=True).print(f"[red]error:[/] {escape(str(msg))}", highlight=False)
     return typer.Exit(EXIT_USAGE)
 
 
@@ -147,7 +148,7 @@ def compare_cmd(
         con = Console()
         render_report(report, con)
         if out is not None:
-            con.print(f"report written to {out}")
+            con.print(f"report written to {escape(str(out))}")
     raise typer.Exit(EXIT_OK if report.passed else EXIT_PROBLEMS)
 
 

@@ -56,6 +56,10 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         raise MediaInputError(path, f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise MediaInputError(path, f"invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise MediaInputError(path, "nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer over Python's 4300-digit limit
+        raise MediaInputError(path, f"not readable: {exc}") from None
     if not isinstance(data, dict):
         raise MediaInputError(path, "expected a table of gates at the top level")
     return data

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from evidence.media.errors import MediaInputError
@@ -42,8 +43,9 @@ def render_report(report: MediaReport, console: Console) -> None:
     head = (f"[bold]media report[/] {report.validator_version}, mode {report.mode}, "
             f"device {report.device}, gates: {report.gates_source or '-'}")
     console.print(head)
-    console.print(f"control   {report.control.path}  sha256 {report.control.sha256[:16]}...")
-    console.print(f"candidate {report.candidate.path}  sha256 {report.candidate.sha256[:16]}...")
+    for arm in ("control", "candidate"):
+        side = getattr(report, arm)
+        console.print(f"{arm:<9} {escape(str(side.path))}  sha256 {side.sha256[:16]}...")
     t = Table(title="structural checks", show_lines=False)
     t.add_column("check")
     t.add_column("expected")
@@ -107,18 +109,18 @@ def render_report(report: MediaReport, console: Console) -> None:
             mt.add_row(m.name, _fmt(m.value), gate, extra, ref, _verdict(m.passed))
         console.print(mt)
         for k, src in enumerate(sources, 1):
-            console.print(f"  [{k}] {src}", highlight=False)
+            console.print(f"  \\[{k}] {escape(str(src))}", highlight=False)
     if report.passed:
         console.print(f"[bold green]PASS[/] ({report.mode})")
     else:
         console.print(f"[bold red]FAIL[/] ({report.mode})")
         for r in report.reasons:
-            console.print(f"  - {r}")
+            console.print(f"  - {escape(str(r))}")
 
 
 def render_probe(p: ProbeResult, console: Console) -> None:
     """Print what the structural checks see in one file."""
-    t = Table(title=f"probe: {p.path}")
+    t = Table(title=f"probe: {escape(str(p.path))}")
     t.add_column("field")
     t.add_column("value", overflow="fold")
     t.add_row("size", f"{p.size_bytes} bytes")
@@ -141,7 +143,7 @@ def render_probe(p: ProbeResult, console: Console) -> None:
                   f"{v.missing_pts}")
         t.add_row("video duration (declared)", _fmt(v.declared_duration_s))
         if v.decode_error:
-            t.add_row("video decode", f"[red]{v.decode_error}[/]")
+            t.add_row("video decode", f"[red]{escape(str(v.decode_error))}[/]")
     if p.audio is None:
         t.add_row("audio", "[red]no audio stream[/]")
     else:
@@ -153,13 +155,13 @@ def render_probe(p: ProbeResult, console: Console) -> None:
         t.add_row("audio non-finite samples", str(a.nonfinite_samples))
         t.add_row("PCM sha256 (this build)", a.pcm_sha256)
         if a.decode_error:
-            t.add_row("audio decode", f"[red]{a.decode_error}[/]")
+            t.add_row("audio decode", f"[red]{escape(str(a.decode_error))}[/]")
     console.print(t)
     problems = p.problems()
     if problems:
         console.print("[bold red]problems[/]")
         for x in problems:
-            console.print(f"  - {x}")
+            console.print(f"  - {escape(str(x))}")
     else:
         console.print("[green]no problems seen[/]")
 
