@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot.settings import ENV_PREFIX, DatabaseSettings, SettingsError, load_settings
@@ -26,7 +27,7 @@ out = Console()
 
 
 def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[red]error:[/] {msg}", highlight=False)
+    err.print(f"[red]error:[/] {escape(msg)}", highlight=False)
     return typer.Exit(code)
 
 
