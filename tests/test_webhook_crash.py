@@ -167,6 +167,9 @@ def test_a_killed_worker_process_is_restarted_and_its_delivery_redone(tmp_path: 
                        headers=headers_for(body, "crash_test", "w-1"), timeout=10)
         assert r.status_code == 202
         wait_for(lambda: store.status_counts(engine) == {"processing": 1}, 30, "blocked")
+        # "processing" is committed before the handler starts: wait until it has logged its
+        # start, or a loaded machine kills it before the first start line (then only one)
+        wait_for(lambda: log.exists() and "start w-1" in log.read_text(), 30, "handler start")
         child.kill()  # the handler dies mid-way with its process
         child.wait(10)
         # the supervisor starts a new worker, which requeues and runs it again (it blocks
