@@ -4,20 +4,19 @@ SQLite and on PostgreSQL, and downgrades cleanly."""
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 from sqlalchemy.orm import Session
+from webhook_helpers import DB_KINDS, database_url
 
 from bot.header_store import CampaignHeader, CandidatePR, HeaderChange
 from bot.store import MIGRATIONS_DIR, Base, make_engine, migrate
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 TABLES = ("campaign_headers", "campaign_header_history", "campaign_candidate_prs")
 
 
@@ -51,26 +50,9 @@ def _roundtrip(engine) -> None:
     assert "screens" in names
 
 
-def test_header_migration_sqlite(tmp_path) -> None:
-    eng = make_engine(f"sqlite:///{tmp_path / 'h.sqlite3'}")
-    _roundtrip(eng)
-    eng.dispose()
-
-
-@pytest.mark.postgres
-def test_header_migration_postgres() -> None:
-    admin = make_engine(PG_URL)
-    schema = f"t_i8_{uuid.uuid4().hex[:8]}"
-    try:
-        with admin.begin() as c:
-            c.execute(text(f"CREATE SCHEMA {schema}"))
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"PostgreSQL not reachable on 127.0.0.1:5432: {type(exc).__name__}")
-    try:
-        eng = make_engine(PG_URL, schema=schema)
+@pytest.mark.parametrize("kind", DB_KINDS)
+def test_header_migration(kind: str, tmp_path) -> None:
+    with database_url(kind, tmp_path) as url:
+        eng = make_engine(url)
         _roundtrip(eng)
         eng.dispose()
-    finally:
-        with admin.begin() as c:
-            c.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()

@@ -3,19 +3,15 @@ describe, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import text
 from sqlalchemy.orm import Session
+from webhook_helpers import DB_KINDS, database_url
 
 import bot.budget  # noqa: F401 - registers budget_entries on Base
 import bot.screens  # noqa: F401 - registers screens on Base
 from bot.store import Base, make_engine, migrate
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def _diff(engine) -> list:
@@ -47,26 +43,9 @@ def _roundtrip(engine) -> None:
         assert s.id >= 1 and s.label == f"S{s.id}"
 
 
-def test_migration_matches_models_sqlite(tmp_path) -> None:
-    eng = make_engine(f"sqlite:///{tmp_path / 'm.sqlite3'}")
-    _roundtrip(eng)
-    eng.dispose()
-
-
-@pytest.mark.postgres
-def test_migration_matches_models_postgres() -> None:
-    admin = make_engine(PG_URL)
-    schema = f"t_i7_{uuid.uuid4().hex[:8]}"
-    try:
-        with admin.begin() as c:
-            c.execute(text(f"CREATE SCHEMA {schema}"))
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"PostgreSQL not reachable on 127.0.0.1:5432: {type(exc).__name__}")
-    try:
-        eng = make_engine(PG_URL, schema=schema)
+@pytest.mark.parametrize("kind", DB_KINDS)
+def test_migration_matches_models(kind: str, tmp_path) -> None:
+    with database_url(kind, tmp_path) as url:
+        eng = make_engine(url)
         _roundtrip(eng)
         eng.dispose()
-    finally:
-        with admin.begin() as c:
-            c.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
