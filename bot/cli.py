@@ -18,14 +18,17 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot.settings import ENV_PREFIX, Settings, SettingsError, load_settings
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
+ENV_PREFIX = "CAMPAIGN_BOT_"
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -37,6 +40,8 @@ def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
+    from bot.settings import SettingsError, load_settings
+
     try:
         return load_settings(need_secret=need_secret,
                              **{k: v for k, v in overrides.items() if v is not None})

@@ -25,8 +25,10 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 MAX_COMPRESSED_BYTES = 512 * 1024 * 1024
 """Default cap on the artifact zip: 512 MiB.  A screen bundle holds receipts, logs and the
@@ -74,6 +76,8 @@ def download_zip(
     without it.  Returns the zip bytes.  Raises :class:`ArtifactError` when GitHub's size or
     the received bytes exceed ``limits.max_compressed``, or on any HTTP failure.
     """
+    import httpx  # here: the settings import this module's caps, and httpx is slow to import
+
     if size_in_bytes is not None and size_in_bytes > limits.max_compressed:
         raise ArtifactTooLarge(
             f"artifact is {size_in_bytes} bytes, over the {limits.max_compressed}-byte cap"
