@@ -17,8 +17,9 @@ Decisions:
 
 * A ``status.json`` without a ``campaign-bot/`` schema is an *untyped status*: it is not
   validated (its meaning is unknown) but reported as a P3 ``STATUS_UNTYPED`` note, because a
-  reader cannot tell a frozen snapshot from current progress (seed 000's P2 review finding);
-  the resolution names our status schema with its ``frozen`` marker.
+  reader cannot tell a frozen snapshot from current progress (the P2 review finding on
+  campaign #320's stale ``results/status.json``); the resolution names our status schema with
+  its ``frozen`` marker.
 * Any other ``campaign-bot/NAME@V`` that this version does not know (a newer document type)
   is a P3 ``SCHEMA_UNKNOWN`` note; an unknown *version* of a known type is a P1 error.
 * JSON that does not parse is a P1 ``JSON_INVALID`` error wherever it is: a bundle holds no

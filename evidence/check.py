@@ -8,9 +8,9 @@ missing or cannot be listed).
 
 Warmups are shown apart and never counted: ``measured_*`` columns come from measured
 requests only.  Medians are of per-session medians of measured, successful (HTTP 200, no
-error) requests' client wall seconds: the session is the unit (DESIGN.md), so a session with
+error) requests' client wall seconds: the independent server session is the unit, so a session with
 three requests does not weigh three times.  The verdicts list is filled by the verdict engine
-(issue 3); this module computes no verdict statistics.
+(:mod:`evidence.verdicts`); this module computes no verdict statistics.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class CheckReport(BaseModel):
         default_factory=list, description="Per-track verdicts, added by the verdict engine.")
     screening: list[ScreeningDecision] = Field(
         default_factory=list,
-        description="Screening decisions (issue 3): never verdicts.")
+        description="Screening decisions: never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
     seconds: float = 0.0
@@ -156,9 +156,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    prior_noise: bool = False) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
-    Issue 3 adds the per-track verdicts, screening decisions and review findings; with
-    ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the claim rules,
-    with ``prior_noise`` the labelled prior-noise mode (see :mod:`evidence.review`).
+    :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
+    findings; with ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the
+    claim rules, with ``prior_noise`` the labelled prior-noise mode.
 
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
@@ -198,12 +198,12 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
-    # Issue 3 (verdict engine): consistency rules and per-track verdicts are added here.
+    # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 
-    issue3 = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
+    reviewed = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
                           prior_noise=prior_noise)
-    findings += issue3.findings
+    findings += reviewed.findings
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
     rep = CheckReport(
         root=str(root),
@@ -220,9 +220,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         external=vr.external,
         arms=summarize_arms(lc),
         findings=findings,
-        verdicts=issue3.verdicts,
-        screening=issue3.screening,
-        claims=issue3.claims,
+        verdicts=reviewed.verdicts,
+        screening=reviewed.screening,
+        claims=reviewed.claims,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)

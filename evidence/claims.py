@@ -1,4 +1,4 @@
-"""Claims in prose (a PR description, a status comment) traced to evidence (issue 3).
+"""Claims in prose (a PR description, a status comment) traced to evidence.
 
 ``campaign-bot check --claims FILE`` reads the prose; every latency (``s``, ``ms``),
 percentage (``%``) and ratio (``x``, ``×``) it states must be traceable, at the stated

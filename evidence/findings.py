@@ -1,6 +1,6 @@
-"""Review findings: the consistency rules that catch stale, failed or untraceable evidence
-(issue 3).  Each finding has a rule id, a severity (P0 blocks, P1 wrong evidence, P2
-ambiguous evidence, P3 nit), the file and exact line, what is wrong and what resolves it.
+"""Review findings: the consistency rules that catch stale, failed or untraceable evidence.
+Each finding has a rule id, a severity (P0 blocks, P1 wrong evidence, P2 ambiguous evidence,
+P3 nit), the file and exact line, what is wrong and what resolves it.
 
 Rules (severity):
 
@@ -54,7 +54,8 @@ REVIEW_RULES = frozenset({
     "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
     "UNTRACEABLE_CLAIM",
 })
-"""The rule ids of issue 3's review findings (the loader's and manifests' are issue 2's)."""
+"""The rule ids of the review findings (the loader's and the manifests' rules are in
+:mod:`evidence.bundle` and :mod:`evidence.manifest`)."""
 
 STALE_FIX = (
     'either mark this snapshot historical ("frozen": true, "superseded_by": "{receipt}") or '

@@ -4,7 +4,8 @@ media reports and findings.
 Every document carries a ``schema`` field of the form ``campaign-bot/NAME@VERSION`` (for
 example ``campaign-bot/receipt@1``).  A document with an unknown NAME or VERSION is refused
 with an error naming the field, never coerced.  Frozen receipts are never edited: a new rule
-comes as a new schema or validator version (DESIGN.md, "Rules the seeds insist on").
+comes as a new schema or validator version (campaign #293 frozen scope: "add a new validator
+version without changing the old frozen bundle").
 
 Units: every ``*_s`` field is seconds, ``*_bytes`` bytes, ``*_mb`` mebibytes, ``*_db``
 decibels, timestamps are RFC 3339 UTC.  Durations must be finite and non-negative.
@@ -142,7 +143,8 @@ class Inputs(Strict):
 
 
 class Workload(Strict):
-    """Generation parameters (DESIGN.md: 1344x768, 24 fps, seed, steps, flow shifts)."""
+    """Generation parameters of the served model: frame size in pixels (campaign #320: 1344x768),
+    frames per second (24), random seed, inference steps and flow shifts."""
 
     width: int = Field(gt=0)
     height: int = Field(gt=0)
@@ -177,8 +179,8 @@ class Track(Strict):
 
 
 class Protocol(Strict):
-    """A/B protocol, frozen before any candidate is observed (seed 001: 'prospectively frozen
-    independent-server, ordering, warmup and repeat protocol')."""
+    """A/B protocol, frozen before any candidate is observed (campaign #297: 'a prospectively
+    frozen independent-server, ordering, warmup and repeat protocol')."""
 
     order: str = Field(
         default="ABBAAB",
@@ -206,7 +208,8 @@ class Gate(Strict):
     """One quality threshold with the source it comes from."""
 
     threshold: Finite
-    source: str = Field(description="Where the threshold comes from (spec, seed, test).")
+    source: str = Field(description="Where the threshold comes from (a spec, a campaign's "
+                        "frozen scope, an upstream test).")
 
 
 class RangeGate(Strict):
@@ -235,7 +238,8 @@ class QualityGates(Strict):
 
 
 class Budget(Strict):
-    """Campaign budget; failures and retries are always charged (seed 001)."""
+    """Campaign budget; failures and retries are always charged (campaign #297: "16
+    wall-hours / 64 logical-device-hours including failures and retries")."""
 
     candidate_directions: int = Field(ge=0)
     wall_hours: Finite = Field(ge=0)
@@ -377,8 +381,9 @@ class DeviceCheck(Strict):
 
 
 class Lifecycle(Strict):
-    """Server and worker lifecycle of one session (DESIGN.md: a run whose workers did not all
-    exit cleanly, or whose container exited non-zero, does not qualify)."""
+    """Server and worker lifecycle of one session : a run whose workers did not all exit
+    cleanly, or whose container exited non-zero, does not qualify (campaign #320's 5 s baseline
+    needed four terminate and four kill actions)."""
 
     workers: list[WorkerExit] = Field(default_factory=list)
     terminate_actions: int = Field(default=0, ge=0)
@@ -490,7 +495,8 @@ class Receipt(Strict):
 
 class StatusSnapshot(Strict):
     """``campaign-bot/status@1``: where a campaign says it is.  A snapshot that contradicts
-    newer receipts is stale unless ``frozen`` (seed 000, the P2 review finding)."""
+    newer receipts is stale unless ``frozen`` (the P2 review finding on
+    campaign #320's ``results/status.json``)."""
 
     schema_: str = schema_field("status", 1)
     campaign: str
@@ -615,7 +621,7 @@ Severity = Literal["P0", "P1", "P2", "P3"]
 
 
 class Finding(Strict):
-    """A review result (DESIGN.md 'finding'): P0 blocks, P1 wrong evidence, P2 ambiguous
+    """A review result: P0 blocks, P1 wrong evidence, P2 ambiguous
     evidence, P3 nit."""
 
     rule: str = Field(description="Rule id, e.g. 'STALE_STATUS', 'MANIFEST_MISMATCH'.")

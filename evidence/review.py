@@ -1,5 +1,5 @@
 """One call for a whole review: verdicts, screening decisions, findings and traced claims of
-a campaign (issue 3).  Used by ``campaign-bot check`` and by the bot's PR review.
+a campaign.  Used by ``campaign-bot check`` and by the bot's PR review.
 
 ``review(loaded)`` takes a :class:`~evidence.bundle.LoadedCampaign`; ``review_evidence(ev)``
 takes an :class:`~evidence.verdicts.Evidence` built from plain lists.
@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 UNVERIFIED_RULES = frozenset({
     "MANIFEST_MISMATCH", "UNREADABLE", "FILE_TOO_LARGE", "SYMLINK_ESCAPES", "NOT_REGULAR_FILE",
 })
-"""Load/manifest finding rules (issue 2) that leave a file unverified: a receipt named by one
+"""Load/manifest finding rules that leave a file unverified: a receipt named by one
 of these does not qualify for a verdict."""
 
 
 class ReviewResult(BaseModel):
     """Verdicts (per track and candidate), screening decisions (never verdicts), findings of
-    the issue 3 rules and, with ``--claims``, every claim with what it traced to."""
+    the :mod:`evidence.findings` rules and, with ``--claims``, every claim with what it traced
+    to."""
 
     verdicts: list[TrackVerdict] = Field(default_factory=list)
     screening: list[ScreeningDecision] = Field(default_factory=list)
@@ -88,7 +89,7 @@ def review(
     prior_noise: bool = False,
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[TrackVerdict], list[Finding]]:
-    """``(verdicts, findings)`` of a loaded campaign; the findings are the issue 3 rules only
+    """``(verdicts, findings)`` of a loaded campaign; the findings are the review rules only
     (the loader's own findings stay in ``loaded.findings``).  See :func:`review_full`."""
     res = review_full(loaded, base_ref=base_ref, claims_file=claims_file,
                       prior_noise=prior_noise, extra_findings=extra_findings)
@@ -131,9 +132,9 @@ def review_check(
     claims_file: Path | None = None,
     prior_noise: bool = False,
 ) -> ReviewResult:
-    """What ``campaign-bot check`` adds for issue 3.  Without a valid scope there are no
-    verdicts; ``base_ref`` still works, ``claims_file`` raises ValueError (nothing to trace
-    numbers to)."""
+    """The review that ``campaign-bot check`` adds to integrity.  Without a valid scope there
+    are no verdicts; ``base_ref`` still works, ``claims_file`` raises ValueError (nothing to
+    trace numbers to)."""
     if loaded.scope is None:
         if claims_file is not None:
             raise ValueError("--claims needs a valid campaign.toml: claims trace to its "

@@ -1,4 +1,4 @@
-"""Per-track verdicts: ``SUPPORTED`` / ``FAILED`` / ``INCONCLUSIVE`` with reason codes (issue 3).
+"""Per-track verdicts: ``SUPPORTED`` / ``FAILED`` / ``INCONCLUSIVE`` with reason codes.
 
 Pure: a campaign scope, receipts and media reports in (plain lists, or the ``Doc`` lists of a
 :class:`~evidence.bundle.LoadedCampaign`), a list of :class:`TrackVerdict` out.
@@ -66,7 +66,7 @@ Gate = Literal["validity", "quality", "design", "decision"]
 
 PRIOR_NOISE_MIN_DIFFS = 10
 """Prior-noise mode needs at least this many historical control-vs-control log differences on
-the same pool, config and track (issue 3)."""
+the same pool, config and track."""
 PRIOR_NOISE_LABEL = (
     "prior-noise mode (model-based, optional): assumes historical control-vs-control noise "
     "describes this screen; not the exact distribution-free rule"
@@ -197,7 +197,8 @@ class TrackVerdict(BaseModel):
 
 
 UNREADABLE_RULES = frozenset({"SCHEMA_INVALID", "JSON_INVALID", "UNREADABLE", "FILE_TOO_LARGE"})
-"""Loader finding rules (issue 2) after which a receipt file is absent from the typed lists."""
+"""Loader finding rules (:mod:`evidence.bundle`) after which a receipt file is absent from the
+typed lists."""
 
 
 class CompositionRefused(ValueError):
@@ -210,7 +211,8 @@ FAILING_CODES = {"LOSSLESS_MISMATCH", "QUALITY_GATE_FAILED", "STRUCTURAL_FAILED"
 
 def compose_verdicts(*verdicts: TrackVerdict) -> TrackVerdict:
     """Refuse, always: percentage gains of separate screens are never added or multiplied; a
-    combination of candidates is judged only by its own direct A/B (DESIGN.md).
+    combination of candidates is judged only by its own direct A/B (campaign #297: "Do not add
+    speedups from separate experiments").
 
     Raises :class:`CompositionRefused` naming the screens given.
     """

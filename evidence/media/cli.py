@@ -128,7 +128,7 @@ def compare_cmd(
             source = f"file {gates}"
         else:
             qg = DEFAULT_GATES
-            source = "defaults (campaign seed 003 thresholds)"
+            source = "defaults (campaign #293 frozen scope thresholds)"
         chosen = mode.value if mode is not None else (track_mode or "lossy")
         report = compare(
             control, candidate, mode=chosen,  # type: ignore[arg-type]

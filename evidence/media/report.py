@@ -175,7 +175,8 @@ def write_report(path: Path, report: MediaReport) -> None:
     """Write ``report`` to ``path`` as JSON.
 
     An existing media report written by a *different* validator version is never rewritten
-    (DESIGN.md: frozen results are never edited; a new validator writes a new file):
+    (frozen results are never edited; a new validator writes a new file, as campaign #293's
+    frozen scope asks):
     :class:`MediaInputError` names both versions.  A file that is not a media report is not
     overwritten either.
     """

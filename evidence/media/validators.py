@@ -1,8 +1,9 @@
 """Structural checks, versioned.
 
 A media report names the validator version that produced it (``media-gates/N``).  A newer
-version writes a new report; an older version's report is never rewritten (DESIGN.md:
-frozen receipts are never edited, corrections come as new versioned validators).
+version writes a new report; an older version's report is never rewritten (frozen
+receipts are never edited, corrections come as new versioned validators: campaign #293 frozen
+scope, "add a new validator version without changing the old frozen bundle").
 
 Versions:
 
