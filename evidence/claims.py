@@ -160,7 +160,8 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
         if med is not None:
             s.latency.append((med, f"{where} session median"))
     for v in verdicts:
-        tag = f"verdict {v.candidate}@{v.track}"
+        tag = (f"verdict {v.candidate}@{v.track}" if v.candidate is not None
+               else f"track {v.track} controls")
         for name in ("ratio", "lower", "upper"):
             x = getattr(v, name)
             if x is not None:

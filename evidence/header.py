@@ -312,35 +312,25 @@ def _baseline_problems(scope: CampaignScope, receipts: Sequence[Receipt]) -> dic
     return out
 
 
-_WORKER = re.compile(r"^worker (?:rank|pid) \S+ (\w+), exit (\S+), signal (\S+)$")
+_WORKER = re.compile(r"^worker (?:rank|pid) \S+ (.+)$")
 
 
 def compact_problems(problems: Sequence[str]) -> list[str]:
     """:meth:`Lifecycle.problems` with identical worker lines counted once: four lines
-    ``worker rank N alive, exit None, signal None`` become ``4 workers alive``."""
-    counts: dict[tuple[str, str, str], int] = {}
-    out: list[str] = []
+    ``worker rank N still running`` become ``4 workers still running``."""
+    counts: dict[str, int] = {}
+    out: list[str | tuple[str]] = []
     for p in problems:
         m = _WORKER.match(p)
         if m is None:
             out.append(p)
             continue
-        key = (m.group(1), m.group(2), m.group(3))
-        if key not in counts:
-            out.append(f"worker::{'|'.join(key)}")
-        counts[key] = counts.get(key, 0) + 1
-    result = []
-    for p in out:
-        if not p.startswith("worker::"):
-            result.append(p)
-            continue
-        state, code, sig = p[len("worker::"):].split("|")
-        k = counts[(state, code, sig)]
-        what = f"{k} worker{'s' if k > 1 else ''} {state}"
-        if state == "exited":
-            what += f" with exit {code}" + (f", signal {sig}" if sig != "None" else "")
-        result.append(what)
-    return result
+        what = m.group(1)
+        if what not in counts:
+            out.append((what,))
+        counts[what] = counts.get(what, 0) + 1
+    return [p if isinstance(p, str) else
+            f"{counts[p[0]]} worker{'s' if counts[p[0]] > 1 else ''} {p[0]}" for p in out]
 
 
 def _clean_controls(receipts: Sequence[Receipt], track: str) -> int:
@@ -556,7 +546,9 @@ def _latest_screen_sentence(
 ) -> str:
     if finished:
         f = finished[0]
-        where = f" (PR #{f.pr}" + (f", head {short_sha(f.head_sha)}" if f.head_sha else "") + ")"
+        bits = ([f"PR #{f.pr}"] if f.pr else []) + (
+            [f"head {short_sha(f.head_sha)}"] if f.head_sha else [])
+        where = f" ({', '.join(bits)})" if bits else ""
         when = f" on {f.finished:%Y-%m-%d %H:%M} UTC" if f.finished else ""
         return (
             f"Latest screen: {f.label}, {f.candidate} on {f.track}{where}, finished{when}: "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal as _signal
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,27 @@ from pydantic import (
 )
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def signal_words(sig: int) -> str:
+    """``signal 9 (SIGKILL)``; the number alone when this platform has no name for it."""
+    try:
+        return f"signal {sig} ({_signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"
+
+
+def exit_words(exit_code: int | None, sig: int | None) -> str:
+    """How a process ended, in words: ``exited with code 1``, ``ended by signal 9 (SIGKILL)``,
+    ``exited with code 0 after signal 15 (SIGTERM)``; ``exit status not recorded`` when both
+    are None.  Never prints ``None``."""
+    if sig is not None and exit_code is not None:
+        return f"exited with code {exit_code} after {signal_words(sig)}"
+    if sig is not None:
+        return f"ended by {signal_words(sig)}"
+    if exit_code is not None:
+        return f"exited with code {exit_code}"
+    return "exit status not recorded"
 
 
 def _finite_nonneg(v: float) -> float:
@@ -371,6 +393,21 @@ class WorkerExit(Strict):
         """Exit 0, no signal."""
         return self.state == "exited" and self.exit_code == 0 and self.signal is None
 
+    def describe(self) -> str:
+        """How this worker ended, in words (``still running``, ``exited with code 1``,
+        ``ended by signal 9 (SIGKILL)``, ``gone, exit status unreadable``); never ``None``."""
+        if self.state == "alive":
+            return "still running"
+        if self.state == "gone" and self.exit_code is None and self.signal is None:
+            return "gone, exit status unreadable"
+        if self.exit_code is None and self.signal is None:
+            return "exited, exit status not recorded"
+        return exit_words(self.exit_code, self.signal)
+
+    def who(self) -> str:
+        """``worker rank N`` (or ``worker pid N`` when the rank is unknown)."""
+        return f"worker rank {self.rank}" if self.rank is not None else f"worker pid {self.pid}"
+
 
 class DeviceCheck(Strict):
     """Result of a device idle check (npu-smi / nvidia-smi)."""
@@ -408,16 +445,13 @@ class Lifecycle(Strict):
             out.append("no worker exits recorded")
         for w in self.workers:
             if not w.clean:
-                who = f"worker rank {w.rank}" if w.rank is not None else f"worker pid {w.pid}"
-                out.append(
-                    f"{who} {w.state}, exit {w.exit_code}, signal {w.signal}"
-                )
+                out.append(f"{w.who()} {w.describe()}")
         if self.terminate_actions:
             out.append(f"{self.terminate_actions} terminate action(s)")
         if self.kill_actions:
             out.append(f"{self.kill_actions} kill action(s)")
         if self.server_exit_code != 0 or self.server_signal is not None:
-            out.append(f"server exit {self.server_exit_code}, signal {self.server_signal}")
+            out.append(self.server_problem())
         if self.container_exit_code not in (None, 0):
             out.append(f"container exit {self.container_exit_code}")
         checks = (("before", self.devices_idle_before), ("after", self.devices_idle_after))
@@ -432,6 +466,13 @@ class Lifecycle(Strict):
     def clean(self) -> bool:
         """True when :meth:`problems` is empty."""
         return not self.problems()
+
+    def server_problem(self) -> str:
+        """The server's exit in words (``server exited with code 1``, ``server ended by signal
+        9 (SIGKILL)``, ``no server exit status recorded``)."""
+        if self.server_exit_code is None and self.server_signal is None:
+            return "no server exit status recorded"
+        return "server " + exit_words(self.server_exit_code, self.server_signal)
 
 
 class Receipt(Strict):

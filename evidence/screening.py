@@ -143,10 +143,11 @@ def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receip
         return ScreeningDecision(
             decision="PROMOTE_TO_FULL_SCREEN", reason=f"ratio {ratio:.3f} at or below the "
             f"target's {theta0:g}: worth a full balanced screen", **base)
+    target = f"the target {theta0:g}" if theta0 is not None else (
+        "the target (unknown: the track is not in the scope)")
     return ScreeningDecision(
-        decision="CONTINUE", reason=f"ratio {ratio:.3f} between the target "
-        f"{theta0 if theta0 is not None else '?'} and the futility margin {fut:g}: run the next "
-        "pair", **base)
+        decision="CONTINUE", reason=f"ratio {ratio:.3f} between {target} and the futility "
+        f"margin {fut:g}: run the next pair", **base)
 
 
 def decisions_for(ev: Evidence, candidate: str, track: str) -> Sequence[ScreeningDecision]:

@@ -40,8 +40,7 @@ def illustrative(name: str) -> str:
 
 
 CAMPAIGN_TOML = f'''# Campaign #320: four-device Ascend910B1 MiniMax-H3 Ref2VA campaign (draft PR #321).
-# Written by examples/build_h3_ref2va_4x910b1.py; where each value comes from: README.md,
-# "The example campaign" (table).
+# Where each value comes from: README.md, "The example campaign" (table).
 schema = "campaign-bot/campaign@1"
 id = "{CAMPAIGN_ID}"
 title = "MiniMax-H3 Ref2VA on 4x Ascend910B1: >=30% lower E2E latency at 5 s and 15 s, 50-step BF16, no quality loss"

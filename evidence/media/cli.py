@@ -69,8 +69,8 @@ def compare_cmd(
     track: Annotated[str | None, typer.Option(
         help="Track id in the campaign: expected frames and default mode.")] = None,
     gates: Annotated[Path | None, typer.Option(
-        help="Gates file (TOML or JSON, QualityGates fields, top level or [quality_gates]).")
-    ] = None,
+        help=escape("Gates file (TOML or JSON, QualityGates fields, top level or "
+                    "[quality_gates])."))] = None,
     mode: Annotated[Mode | None, typer.Option(
         help="lossless (bit-exact) or lossy (gates); default: the track's mode, else lossy.")
     ] = None,
