@@ -17,8 +17,9 @@ Decisions:
 
 * A ``status.json`` without a ``campaign-bot/`` schema is an *untyped status*: it is not
   validated (its meaning is unknown) but reported as a P3 ``STATUS_UNTYPED`` note, because a
-  reader cannot tell a frozen snapshot from current progress (seed 000's P2 review finding);
-  the resolution names our status schema with its ``frozen`` marker.
+  reader cannot tell a frozen snapshot from current progress (the P2 review finding on
+  campaign #320's stale ``results/status.json``); the resolution names our status schema with
+  its ``frozen`` marker.
 * Any other ``campaign-bot/NAME@V`` that this version does not know (a newer document type)
   is a P3 ``SCHEMA_UNKNOWN`` note; an unknown *version* of a known type is a P1 error.
 * JSON that does not parse is a P1 ``JSON_INVALID`` error wherever it is: a bundle holds no
@@ -100,6 +101,26 @@ def _f(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None
                    message=msg, resolution=fix)
 
 
+def input_words(v: object) -> str:
+    """A value read from JSON or TOML, named as those formats name it (``the string "5"``,
+    ``the number 1.5``, ``true``, ``JSON null``, ``an array``), at most about 60 characters;
+    never a Python repr."""
+    if v is None:
+        return "JSON null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"the number {str(v)[:60]}"
+    if isinstance(v, str):
+        return "the string " + json.dumps(v if len(v) <= 50 else v[:50] + "…",
+                                          ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    if isinstance(v, dict):
+        return "an object"
+    return f"a {type(v).__name__} value"
+
+
 def validation_findings(err: ValidationError, path: str, text: str, *,
                         fmt: str = "json") -> list[Finding]:
     """One P1 ``SCHEMA_INVALID`` finding per pydantic error, with field path and line."""
@@ -111,7 +132,7 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] in ("float_type", "int_type", "string_type", "bool_type") and \
                 "input" in e:
-            msg += f" (got {type(e['input']).__name__} {e['input']!r:.60})"
+            msg += f" (got {input_words(e['input'])})"
         out.append(_f("SCHEMA_INVALID", "P1", path, f"{fpath or 'document'}: {msg}",
                       line=line, fieldp=fpath))
     return out

@@ -10,10 +10,11 @@ Exit codes, for every command: 0 clean, 1 problems found, 2 unreadable input or 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,8 +44,22 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        try:
+            v = version("campaign-bot")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from evidence import __version__ as v
+        sys.stdout.write(f"campaign-bot {v}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", help="Print the installed version and exit.", is_eager=True,
+        callback=_version)] = False,
+) -> None:
     """Evidence, screens and status for ML inference performance campaigns."""
 
 
@@ -110,6 +125,9 @@ class _LazyProgress:
 def check_cmd(
     directory: Annotated[Path, typer.Argument(help="Campaign or bundle directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    details: Annotated[bool, typer.Option(
+        "--details", help="Print every table and every finding (default: a one-screen "
+        "summary).")] = False,
     max_file_bytes: Annotated[int, typer.Option(
         help="Largest JSON/TOML/manifest file read whole (payload files are streamed).",
         min=1)] = 64 << 20,
@@ -132,6 +150,9 @@ def check_cmd(
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
+
+    Prints a summary that fits an 80x24 terminal; --details prints everything, --json one
+    JSON document.
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
@@ -179,9 +200,9 @@ def check_cmd(
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
         out = Console(highlight=False)
-        if not out.is_terminal:
-            out.width = 160
-        render(rep, out)
+        if details and not out.is_terminal and "COLUMNS" not in os.environ:
+            out.width = 160  # a file or pipe: wide tables, unless COLUMNS says otherwise
+        render(rep, out, details=details)
     raise typer.Exit(rep.exit_code)
 
 

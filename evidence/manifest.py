@@ -14,7 +14,7 @@ Three forms are read, anywhere in a tree:
 * **JSON integrity maps**: a ``*.json`` object of ``path -> sha256`` (optionally under a
   ``files``/``sha256``/``digests``/``hashes``/``artifacts``/``integrity`` key, values may be
   ``{"sha256": ..., "external": true, "url": ...}``; an ``external`` key holds digests of
-  artifacts kept outside the bundle), like the seeds' ``plan/preflight-integrity.json``.
+  artifacts kept outside the bundle), like campaign #320's ``plan/preflight-integrity.json``.
   Paths resolve against the map's directory first, then against the checked root.
 
 :func:`verify_tree` reports everything in one pass, never only the first failure: entries
