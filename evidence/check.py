@@ -195,7 +195,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
                                    workers=workers, index=idx, json_docs=lc.json_docs,
                                    max_document_bytes=max_document_bytes)
-    findings = list(sig_findings)
+    findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:
         if f.rule in ("UNREADABLE", "FILE_TOO_LARGE"):  # the loader and the verifier both

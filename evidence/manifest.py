@@ -73,7 +73,7 @@ text.  Payload files are streamed and have no size limit."""
 DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
 """Default limit (8 MiB) for JSON and TOML files parsed whole (documents, integrity maps):
 parsing builds Python objects several times the size of the text, so this bounds memory per
-document.  A receipt of 10,000 requests is about 3 MiB."""
+document.  A receipt of 10,000 measured requests is about 4.3 MiB (indented JSON)."""
 
 MAX_FINDINGS_PER_RULE_AND_FILE = 20
 """Findings of one rule in one file listed one by one; the rest become one finding that
