@@ -26,12 +26,12 @@ Rules (severity):
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from evidence import safejson
 from evidence.lines import line_of
 from evidence.models import Finding, Receipt
 from evidence.screening import ScreeningDecision
@@ -338,8 +338,8 @@ def _git(top: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def _is_receipt(blob: bytes) -> bool:
     try:
-        obj = json.loads(blob)
-    except (ValueError, UnicodeDecodeError):
+        obj = safejson.loads(blob)
+    except ValueError:  # not JSON, not UTF-8, nested too deeply
         return False
     return isinstance(obj, dict) and str(obj.get("schema", "")).startswith(
         "campaign-bot/receipt@")

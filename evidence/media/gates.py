@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evidence import safejson
 from evidence.media.errors import MediaInputError
 from evidence.models import CampaignScope, Gate, QualityGates, RangeGate
 
@@ -51,11 +52,13 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = safejson.loads(text)
         else:
             data = tomllib.loads(text)
     except json.JSONDecodeError as exc:
         raise MediaInputError(path, f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    except safejson.JSONTooDeep as exc:
+        raise MediaInputError(path, str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise MediaInputError(path, f"invalid TOML: {exc}") from exc
     except RecursionError:
