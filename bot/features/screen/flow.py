@@ -522,9 +522,24 @@ def recheck(gh: GitHubPort, s: Screen, ref: str) -> None:
                             f"of campaign {scope.id}; ask again")
 
 
+def runner_labels(scope: CampaignScope, where: str) -> list[str]:
+    """The self-hosted runner labels a screen of ``scope`` runs on: its ``[pool]
+    runner_labels`` (the one place they are named; the workflow gets them as its ``runs_on``
+    input).  Raises :class:`UserError` when the pool names none."""
+    labels = [x for x in scope.pool.runner_labels if x.strip()]
+    if not labels:
+        raise UserError("message", message=f"{where}: [pool] runner_labels is empty; name the "
+                        "self-hosted runner labels of the pool (e.g. [\"self-hosted\", "
+                        "\"ascend910b1\", \"x4\"]) so the screen workflow can be routed")
+    return labels
+
+
 def _dispatch_one(rt: Runtime, db: Session, gh: GitHubPort, s: Screen, now: datetime) -> None:
     ref = _wait(gh.get_default_branch())
     recheck(gh, s, ref)
+    # the labels as the default branch names them now (a PR cannot route its own screen)
+    camp = load_campaign(gh, s.repo, ref, s.campaign_path or "")
+    labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
     if s.from_fork:
         pr = _wait(gh.get_pull(s.pr_number))
         if pr.head_sha != s.head_sha:
@@ -540,6 +555,7 @@ def _dispatch_one(rt: Runtime, db: Session, gh: GitHubPort, s: Screen, now: date
         "head_sha": s.head_sha,
         "request_id": s.request_id,
         "sessions": str(len(s.session_order)),
+        "runs_on": json.dumps(labels, separators=(",", ":")),
     }
     run = _wait(gh.dispatch_workflow(s.workflow, ref, inputs))
     if run.run_id is None:
