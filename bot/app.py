@@ -132,6 +132,26 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     return app
 
 
+def app_manifest(settings: Settings, url: str, *, name: str | None = None,
+                 public: bool = False) -> dict[str, Any]:
+    """The GitHub App manifest for this bot served at ``url``: the events the composed
+    features' handlers subscribe to and the permissions the GitHub port's calls need
+    (:func:`bot.manifest.build_manifest`).  Composes the features on a throw-away in-memory
+    database (nothing is read or written).  Raises :class:`bot.manifest.ManifestError`."""
+    from bot.manifest import DEFAULT_APP_NAME, build_manifest
+
+    engine = database.make_engine("sqlite://", sqlite_synchronous="NORMAL")
+    try:
+        async def no_github(event: Event) -> tuple[Any, Any]:
+            raise RuntimeError("the manifest needs no GitHub access")
+
+        bot = compose(settings, engine, context=no_github)
+        return build_manifest(url, bot.router.subscriptions(), name=name or DEFAULT_APP_NAME,
+                              public=public)
+    finally:
+        engine.dispose()
+
+
 def create_app(
     settings: Settings,
     *,

@@ -185,8 +185,36 @@ def replay(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+def app_manifest(
+    url: Annotated[str, typer.Option("--url", help="Public base URL of this service, e.g. "
+                                     "https://bot.example.org (webhooks go to URL/webhook)")],
+    name: Annotated[str | None, typer.Option(help="App name (GitHub App names are unique; "
+                                             "it can be changed on GitHub's page)")] = None,
+    public: Annotated[bool, typer.Option(help="Let other accounts install the App")] = False,
+    table: Annotated[bool, typer.Option(
+        "--table", help="Print the permission and event tables (Markdown) for registering "
+                        "the App by hand, instead of the JSON manifest")] = False,
+) -> None:
+    """Print the GitHub App manifest (JSON): the events the registered handlers subscribe to
+    and the permissions the GitHub calls need."""
+    from bot.app import ExtraHandlersError
+    from bot.app import app_manifest as build
+    from bot.github.permissions import UnknownEvent
+    from bot.manifest import ManifestError, permission_table
+
+    settings = _settings(need_secret=False)
+    try:
+        manifest = build(settings, url, name=name, public=public)
+    except (ManifestError, ExtraHandlersError, UnknownEvent) as exc:
+        raise _fail(f"--url {url}: {exc}" if isinstance(exc, ManifestError) else str(exc)
+                    ) from None
+    sys.stdout.write(permission_table(manifest) if table else
+                     json.dumps(manifest, indent=2) + "\n")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``deliveries`` and ``replay`` to ``app``."""
+    """Add ``serve``, ``deliveries``, ``replay`` and ``app-manifest`` to ``app``."""
+    app.command("app-manifest")(app_manifest)
     app.command("serve")(serve)
     app.command("deliveries")(deliveries)
     app.command("replay")(replay)
