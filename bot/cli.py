@@ -212,9 +212,81 @@ def app_manifest(
                      json.dumps(manifest, indent=2) + "\n")
 
 
+def init(
+    directory: Annotated[Path, typer.Argument(help="The repository checkout")] = Path("."),
+    campaign: Annotated[str | None, typer.Option(
+        "--campaign", help="Campaign name: its id and directory campaigns/NAME")] = None,
+    runner_labels: Annotated[str | None, typer.Option(
+        "--runner-labels", help="The pool's self-hosted runner labels, comma separated "
+                                "(else a blank in campaign.toml)")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files that differ from this version's")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Write nothing: report how the repository's screen workflow differs "
+                        "from this version's template, and problems of its "
+                        ".github/campaign-bot.toml (exit 1 when anything differs)")] = False,
+) -> None:
+    """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
+    campaign skeleton.  Idempotent; a file that differs from this version's is kept unless
+    --force."""
+    from bot import scaffold
+
+    out = Console(highlight=False, soft_wrap=True)
+    if check:
+        if not directory.is_dir():
+            raise _fail(f"{directory}: not a directory")
+        rep = scaffold.check_repository(directory)
+        wf = f"{scaffold.WORKFLOWS_DIR}/{rep.workflow}"
+        if rep.state == "same":
+            out.print(f"[green]{escape(wf)} is this version's template[/]")
+        elif rep.state == "missing":
+            out.print(f"[red]{escape(wf)} is missing[/]: run `campaign-bot init` to write it")
+        else:
+            out.print(f"[yellow]{escape(wf)} differs from this version's template[/] (run "
+                      "`campaign-bot init --force` to replace it):")
+            for n in rep.notes:
+                out.print(f"  - {escape(n)}")
+            for line in rep.diff:
+                out.print(escape(line))
+        for prob in rep.config_problems:
+            out.print(f"[red]config:[/] {escape(str(prob))}")
+        raise typer.Exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
+    if campaign is None:
+        raise _fail("--campaign NAME is required (or --check)")
+    labels = [x for x in (runner_labels or "").split(",") if x.strip()]
+    try:
+        rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels, force=force)
+    except scaffold.InitError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"{directory}: {exc}") from None
+    t = Table(title=f"campaign-bot init {directory}", title_justify="left")
+    t.add_column("file")
+    t.add_column("action")
+    for rel, action in rep2.actions.items():
+        t.add_row(rel, action)
+    out.print(t)
+    for rel in rep2.kept:
+        out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file (yours "
+                  "is kept; --force replaces it" + ("; `campaign-bot init --check` shows the "
+                  "difference" if rel.endswith(".yml") else "") + ")")
+    camp = f"{rep2.campaign_path}/campaign.toml"
+    if rep2.blanks:
+        out.print(f"\nFill these blanks in {camp}, then run `campaign-bot check "
+                  f"{rep2.campaign_path}`:")
+        for b in rep2.blanks:
+            out.print(f"  line {b.line:>3}  {b.key}: {escape(b.hint)}")
+    else:
+        out.print(f"\n{camp} has no blanks left; `campaign-bot check {rep2.campaign_path}` "
+                  "validates it.")
+    out.print(f"Add each runner's public key to {rep2.campaign_path}/trusted-keys.pem (see "
+              "the file), commit, and push to the default branch.")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``deliveries``, ``replay`` and ``app-manifest`` to ``app``."""
+    """Add ``serve``, ``deliveries``, ``replay``, ``app-manifest`` and ``init`` to ``app``."""
     app.command("app-manifest")(app_manifest)
+    app.command("init")(init)
     app.command("serve")(serve)
     app.command("deliveries")(deliveries)
     app.command("replay")(replay)

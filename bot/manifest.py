@@ -17,6 +17,7 @@ need (:mod:`bot.github.permissions`), so the App asks for what the code uses, no
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,10 +78,10 @@ def build_manifest(url: str, events: Iterable[str], *, methods: Iterable[str] | 
     }
 
 
-PERMISSION_TITLES = {
+PERMISSION_TITLES = MappingProxyType({
     "actions": "Actions", "checks": "Checks", "contents": "Contents", "issues": "Issues",
     "metadata": "Metadata", "pull_requests": "Pull requests",
-}
+})
 """The names GitHub's App settings page shows for the permission keys used here."""
 
 
