@@ -14,8 +14,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bot.repo_config import RepoConfig, parse
 from bot.scaffold import blanks, init_repository, workflow_template
 
