@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -108,11 +109,11 @@ class LoadedRunnerConfig:
     path: Path | None
 
 
-def config_path(env: dict[str, str] | None = None) -> tuple[Path, bool]:
+def config_path(env: Mapping[str, str] | None = None) -> tuple[Path, bool]:
     """``(path, named)``: the file named by ``CAMPAIGN_BOT_RUNNER_CONFIG`` (named=True) or the
     default ``/etc/campaign-bot/runner.toml``."""
-    env = os.environ if env is None else env
-    named = env.get(CONFIG_ENV, "").strip()
+    src: Mapping[str, str] = os.environ if env is None else env
+    named = src.get(CONFIG_ENV, "").strip()
     return (Path(named), True) if named else (DEFAULT_PATH, False)
 
 
@@ -171,7 +172,7 @@ def parse(text: str, where: Path) -> RunnerConfig:
     return cfg
 
 
-def load(env: dict[str, str] | None = None) -> LoadedRunnerConfig:
+def load(env: Mapping[str, str] | None = None) -> LoadedRunnerConfig:
     """The runner config of this host: the file named by ``CAMPAIGN_BOT_RUNNER_CONFIG``, else
     ``/etc/campaign-bot/runner.toml`` when it exists, else all defaults.
 
