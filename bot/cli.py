@@ -69,8 +69,22 @@ def serve(
                                                   "or 8080]")] = None,
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request")] = False,
 ) -> None:
-    """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM."""
-    settings = _settings(host=host, port=port)
+    """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM.
+
+    With no webhook secret and no App credentials it starts in setup mode and prints a
+    one-time URL whose page creates the GitHub App (CAMPAIGN_BOT_PUBLIC_URL must be set)."""
+    settings = _settings(host=host, port=port, need_secret=False)
+    setup_token = None
+    if settings.webhook_secret is None:
+        if settings.has_github_credentials or not settings.public_url:
+            raise _fail(f"{ENV_PREFIX}WEBHOOK_SECRET is not set (environment variable or .env "
+                        "file)" + ("" if settings.has_github_credentials else
+                                   f"; to create the GitHub App from this service instead, set "
+                                   f"{ENV_PREFIX}PUBLIC_URL to the https URL GitHub reaches "
+                                   "it at"))
+        from bot.setup import SetupFlow
+
+        setup_token = SetupFlow.new_token()
     metrics_dir = None
     if settings.run_worker and settings.worker_mode == "process":
         # prometheus-client's multiprocess mode: chosen when it is first imported, so set
@@ -78,13 +92,13 @@ def serve(
         metrics_dir = tempfile.mkdtemp(prefix="campaign-bot-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     try:
-        _serve(settings, access_log)
+        _serve(settings, access_log, setup_token)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _serve(settings: Settings, access_log: bool) -> None:
+def _serve(settings: Settings, access_log: bool, setup_token: str | None = None) -> None:
     import uvicorn
 
     from bot.app import ExtraHandlersError, create_app, extra_features
@@ -104,7 +118,24 @@ def _serve(settings: Settings, access_log: bool) -> None:
         raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
                     f"{settings.database_url}; lock: {lock.where})")
     try:
-        app = create_app(settings, engine=engine)
+        from bot.github.permissions import UnknownEvent
+        from bot.manifest import ManifestError
+        from bot.settings import SettingsError
+
+        try:
+            app = create_app(settings, engine=engine, setup_token=setup_token)
+        except (SettingsError, ManifestError, UnknownEvent) as exc:
+            raise _fail(f"{ENV_PREFIX}PUBLIC_URL: {exc}" if isinstance(exc, ManifestError)
+                        else str(exc)) from None
+        if setup_token is not None:
+            from bot.setup import SetupFlow
+
+            url = app.state.bot["setup"].setup_url(settings.public_url or "")
+            assert isinstance(app.state.bot["setup"], SetupFlow)
+            Console(soft_wrap=True, highlight=False).print(
+                "No GitHub App is configured yet. Open this one-time setup URL in a browser "
+                f"to create it (GitHub asks you to confirm):\n\n    {url}\n", markup=False)
+            sys.stdout.flush()
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
                     log_level=settings.log_level.lower(), lifespan="on")
     finally:

@@ -210,6 +210,22 @@ def check_cmd(
     raise typer.Exit(rep.exit_code)
 
 
+def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer:
+    """The sub-command group ``name`` of ``parent``, created on first use, so that several
+    plug-ins can add commands to one group (``doctor runner`` from runners/, ``doctor bot``
+    from bot/)."""
+    for info in parent.registered_groups:
+        if info.name == name and info.typer_instance is not None:
+            return info.typer_instance
+    group = typer.Typer(name=name, help=help_text, no_args_is_help=True,
+                        add_completion=False, pretty_exceptions_enable=False)
+    parent.add_typer(group, name=name)
+    return group
+
+
+DOCTOR_HELP = "Check a runner host or the bot service; print a fix for each failure."
+
+
 def _load_plugins() -> None:
     for ep in entry_points(group="campaign_bot.cli"):
         ep.load()(app)
