@@ -104,9 +104,8 @@ def test_a_used_or_unknown_code_is_refused_without_storing(github_double: Any,
     the page says what happened, the setup can be done again."""
     svc = serve_unconfigured(github_double, tmp_path)
     try:
-        from playwright.sync_api import sync_playwright
-
         from app_setup_helpers import CHROMIUM, CHROMIUM_ARGS
+        from playwright.sync_api import sync_playwright
 
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
