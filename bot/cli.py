@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -314,10 +315,54 @@ def init(
               "the file), commit, and push to the default branch.")
 
 
+def doctor_bot(
+    repo: Annotated[str | None, typer.Option(
+        help="OWNER/NAME: mint the token of the App's installation on this repository "
+             "[default: its first installation]")] = None,
+) -> None:
+    """Check the service's settings: App credentials mint an installation token, webhook
+    secret set, database reachable and migrated, CAMPAIGN_BOT_PUBLIC_URL/healthz answers.
+    Exit 0 all passed, 1 a check failed, 2 unreadable settings."""
+    from evidence.doctor import print_checks
+
+    from bot.doctor import run_checks
+
+    if repo is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+        raise _fail(f"--repo {repo!r}: use OWNER/NAME")
+    settings = _settings(need_secret=False)
+    raise typer.Exit(print_checks(Console(highlight=False), "campaign-bot doctor bot",
+                                  run_checks(settings, repo)))
+
+
+def migrate() -> None:
+    """Upgrade the database to this version's newest migration (idempotent; the container
+    runs it before serve).  Exit 0 done, 2 database unreachable or bad settings."""
+    from bot import database
+
+    settings = _settings(need_secret=False)
+    try:
+        engine = database.make_engine(settings.database_url,
+                                      sqlite_synchronous=settings.sqlite_synchronous)
+        before, head = database.revisions(engine)
+        rev = database.migrate(engine)
+    except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot migrate {settings.database_url!r}: "
+                    f"{type(exc).__name__}: {first}") from None
+    Console(highlight=False).print(
+        f"database at {rev}" + (" (already current)" if before == head else
+                                f" (was {before or 'empty'})"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``deliveries``, ``replay``, ``app-manifest`` and ``init`` to ``app``."""
+    """Add ``serve``, ``deliveries``, ``replay``, ``app-manifest``, ``init``, ``migrate``
+    and ``doctor bot`` to ``app``."""
+    from evidence.cli import DOCTOR_HELP, command_group
+
     app.command("app-manifest")(app_manifest)
     app.command("init")(init)
+    app.command("migrate")(migrate)
+    command_group(app, "doctor", DOCTOR_HELP).command("bot")(doctor_bot)
     app.command("serve")(serve)
     app.command("deliveries")(deliveries)
     app.command("replay")(replay)

@@ -61,6 +61,8 @@ WRITE_METHODS = {"POST", "PATCH", "PUT", "DELETE"}
 UNVALIDATED_PATH = re.compile(r"^/repos/[^/]+/[^/]+/actions/runs/\d+/cancel$")
 WEB_PATH = re.compile(r"^/(settings/apps/new|organizations/[^/]+/settings/apps/new)(/confirm)?$")
 """github.com pages of the App manifest flow (HTML forms, not REST; never validated)."""
+APP_JWT_PATH = re.compile(r"^/repos/[^/]+/[^/]+/installation$")
+"""Repository operations GitHub serves to the App itself (a JWT), not only to tokens."""
 MANIFEST_CODE_TTL_S = 3600.0
 """A manifest flow code is valid for one hour (GitHub Docs, "Registering a GitHub App from a
 manifest": "You must complete all three steps ... within one hour")."""
@@ -626,7 +628,8 @@ class GitHubDouble:
         auth = req.headers.get("authorization", "")
         if req.path.startswith("/app-manifests/"):
             return  # the conversion needs no authentication: the code is the secret
-        if req.path.startswith("/app/"):
+        if req.path.startswith("/app/") or (APP_JWT_PATH.match(req.path)
+                                            and auth.count(".") == 2):
             if not auth.startswith("Bearer ") or auth.count(".") != 2:
                 raise HTTPError(401, "A JSON web token could not be decoded")
             self._verify_app_jwt(auth.split(" ", 1)[1])
