@@ -323,9 +323,8 @@ def doctor_bot(
     """Check the service's settings: App credentials mint an installation token, webhook
     secret set, database reachable and migrated, CAMPAIGN_BOT_PUBLIC_URL/healthz answers.
     Exit 0 all passed, 1 a check failed, 2 unreadable settings."""
-    from evidence.doctor import print_checks
-
     from bot.doctor import run_checks
+    from evidence.doctor import print_checks
 
     if repo is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
         raise _fail(f"--repo {repo!r}: use OWNER/NAME")

@@ -17,9 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evidence.doctor import Check
-
 from bot.settings import ENV_PREFIX, Settings
+from evidence.doctor import Check
 
 HEALTH_TIMEOUT_S = 10.0
 
@@ -85,9 +84,9 @@ def check_secret(settings: Settings) -> Check:
 
 def check_database(settings: Settings) -> Check:
     """The database answers and carries this version's newest migration."""
-    from bot import database
-
     from sqlalchemy.engine import make_url
+
+    from bot import database
 
     url = settings.database_url
     shown = url
