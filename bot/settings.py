@@ -36,6 +36,10 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 
+Any of them can instead be a file in the directory named by ``CAMPAIGN_BOT_SECRETS_DIR``, named
+like the variable in lower case (``campaign_bot_webhook_secret``): container secrets and
+systemd credentials (deploy/).
+
 Feature sections are nested models named after their feature, read from
 ``CAMPAIGN_BOT_<SECTION>_<FIELD>``: ``CAMPAIGN_BOT_SCREEN_*`` is
 :class:`bot.features.screen.settings.ScreenSettings`.
@@ -44,6 +48,7 @@ Feature sections are nested models named after their feature, read from
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +63,13 @@ DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
 # webhook is not fired": GitHub Docs, "Webhook events and payloads"), so nothing genuine is
 # larger.
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+SECRETS_DIR_ENV = "CAMPAIGN_BOT_SECRETS_DIR"
+"""A directory of secret files, one per setting, named like the variable in lower case
+(``campaign_bot_webhook_secret``, ``campaign_bot_database_url``...): how container secrets
+(``/run/secrets``) and systemd credentials (``$CREDENTIALS_DIRECTORY``) reach the settings.
+Environment variables win over the files."""
 
 
 class SettingsError(Exception):
@@ -196,8 +208,11 @@ def load_settings(*, need_secret: bool = True, **overrides: object) -> Settings:
     ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``; the secret may be missing only when
     ``need_secret`` is False (commands that only read the database).
     """
+    secrets_dir = os.environ.get(SECRETS_DIR_ENV, "").strip() or None
+    if secrets_dir is not None and not Path(secrets_dir).is_dir():
+        raise SettingsError(f"{SECRETS_DIR_ENV}: {secrets_dir} is not a directory")
     try:
-        settings = Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
     except ValidationError as exc:
         problems = []
         for e in exc.errors():
