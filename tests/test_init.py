@@ -4,7 +4,6 @@ check` refuses, and --check for a workflow that drifted from this version's temp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -12,7 +11,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+
+from scaffold_helpers import fill
 
 from bot.repo_config import RepoConfig, parse
 from bot.scaffold import blanks, init_repository, workflow_template
@@ -106,52 +106,6 @@ def test_init_refuses_bad_names_and_symlinks(tmp_path: Path) -> None:
     res = cli("init", str(tmp_path), "--campaign", "h3")
     assert res.returncode == 2 and "is a symlink or leads outside" in res.stderr
     assert not outside.exists()
-
-
-FILLED: dict[str, Any] = {
-    "title": '"MiniMax-H3 Ref2VA on 2x910B1: 30% lower latency"',
-    "requesters": '["amy"]',
-    "image_digest": f'"sha256:{"7" * 64}"',
-    "engine.commit": '"922f1e9f1cb85b9f2b66d86e1eb500e6872b2dcb"',
-    "engine.version": '"0.30.0"',
-    "checkpoint.name": '"MiniMaxAI/MiniMax-H3"',
-    "checkpoint.digest": f'"{"0" * 64}"',
-    "pool.device_model": '"Ascend910B1"',
-    "pool.device_count": "2",
-    "pool.memory_gib_per_device": "64",
-    "pool.runner_labels": '["self-hosted", "ascend910b1", "x2"]',
-    "pool.device_ids": "[0, 1]",
-    "workload.width": "64",
-    "workload.height": "64",
-    "workload.num_inference_steps": "2",
-    "serving.model": '"MiniMaxAI/MiniMax-H3/Ref2VA"',
-    "tracks.expected_frames": "12",
-    "budget.candidate_directions": "4",
-    "budget.wall_hours": "8",
-    "budget.device_hours": "16",
-}
-
-
-def fill(campaign_dir: Path, values: dict[str, str] | None = None) -> None:
-    """Fill every blank of a skeleton as a user would: the input files beside it and their
-    digests, then each ``# FILL`` line replaced by ``key = value``."""
-    values = {**FILLED, **(values or {})}
-    (campaign_dir / "prompt.txt").write_text("A short scene.\n")
-    for f in ("ref.mp4", "ref.wav"):
-        (campaign_dir / f).write_bytes((DATA / f).read_bytes())
-    digest = {f: hashlib.sha256((campaign_dir / f).read_bytes()).hexdigest()
-              for f in ("prompt.txt", "ref.mp4", "ref.wav")}
-    text = (campaign_dir / "campaign.toml").read_text()
-    lines = text.splitlines()
-    for b in blanks(text):
-        line = lines[b.line - 1]
-        if b.key.startswith("inputs."):
-            file = re.search(r'path = "([^"]+)"', line).group(1)  # type: ignore[union-attr]
-            lines[b.line - 1] = re.sub(r'sha256 = ""', f'sha256 = "{digest[file]}"',
-                                       line.split("#")[0]).rstrip()
-        else:
-            lines[b.line - 1] = f"{b.key.rsplit('.', 1)[-1]} = {values[b.key]}"
-    (campaign_dir / "campaign.toml").write_text("\n".join(lines) + "\n")
 
 
 def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Path) -> None:
