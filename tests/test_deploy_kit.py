@@ -94,7 +94,7 @@ def test_compose_runs_the_bot_on_postgres_15_with_secrets_as_files() -> None:
     for name, spec in c["secrets"].items():
         assert set(spec) == {"file"} and spec["file"].startswith("./secrets/"), name
     # no secret value in the environment, only references
-    for k, v in (bot["environment"] | db["environment"]).items():
+    for k in bot["environment"] | db["environment"]:
         if re.search(r"SECRET|PASSWORD|PRIVATE|TOKEN", k):
             assert k.endswith("_FILE"), k
     assert bot["read_only"] is True and bot["cap_drop"] == ["ALL"]
@@ -154,9 +154,9 @@ def kit_commands() -> set[str]:
 
 COVERED_BY = {
     "migrate": ("tests/test_doctor.py", "test_doctor_bot_against_the_double_and_a_running"),
-    "serve": ("tests/test_app_setup.py", "test_from_click_to_stored_credentials"),
+    "serve": ("tests/app_setup_helpers.py", "serve_unconfigured"),
 }
-"""Command -> a test that runs it (file, test name prefix)."""
+"""Command -> where a test runs it (file, test or helper name prefix)."""
 
 
 def test_every_command_of_the_kit_is_documented_tested_and_real() -> None:
@@ -217,3 +217,36 @@ def _up(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_docs_permission_table_is_the_generated_one() -> None:
+    """docs/deploy.md's table for registering the App by hand is what the code needs."""
+    from bot.app import app_manifest
+    from bot.manifest import permission_table
+    from bot.settings import Settings
+
+    table = permission_table(app_manifest(Settings(), "https://bot.example.org"))
+    assert table in DOCS.read_text()
+
+
+def test_every_command_the_docs_run_exists() -> None:
+    from typer.main import get_command
+
+    from evidence.cli import _load_plugins, app
+
+    _load_plugins()
+    root = get_command(app)
+    known = set(root.commands)  # type: ignore[attr-defined]
+    doctor = root.commands["doctor"]  # type: ignore[attr-defined]
+    text = DOCS.read_text()
+    code = re.findall(r"`(campaign-bot [^`\n]+)`", text)
+    for block in re.findall(r"```(?:sh)?\n(.*?)```", text, re.S):
+        code += [ln.strip() for ln in block.splitlines()
+                 if ln.strip().startswith(("campaign-bot ", "/opt/campaign-bot/venv/bin/"))]
+    used = [m for c in code
+            for m in re.findall(r"campaign-bot ([a-z][\w-]*)(?: ([a-z][\w-]*))?", c)]
+    assert len(used) > 10
+    for sub, arg in used:
+        assert sub in known, sub
+        if sub == "doctor":
+            assert arg in doctor.commands, arg  # type: ignore[attr-defined]
