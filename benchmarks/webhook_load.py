@@ -41,7 +41,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "github" / "webhooks" / "issue_comment"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "webhooks" / "issue_comment"
 SECRET = "benchmark-secret"
 EVENT = "benchmark_load"  # no handler is registered for it: the worker marks it done
 TIMEOUT_S = 10.0  # GitHub counts a delivery failed after 10 s (GITHUB.md §2.3)

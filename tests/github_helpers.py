@@ -15,9 +15,8 @@ import bot.review  # noqa: F401 - registers the review handler
 from bot.github import PyGithubPort, make_client, make_retry
 from bot.router import Event
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "github"
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "github"
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 REPO = "Codertocat/Hello-World"
 """The repository of the octokit example payloads; the double serves it in these tests."""
@@ -38,7 +37,7 @@ def port(double: GitHubDouble, repo: str = REPO, retry: Any = None) -> PyGithubP
 
 
 def fixture(rel: str) -> dict[str, Any]:
-    """A webhook payload from ``../shared/fixtures/github/``."""
+    """A webhook payload from ``tests/fixtures/github/`` (path relative to it)."""
     return json.loads((FIXTURES / rel).read_text())
 
 
