@@ -685,6 +685,10 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     for f in rep.findings:
         findings_by_path[f.path].append(f)
 
+    controls: dict[str, list[Receipt]] = defaultdict(list)  # track -> controls, path order
+    for i in ev.receipts:
+        if i.receipt.arm == "control":
+            controls[i.receipt.track].append(i.receipt)
     screens: list[ScreenView] = []
     for sid, items in by_screen.items():
         items.sort(key=lambda rp: (rp[0].slot, rp[0].session_id))
@@ -698,10 +702,10 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
             track = tracks.get(tr)
             if track is None:
                 continue
-            ctrl = [r for r in rs if r.arm == "control" and r.track == tr]
-            digests = {r.config_digest for r in ctrl}
-            pool = [i.receipt for i in ev.receipts if i.receipt.arm == "control"
-                    and i.receipt.track == tr and i.receipt.config_digest in digests]
+            digests = frozenset(r.config_digest for r in rs
+                                if r.arm == "control" and r.track == tr)
+            # the control pool of the verdict engine: same track, same control config
+            pool = [r for r in controls.get(tr, []) if r.config_digest in digests]
             for c in cands:
                 mine = [r for r in rs if r.candidate == c and r.track == tr
                         and r.arm == "candidate"]
