@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache, partial
@@ -312,12 +312,18 @@ def write_site(site: Site, out: Path, campaign_root: Path,
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     links = Links()
+    copier = ThreadPoolExecutor(1)  # file copies wait on I/O while pages render
+
+    def start_copy() -> Future[list[str]]:
+        return copier.submit(_copy_documents, site.documents, campaign_root, tmp)
+
     try:
         todo = page_jobs(site, links)
         total = len(todo)
         workers = _workers(jobs, total)
         size = 0
         if workers == 1:
+            copied = start_copy()
             for i, (name, fn) in enumerate(todo, 1):
                 data = fn().encode("utf-8")
                 (tmp / name).write_bytes(data)
@@ -330,8 +336,10 @@ def write_site(site: Site, out: Path, campaign_root: Path,
             try:
                 ctx = multiprocessing.get_context("fork")
                 with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                    results = pool.map(_render_pages, chunks)  # workers are forked here,
+                    copied = start_copy()  # before the copying thread starts
                     done = 0
-                    for sizes in pool.map(_render_pages, chunks):
+                    for sizes in results:
                         size += sum(sizes)
                         done += len(sizes)
                         if progress:
@@ -344,9 +352,9 @@ def write_site(site: Site, out: Path, campaign_root: Path,
                                   "this folder\n", encoding="utf-8")
         (tmp / ".nojekyll").write_bytes(b"")  # GitHub Pages: serve files as they are
         size += len(css)
-        docs = _copy_documents(site.documents, campaign_root, tmp)
-        copied = set(docs)
-        size += sum(d.size for d in site.documents if d.path in copied)
+        docs = copied.result()
+        in_site = set(docs)
+        size += sum(d.size for d in site.documents if d.path in in_site)
         os.chmod(tmp, 0o755)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
@@ -356,23 +364,33 @@ def write_site(site: Site, out: Path, campaign_root: Path,
         else:
             os.replace(tmp, out)
     except BaseException:
+        copier.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        copier.shutdown(wait=True)
     return WrittenSite(out, [name for name, _ in todo], docs, size)
 
 
 def _copy_documents(docs: Iterable[DocumentFile], campaign_root: Path, dest: Path) -> list[str]:
+    """Copy each document to ``dest``/evidence/PATH when its bytes still have the digest the
+    pages show; the paths copied."""
     done = []
+    made: set[str] = set()
     for d in docs:
-        src = campaign_root / d.path
-        dst = dest / d.site_path
-        dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            data = src.read_bytes()
+            with open(campaign_root / d.path, "rb") as f:
+                data = f.read()
         except OSError:
             continue
         if hashlib.sha256(data).hexdigest() != d.sha256:
             continue  # changed since it was read: the page's digest would not match the copy
-        dst.write_bytes(data)
+        dst = os.path.join(dest, d.site_path)
+        parent = os.path.dirname(dst)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        with open(dst, "wb") as f:
+            f.write(data)
         done.append(d.path)
     return done
