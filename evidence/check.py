@@ -153,7 +153,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    workers: int | None = None,
                    base_ref: str | None = None,
                    claims_file: Path | None = None,
-                   prior_noise: bool = False) -> CheckReport:
+                   prior_noise: bool = False,
+                   loaded: LoadedCampaign | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     Issue 3 adds the per-track verdicts, screening decisions and review findings; with
@@ -164,6 +165,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
     for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
     scope; every other problem is a finding.
+
+    ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
+    same ``max_file_bytes``), reused instead of reading every document again.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -171,8 +175,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
-    idx = index_tree(root)
-    lc = load_campaign(root, max_file_bytes=max_file_bytes, index=idx)
+    if loaded is not None and loaded.index is not None:
+        idx, lc = loaded.index, loaded
+    else:
+        idx = index_tree(root)
+        lc = load_campaign(root, max_file_bytes=max_file_bytes, index=idx)
     vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
                                    workers=workers, index=idx, json_docs=lc.json_docs)
     findings = []

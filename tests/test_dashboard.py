@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -394,3 +395,21 @@ def test_database_problems_are_clear_errors(tmp_path: Path) -> None:
     res = run_report(plan.root, "--out", tmp_path / "s", "--database", db, "--repo", "acme/one")
     assert res.returncode == 0, res.stderr
     assert "<code>acme/one</code>" in (tmp_path / "s" / "budget.html").read_text()
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_one_read_gives_the_same_report_as_check(tmp_path: Path, broken: bool) -> None:
+    """The dashboard reads the campaign once and hands it to ``check_campaign(loaded=)``:
+    the report is the one ``campaign-bot check`` gives."""
+    from evidence.bundle import load_campaign
+
+    root = tmp_path / "c"
+    shutil.copytree(EXAMPLE, root)
+    if broken:
+        r = next(root.rglob("s0-control.json"))
+        r.write_text(r.read_text().replace('"http_status": 200', '"http_status": "200"', 1))
+    plain = check_campaign(root).model_dump(exclude={"seconds"})
+    once = check_campaign(root, loaded=load_campaign(root)).model_dump(exclude={"seconds"})
+    assert once == plain
+    assert broken == any(f["rule"] == "SCHEMA_INVALID" for f in plain["findings"])
+    assert build_site(root).findings == check_campaign(root).findings

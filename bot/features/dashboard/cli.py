@@ -36,6 +36,9 @@ def report(
         help="Where the campaign directory can be browsed, e.g. "
              "https://github.com/OWNER/NAME/blob/SHA/campaigns/x: findings link to "
              "URL/PATH#LLINE.")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", min=1, help="Processes that render pages (default: the CPU count, at most "
+                              "4; one for small sites).")] = None,
 ) -> None:
     """Write the campaign dashboard for DIRECTORY as a static HTML site in OUT: an overview
     per track, a page per screen, per pool and for the budget, and every finding.
@@ -93,11 +96,11 @@ def report(
             with Progress("writing pages", BarColumn(), MofNCompleteColumn(), console=err,
                           transient=True) as bar:
                 task = bar.add_task("pages", total=None)
-                written = write_site(site, out, directory,
+                written = write_site(site, out, directory, jobs=jobs,
                                      progress=lambda d, t: bar.update(task, completed=d,
                                                                       total=t))
         else:
-            written = write_site(site, out, directory)
+            written = write_site(site, out, directory, jobs=jobs)
     except OutputRefused as e:
         err.print(f"[red]--out refused:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None

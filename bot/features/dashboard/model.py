@@ -663,8 +663,8 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     is a finding shown on the site.
     """
     root = Path(root)
-    rep = check_campaign(root)
     lc = load_campaign(root)
+    rep = check_campaign(root, loaded=lc)  # read once: the same documents for both
     if lc.scope is None:
         first = [f"{f.path}:{f.line or '-'}: {f.message}" for f in lc.findings
                  if f.path == "campaign.toml"][:3]
