@@ -383,6 +383,11 @@ def test_database_problems_are_clear_errors(tmp_path: Path) -> None:
     plan = write_campaign(tmp_path / "c", screens=1)
     res = run_report(plan.root, "--out", tmp_path / "s", "--database", "not a url")
     assert res.returncode == 2 and "not a database URL" in res.stderr
+    typo = tmp_path / "typo.db"
+    res = run_report(plan.root, "--out", tmp_path / "s", "--database", f"sqlite:///{typo}")
+    assert res.returncode == 2 and "no such database file" in res.stderr
+    assert not typo.exists()  # never created by a read
+    (tmp_path / "empty.db").write_bytes(b"")  # an empty file is an empty SQLite database
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     res = run_report(plan.root, "--out", tmp_path / "s", "--database", empty)
     assert res.returncode == 2 and "no table budget_entries, screens" in res.stderr
@@ -413,3 +418,18 @@ def test_one_read_gives_the_same_report_as_check(tmp_path: Path, broken: bool) -
     assert once == plain
     assert broken == any(f["rule"] == "SCHEMA_INVALID" for f in plain["findings"])
     assert build_site(root).findings == check_campaign(root).findings
+
+
+def test_a_campaign_without_receipts_yet(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    root.mkdir()
+    shutil.copyfile(EXAMPLE / "campaign.toml", root / "campaign.toml")
+    out = tmp_path / "site"
+    res = run_report(root, "--out", out)
+    assert res.returncode == 0, res.stderr
+    index = " ".join(" ".join(Page((out / "index.html").read_text()).text).split())
+    assert "no receipts yet" in index and "no candidate screened on this track yet" in index
+    budget = Page((out / "budget.html").read_text())
+    assert len(budget.charts) == 3 and budget.marks == {}
+    assert sorted(p.name for p in out.glob("*.html")) == [
+        "budget.html", "findings.html", "index.html", f"pool-{slug('ascend910b1-x4')}.html"]

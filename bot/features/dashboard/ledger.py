@@ -12,6 +12,7 @@ Times the database returns without a zone (SQLite) are UTC, as the bot writes th
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import (
     Column,
@@ -100,6 +101,10 @@ def read_ledger(url: str, campaign: str, repo: str | None = None) -> Ledger:
     if u.drivername == "postgresql":  # the bot's convention: plain postgresql:// is psycopg 3
         u = u.set(drivername="postgresql+psycopg")
     shown = u.render_as_string(hide_password=True)
+    if u.drivername.startswith("sqlite") and u.database not in (None, "", ":memory:") \
+            and not u.database.startswith("file:") and not Path(u.database).is_file():
+        # SQLite would create an empty file: a typo must not leave a new database behind
+        raise LedgerError(f"{shown}: no such database file")
     try:
         engine = create_engine(u)
     except (NoSuchModuleError, ImportError, ArgumentError) as e:

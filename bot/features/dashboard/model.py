@@ -452,8 +452,7 @@ def _lifecycle_facts(r: Receipt) -> list[str]:
     return out
 
 
-def _session(r: Receipt, path: str, doc: DocumentFile | None, scope: CampaignScope
-             ) -> SessionView:
+def _session(r: Receipt, doc: DocumentFile | None, scope: CampaignScope) -> SessionView:
     def req(q) -> RequestView:  # noqa: ANN001
         return RequestView(q.index, q.kind, q.http_status, q.client_wall_s,
                            q.server_inference_s, q.error, q.ok)
@@ -693,7 +692,7 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     for sid, items in by_screen.items():
         items.sort(key=lambda rp: (rp[0].slot, rp[0].session_id))
         rs = [r for r, _ in items]
-        sessions = [_session(r, p, doc_by_path.get(p), scope) for r, p in items]
+        sessions = [_session(r, doc_by_path.get(p), scope) for r, p in items]
         trs = sorted({r.track for r in rs})
         cands = sorted({r.candidate for r in rs if r.arm == "candidate" and r.candidate})
         q_rows: list[GateRow] = []
