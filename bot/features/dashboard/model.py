@@ -572,7 +572,7 @@ def _best(vs: Sequence[TrackVerdict]) -> TrackVerdict | None:
 def _budget_from_receipts(scope: CampaignScope, screens: Sequence[ScreenView]
                           ) -> list[BudgetPoint]:
     """One point per screen in order of its last session's end: cumulative use, failed
-    sessions included (DESIGN.md 'budget': failures and retries are charged)."""
+    sessions included (failures and retries are charged, as campaign #297's budget counts them)."""
     b = scope.budget
     out: list[BudgetPoint] = []
     seen: set[str] = set()
