@@ -160,7 +160,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    base_ref: str | None = None,
                    claims_file: Path | None = None,
                    prior_noise: bool = False,
-                   trusted_keys: dict[str, Any] | None = None) -> CheckReport:
+                   trusted_keys: dict[str, Any] | None = None,
+                   loaded: LoadedCampaign | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
@@ -178,6 +179,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
     for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
     scope; every other problem is a finding.
+
+    ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
+    same ``max_file_bytes``), reused instead of reading every document again.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -185,13 +189,17 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
-    idx = index_tree(root)
     sig_findings: list[Finding] = []
-    readable = None
-    if trusted_keys is not None:
-        sig_findings, readable = _signed_bundles(root, trusted_keys)
-    lc = load_campaign(root, max_file_bytes=max_file_bytes,
-                       max_document_bytes=max_document_bytes, index=idx, readable=readable)
+    if trusted_keys is None and loaded is not None and loaded.index is not None:
+        # a campaign the caller already loaded (the same limits, no signature restriction)
+        idx, lc = loaded.index, loaded
+    else:
+        idx = index_tree(root)
+        readable = None
+        if trusted_keys is not None:
+            sig_findings, readable = _signed_bundles(root, trusted_keys)
+        lc = load_campaign(root, max_file_bytes=max_file_bytes,
+                           max_document_bytes=max_document_bytes, index=idx, readable=readable)
     vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
                                    workers=workers, index=idx, json_docs=lc.json_docs,
                                    max_document_bytes=max_document_bytes)
