@@ -120,7 +120,18 @@ def review_full(
             line = raw[: e.start].count(b"\n") + 1
             raise ValueError(f"--claims {claims_file}: not UTF-8 text (byte {e.start}, "
                              f"line {line})") from None
-    return review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
+    res = review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
+    res.findings = sort_findings([*res.findings, *_untyped_stale(loaded)])
+    return res
+
+
+def _untyped_stale(loaded: LoadedCampaign) -> list[Finding]:
+    """STALE_STATUS for status files without our schema (:mod:`evidence.untyped_status`)."""
+    from evidence.untyped_status import untyped_stale_findings
+
+    return untyped_stale_findings(loaded.json_docs,
+                                  [(d.model, d.path) for d in loaded.receipts],
+                                  loaded.scope.model.id if loaded.scope else None)
 
 
 def review_check(
@@ -142,7 +153,7 @@ def review_check(
         # A bare runner bundle has receipts but no scope: no verdict, but the rules that
         # need no scope still run, so a failed lifecycle or request is never exit 0.
         items = [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts]
-        found += lifecycle_findings(items) + request_findings(items)
+        found += lifecycle_findings(items) + request_findings(items) + _untyped_stale(loaded)
         return ReviewResult(findings=sort_findings(found))
     return review_full(loaded, base_ref=base_ref, claims_file=claims_file,
                        prior_noise=prior_noise, extra_findings=verify_findings)
