@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
+from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
 from evidence.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
@@ -96,6 +97,11 @@ class CheckReport(BaseModel):
         description="Screening decisions (issue 3): never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
+    probes: list[ProbeRow] = Field(
+        default_factory=list, description="Operator probes: listed, never verdict inputs.")
+    trace_summaries: list[TraceRow] = Field(
+        default_factory=list, description="Trace summaries per rank: diagnostic, never a "
+        "speedup.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -210,6 +216,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         campaign=lc.scope.model.id if lc.scope else None,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
+                   "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
                    "json_files": len(lc.json_docs)},
         hashes_checked=vr.hashes_checked,
         hash_errors=vr.errors,
@@ -223,6 +230,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         verdicts=issue3.verdicts,
         screening=issue3.screening,
         claims=issue3.claims,
+        probes=probe_rows(root, lc.probes),
+        trace_summaries=trace_rows(root, lc.trace_summaries),
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -274,7 +283,9 @@ def render(rep: CheckReport, console: Any) -> None:
     console.print(
         f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-        f"{d.get('media_reports', 0)} media reports valid")
+        f"{d.get('media_reports', 0)} media reports valid"
+        + (f", {d['probes']} operator probes" if d.get("probes") else "")
+        + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     console.print(
         f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
         f"{rep.hash_errors} errors; {rep.files_hashed} files, {_bytes(rep.bytes_hashed)} "
@@ -314,7 +325,10 @@ def render(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.diagnostics import render_rows
     from evidence.review import render_review
+
+    render_rows(rep.probes, rep.trace_summaries, console)
 
     render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:
