@@ -171,7 +171,7 @@ NONEXACT_FIX = (
     "finite outputs on every rank; keep it for a lossy track or fix the operator"
 )
 _CUE = re.compile(r"\b(end[- ]to[- ]end|e2e|model|whole[- ]model|overall|pipeline|request)\b"
-                  r"(?:[- ](?:level|wide))?(?:\s+\w+){0,2}?\s*\b(gains?|speed[- ]?ups?|latency|"
+                  r"(?:(?!\.\s)[^;\n]){0,40}?\b(gains?|speed[- ]?ups?|latency|"
                   r"improvements?|reductions?|faster|lower)\b", re.I)
 _NEG = re.compile(r"\b(not|no|never|without|isn'?t|aren'?t)\b[^.;\n]{0,30}$", re.I)
 

@@ -104,6 +104,8 @@ def register(app: Any) -> None:
             sys.stdout.write(text)
         else:
             con = Console(highlight=False)
+            if not con.is_terminal:
+                con.width = 160
             render_summary(doc, con)
             mb = total / 1e6
             con.print(f"wrote {escape(str(out))} ({mb:.1f} MB read in "

@@ -271,12 +271,14 @@ def _events(reader: _HashingReader, path: Path, notes: list[str]) -> Iterator[di
     first = head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
     prefix = "item" if first == b"[" else "traceEvents.item"
     it = ijson.items(reader, prefix, use_float=False, buf_size=1 << 16)
+    n = 0
     try:
         for ev in it:
             if isinstance(ev, dict):
+                n += 1
                 yield ev
     except ijson.IncompleteJSONError as exc:
-        if prefix == "item" and "incomplete" in str(exc).lower():
+        if prefix == "item" and n and "premature eof" in str(exc).lower():
             notes.append("unterminated JSON array (allowed by the trace format): read to the "
                          "last complete event")
             return

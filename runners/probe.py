@@ -340,7 +340,10 @@ def register(app: Any) -> None:
         except OSError as exc:
             err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
             raise typer.Exit(2) from None
-        _render(doc, Console(highlight=False))
+        con = Console(highlight=False)
+        if not con.is_terminal:
+            con.width = 160
+        _render(doc, con)
         raise typer.Exit(0)
 
     app.add_typer(probe_app, name="probe")
@@ -352,7 +355,7 @@ def _render(doc: OperatorProbe, console: Any) -> None:
 
     t = Table(title=f"probe {escape(doc.probe_id)}: {escape(doc.control.operator)} vs "
               f"{escape(doc.candidate.operator)} ({doc.device_count}x {escape(doc.device)}; "
-              "ms, operator observation, not a model gain)", title_justify="left")
+              "ms)", title_justify="left")
     for col in ("rank", "control median", "candidate median", "ratio", "bit-exact",
                 "max abs diff", "finite"):
         t.add_column(col, justify="right")
@@ -364,3 +367,5 @@ def _render(doc: OperatorProbe, console: Any) -> None:
                   "—" if e.max_abs_diff is None else f"{e.max_abs_diff:.3g}",
                   "yes" if e.finite else "[red]no[/]")
     console.print(t)
+    console.print("an operator observation, not a model gain: end-to-end gains come only from "
+                  "a screen's receipts and verdict")
