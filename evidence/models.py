@@ -256,7 +256,10 @@ class QualityGates(Strict):
     lpips_max: Gate
     audio_spectral_cosine_min: Gate
     audio_rms_ratio: RangeGate
-    audio_latent_rate_hz: Gate
+    audio_latent_rate_hz: Gate | None = Field(
+        default=None,
+        description="A model's audio-latent rate (Hz): names the model-specific audio-length "
+        "rule (MiniMax-H3: 40 Hz). Absent: generic audio coverage checks only.")
 
 
 class Budget(Strict):
