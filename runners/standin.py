@@ -79,9 +79,10 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runners import standin_contract as contract
+if TYPE_CHECKING:  # imported lazily: spawned workers import this module and stay light
+    from runners import standin_contract as contract
 
 LOG = logging.getLogger("vllm_omni.standin")
 CHUNK = 1 << 20
@@ -359,6 +360,8 @@ def make_handler(engine: Engine, opts: argparse.Namespace,
                  on_engine_death: Any = None) -> type[BaseHTTPRequestHandler]:
     """The request handler class bound to ``engine`` and the switches in ``opts``;
     ``on_engine_death()`` is called after answering a request that found the engine dead."""
+    from runners import standin_contract as contract
+
     sync_timeout = float(os.environ.get("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", "600"))
 
     class Handler(BaseHTTPRequestHandler):
@@ -494,6 +497,8 @@ OWN_SWITCHES = {
 def build_parser() -> argparse.ArgumentParser:
     """Argument parser: the stand-in's switches plus every flag of upstream's ``vllm serve
     --omni`` parser; anything else exits 2 with "unrecognized arguments", as upstream."""
+    from runners import standin_contract as contract
+
     p = argparse.ArgumentParser(
         prog="python -m runners.standin", description=__doc__,
         usage="%(prog)s [serve] MODEL --omni [vLLM-Omni flags] [stand-in switches]",
@@ -524,13 +529,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse a command line like upstream's parser: ``--a_b`` is ``--a-b``; ``serve`` before
+    the model is optional.  Exits 2 on an unknown flag."""
+    from runners import standin_contract as contract
+
+    opts = build_parser().parse_args([contract.normalize_flag(a) for a in argv])
+    if opts.serve and opts.serve != "serve" and opts.model == "standin/model":
+        opts.model = opts.serve
+    return opts
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in server until SIGTERM/SIGINT or an engine death; returns the process
     exit code (argparse exits 2 on an unknown flag)."""
-    raw = sys.argv[1:] if argv is None else argv
-    opts = build_parser().parse_args([contract.normalize_flag(a) for a in raw])
-    if opts.serve and opts.serve != "serve" and opts.model == "standin/model":
-        opts.model = opts.serve
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(asctime)s [standin] %(message)s")
     LOG.info("stand-in vLLM-Omni server for %s (pid %d)", opts.model, os.getpid())
