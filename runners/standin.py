@@ -67,10 +67,8 @@ from __future__ import annotations
 import argparse
 import ctypes
 import email.parser
-from fractions import Fraction
 import email.policy
 import json
-import urllib.parse
 import logging
 import multiprocessing as mp
 import os
@@ -78,11 +76,13 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
+from fractions import Fraction
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported lazily: spawned workers import this module and stay light
-    from runners import standin_contract as contract
+    pass
 
 LOG = logging.getLogger("vllm_omni.standin")
 CHUNK = 1 << 20

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from upstream_helpers import upstream_campaign, upstream_python
 
 from evidence.models import MediaReport, Receipt
 from runners import upstream
-from upstream_helpers import upstream_campaign, upstream_python
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tests" / "data" / "screen-campaign"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from screen_scope import toml_dumps
 
 from runners import upstream
-from screen_scope import toml_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tests" / "data" / "screen-campaign"

@@ -7,7 +7,8 @@ Usage (with the upstream contract environment's interpreter)::
     <venv>/bin/python runners/upstream/launch_fake_engine.py --check-flags COMMANDS.json
     <venv>/bin/python runners/upstream/launch_fake_engine.py --list-flags
 
-The environment is built by ``runners/upstream/install-contract-venv.sh``.  Only one function of vLLM-Omni is replaced: ``build_async_omni`` in
+The environment is built by ``runners/upstream/install-contract-venv.sh``.  Only one function
+of vLLM-Omni is replaced: ``build_async_omni`` in
 ``vllm_omni/entrypoints/openai/api_server.py`` (vLLM-Omni 0.30.0), the async context manager
 that starts the stages and their diffusion workers.  Here it yields :class:`FakeAsyncOmni`,
 which answers ``generate()`` with the output shape of MiniMax H3's post-processing
@@ -223,7 +224,6 @@ class FakeAsyncOmni:
         """Yield one finished diffusion output, or raise the configured fault."""
         import numpy as np
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
-
         from vllm_omni.errors import OmniClientError
         from vllm_omni.outputs import OmniRequestOutput
 
