@@ -252,7 +252,7 @@ class FakeAsyncOmni:
         height = int(getattr(sp, "height", None) or 768)
         fps = float(getattr(sp, "fps", None) or 24.0)
         duration = float(extra.get("duration", 5.0))
-        seed = int(getattr(sp, "seed", None) or 42)
+        seed = 42 if getattr(sp, "seed", None) is None else int(sp.seed)  # 0 is honoured
         frames = max(1, min(self.max_frames, int(round(duration * fps))))
         rng = np.random.default_rng(seed)
         base = rng.integers(0, 255, size=(height, width, 3), dtype=np.uint8)
