@@ -188,3 +188,22 @@ def test_check_does_not_read_references_outside_the_campaign(tmp_path: Path) -> 
     toml = camp / "campaign.toml"
     toml.write_text(toml.read_text().replace('path = "ref.wav"', 'path = "../secret.flac"'))
     assert [f for f in check_campaign(camp).findings if f.rule == rr.RULE] == []
+
+
+def test_check_flags_without_vllm_omni_is_a_usage_error(tmp_path: Path) -> None:
+    """No contract environment and no vLLM-Omni in this interpreter: exit 2 naming both."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("vllm_omni") is not None:
+        pytest.skip("vLLM-Omni is importable here: the flag check would run")
+    env = {**os.environ, upstream.VENV_ENV: str(tmp_path / "absent")}
+    res = subprocess.run([sys.executable, "-c", "from evidence.cli import main; main()",
+                          "runner", "check-flags", str(CAMPAIGN)], capture_output=True,
+                         text=True, env=env, timeout=120, cwd=ROOT)
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = " ".join(res.stderr.split())
+    assert "cannot check flags" in err and str(tmp_path / "absent") in err
+    assert "install-contract-venv.sh" in err

@@ -150,6 +150,18 @@ def install_stubs() -> None:
 # ------------------------------------------------------------------------------ fake engine
 
 
+def _env_number(name: str, default: str, *, minimum: float) -> float:
+    """A number from the environment; exits naming the variable when it is not one."""
+    raw = os.environ.get(name, default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r}: not a number") from None
+    if not minimum <= value < float("inf"):  # NaN fails too
+        raise SystemExit(f"{name}={raw!r}: must be a finite number >= {minimum:g}")
+    return value
+
+
 class FakeAsyncOmni:
     """The attributes upstream's HTTP layer reads from a pure-diffusion ``AsyncOmni``.
 
@@ -176,9 +188,9 @@ class FakeAsyncOmni:
         self.fault = os.environ.get(FAULT_ENV, "none")
         if self.fault not in FAULTS:
             raise SystemExit(f"{FAULT_ENV}={self.fault!r}: use one of {', '.join(FAULTS)}")
-        self.fault_on = int(os.environ.get(FAULT_ON_ENV, "0"))
-        self.gen_s = float(os.environ.get(GEN_S_ENV, "0.05"))
-        self.max_frames = int(os.environ.get(MAX_FRAMES_ENV, "48"))
+        self.fault_on = int(_env_number(FAULT_ON_ENV, "0", minimum=0))
+        self.gen_s = _env_number(GEN_S_ENV, "0.05", minimum=0.0)
+        self.max_frames = int(_env_number(MAX_FRAMES_ENV, "48", minimum=1))
         self.requests = 0
         self._errored = False
         self._stopped = False
@@ -209,6 +221,7 @@ class FakeAsyncOmni:
 
     @property
     def dead_error(self) -> BaseException:
+        """vLLM's ``EngineClient.dead_error``: the exception a dead engine raises."""
         from vllm.v1.engine.exceptions import EngineDeadError
 
         return EngineDeadError()
