@@ -34,7 +34,7 @@ def upstream_python() -> Path:
     py = upstream.venv_python()
     if py is None:
         why = (f"upstream contract environment absent ({upstream.venv_dir()}); build it with "
-               "runners/upstream/install-contract-venv.sh (about 2.5 min, 2.6 GB)")
+               "runners/upstream/install-contract-venv.sh (2.5-4 min, 2.6 GB)")
         if os.environ.get(upstream.REQUIRE_ENV) == "1":
             pytest.fail(f"{upstream.REQUIRE_ENV}=1 but the {why}")
         pytest.skip(why)
