@@ -305,7 +305,7 @@ def test_source_url_links_findings_to_file_and_line(tmp_path: Path) -> None:
 def _bot_database(url: str) -> None:
     """Create the bot's schema with the bot's own migrations (so this package's table
     definitions are checked against the real tables)."""
-    from bot.store import make_engine, migrate
+    from bot.database import make_engine, migrate
 
     engine = make_engine(url)
     try:

@@ -14,12 +14,13 @@ import pytest
 from typer.testing import CliRunner
 from webhook_helpers import SECRET, fixture_bytes, headers_for
 
-from bot import store
+from bot import database
+from bot.inbox import store
+from bot.inbox.delivery import sign
+from bot.inbox.router import Event, Router
+from bot.inbox.worker import Worker
 from bot.metrics import Metrics
-from bot.router import Event, Router
 from bot.settings import SettingsError, load_settings
-from bot.webhook import sign
-from bot.worker import Worker
 from evidence.cli import _load_plugins, app
 
 _load_plugins()
@@ -83,8 +84,8 @@ def test_unreachable_database_exits_2_naming_the_variable(env: Path,
 
 def _fill(env: Path) -> Any:
     """A database with one done, one failed delivery (processed by a real worker)."""
-    engine = store.make_engine(f"sqlite:///{env / 'campaign-bot.sqlite3'}")
-    store.migrate(engine)
+    engine = database.make_engine(f"sqlite:///{env / 'campaign-bot.sqlite3'}")
+    database.migrate(engine)
     body_ok = fixture_bytes("issue_comment")
     body_bad = b'{"action": "opened", "repository": {"full_name": "o/r"}}'
     rows = [

@@ -246,22 +246,24 @@ def render_cli() -> str:
 
 def render_bot_commands() -> str:
     """The text of docs/reference/bot-commands.md."""
-    from bot.commands import REGISTRY
-    from bot.worker import DEFAULT_HANDLER_MODULES, load_handlers
+    from bot.app import FEATURES, compose
+    from bot.database import make_engine
+    from bot.settings import Settings
 
-    load_handlers()
+    # the service's composition, on an engine that is never connected to
+    app = compose(Settings(), make_engine("sqlite://"))
     out = [GENERATED_NOTE, "", "# Bot command reference", ""]
     out += [
         "Commands are written at the start of a line of an issue or pull-request comment. "
         "This page is rendered from the same specifications that `/campaign help` replies "
-        "with (`bot.commands.CommandSpec`, registered by the service's handler modules "
-        + ", ".join(f"`{m}`" for m in DEFAULT_HANDLER_MODULES) + "). The "
+        "with (`bot.commands.CommandSpec`, added by the features "
+        + ", ".join(f"`{m}`" for m in FEATURES) + "). The "
         "[user guide](../user-guide.md) explains them with examples.",
         "",
         "| command | who may use it | where |",
         "|---|---|---|",
     ]
-    specs = [REGISTRY[v] for v in sorted(REGISTRY)]
+    specs = app.commands.specs
     for s in specs:
         where = "pull requests" if s.pull_only else "issues and pull requests"
         out.append(f"| [`/{s.verb}`](#{_anchor(s.verb)}) | {_cell(s.who.value)} | {where} |")

@@ -23,8 +23,9 @@ chart and with JavaScript off).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 import pygal
@@ -34,7 +35,7 @@ from bot.features.dashboard.model import BudgetPoint, PoolView, ScreenView
 
 ARM_COLORS = ("#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#a16207", "#0e7490")
 """Series colours (control first): distinct hues, each with at least 4.5:1 contrast on white."""
-STYLE = Style(
+STYLE: Mapping[str, Any] = MappingProxyType(dict(
     background="#ffffff",
     plot_background="#ffffff",
     foreground="#1f2328",
@@ -47,7 +48,8 @@ STYLE = Style(
     title_font_size=15,
     tooltip_font_size=13,
     colors=ARM_COLORS,
-)
+))
+"""The charts' pygal style (each chart gets its own ``Style``: pygal objects are mutable)."""
 
 
 def _when(dt: datetime) -> str:
@@ -56,7 +58,7 @@ def _when(dt: datetime) -> str:
 
 def _chart(kind: type, chart_id: str, title: str, desc: str, **kw: Any) -> Any:
     c = kind(
-        js=[], disable_xml_declaration=True, style=STYLE, width=760, height=340,
+        js=[], disable_xml_declaration=True, style=Style(**STYLE), width=760, height=340,
         explicit_size=False, legend_at_bottom=True, truncate_legend=-1,
         truncate_label=-1, dots_size=4, print_values=False, **kw)
     c.uuid = chart_id
@@ -151,13 +153,13 @@ def pool_chart(pool: PoolView, chart_id: str) -> str:
     return _render(c)
 
 
-BUDGET_DIMENSIONS: dict[str, tuple[str, str, Callable[[BudgetPoint], float],
-                                   Callable[[BudgetPoint], float]]] = {
+BUDGET_DIMENSIONS: Mapping[str, tuple[str, str, Callable[[BudgetPoint], float],
+                                      Callable[[BudgetPoint], float]]] = MappingProxyType({
     "directions": ("candidate directions", "", lambda p: float(p.directions),
                    lambda p: p.directions_allowed),
     "wall": ("wall-hours", "h", lambda p: p.wall_h, lambda p: p.wall_allowed_h),
     "device": ("device-hours", "h", lambda p: p.device_h, lambda p: p.device_allowed_h),
-}
+})
 """Chart key -> (name, unit, used, allowed) of one budget dimension."""
 
 

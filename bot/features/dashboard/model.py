@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from evidence.bundle import LoadedCampaign, load_campaign
@@ -43,10 +44,10 @@ from evidence.verdicts import (
 )
 
 SEVERITIES = ("P0", "P1", "P2", "P3")
-SEVERITY_TEXT = {"P0": "blocks", "P1": "wrong evidence", "P2": "ambiguous evidence",
-                 "P3": "nit"}
+SEVERITY_TEXT = MappingProxyType({"P0": "blocks", "P1": "wrong evidence",
+                                  "P2": "ambiguous evidence", "P3": "nit"})
 """Finding severities as the review defines them (:class:`evidence.models.Finding`)."""
-VERDICT_RANK = {"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2}
+VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2})
 """Best candidate on a track: SUPPORTED first, then INCONCLUSIVE, then FAILED; within a rank
 the lowest ratio (the campaign status header ranks the same way)."""
 EVIDENCE_DIR = "evidence"

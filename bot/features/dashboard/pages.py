@@ -19,10 +19,11 @@ import hashlib
 import math
 import multiprocessing
 import os
+import queue
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache, partial
@@ -264,22 +265,19 @@ def page_jobs(site: Site, links: Links) -> list[tuple[str, Callable[[], str]]]:
     return jobs
 
 
-_FORKED: tuple[Site, Path] | None = None
-"""The site and folder a forked page worker renders into (inherited, never pickled)."""
-
-
-def _render_pages(indices: list[int]) -> list[int]:
-    """In a forked worker: render and write pages ``indices``; their sizes in bytes."""
-    assert _FORKED is not None
-    site, tmp = _FORKED
-    jobs = page_jobs(site, Links())
-    sizes = []
-    for i in indices:
-        name, fn = jobs[i]
-        data = fn().encode("utf-8")
-        (tmp / name).write_bytes(data)
-        sizes.append(len(data))
-    return sizes
+def _render_pages(site: Site, tmp: Path, indices: list[int], results: Any) -> None:
+    """In a forked worker (``site`` and ``tmp`` are inherited, never pickled): render and
+    write pages ``indices``, putting ``("page", size in bytes)`` on ``results`` for each, and
+    ``("error", text)`` if one fails."""
+    try:
+        jobs = page_jobs(site, Links())
+        for i in indices:
+            name, fn = jobs[i]
+            data = fn().encode("utf-8")
+            (tmp / name).write_bytes(data)
+            results.put(("page", len(data)))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
 def _workers(requested: int | None, pages: int) -> int:
@@ -306,7 +304,6 @@ def write_site(site: Site, out: Path, campaign_root: Path,
     sites of at least :data:`PARALLEL_MIN_PAGES` pages).  Raises :class:`OutputRefused`
     (see there) and ``OSError`` when ``out`` cannot be written.
     """
-    global _FORKED
     out = Path(out)
     _check_out(out, campaign_root)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -331,21 +328,37 @@ def write_site(site: Site, out: Path, campaign_root: Path,
                 if progress:
                     progress(i, total)
         else:
-            chunks = [list(range(total))[k::workers * 4] for k in range(workers * 4)]
-            _FORKED = (site, tmp)
+            chunks = [list(range(total))[k::workers] for k in range(workers)]
+            ctx = multiprocessing.get_context("fork")
+            results = ctx.Queue()
+            procs = [ctx.Process(target=_render_pages, args=(site, tmp, c, results))
+                     for c in chunks]
+            for proc in procs:
+                proc.start()  # forked here,
+            copied = start_copy()  # before the copying thread starts
             try:
-                ctx = multiprocessing.get_context("fork")
-                with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-                    results = pool.map(_render_pages, chunks)  # workers are forked here,
-                    copied = start_copy()  # before the copying thread starts
-                    done = 0
-                    for sizes in results:
-                        size += sum(sizes)
-                        done += len(sizes)
-                        if progress:
-                            progress(done, total)
+                done = 0
+                while done < total:
+                    try:
+                        kind, value = results.get(timeout=1.0)
+                    except queue.Empty:
+                        dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                        if dead:
+                            raise RuntimeError(f"a page worker died (exit {dead[0]})") from None
+                        continue
+                    if kind == "error":
+                        raise RuntimeError(f"a page failed to render: {value}")
+                    done += 1
+                    size += value
+                    if progress:
+                        progress(done, total)
+            except BaseException:
+                for proc in procs:
+                    proc.terminate()
+                raise
             finally:
-                _FORKED = None
+                for proc in procs:
+                    proc.join()
         css = stylesheet().encode("utf-8")
         (tmp / STYLESHEET).write_bytes(css)
         (tmp / MARKER).write_text("written by campaign-bot report; the next report replaces "
