@@ -59,6 +59,8 @@ from bot.settings import (
 
 log = logging.getLogger(__name__)
 
+FEATURES = tuple(f.__name__ for f in (config, help, review, screen, header))
+"""The features :func:`compose` adds, in order (the dashboard is a CLI plug-in)."""
 WORKER_MODULE = "bot.worker_process"
 """``python -m bot.worker_process`` runs :func:`worker_main`."""
 
