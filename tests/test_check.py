@@ -30,7 +30,7 @@ def test_example_reproduces_seed_000() -> None:
     b5 = arms[("baseline-5s", "control")]
     assert (b5.median_client_wall_s, b5.warmup_client_wall_s, b5.measured_requests) == (
         814.064, [965.546, 855.532], 1)
-    assert b5.lifecycle_problems[:4] == [f"worker rank {r} alive, exit None, signal None"
+    assert b5.lifecycle_problems[:4] == [f"worker rank {r} still running"
                                          for r in range(4)]
     assert "4 terminate action(s)" in b5.lifecycle_problems
     assert "4 kill action(s)" in b5.lifecycle_problems

@@ -73,12 +73,17 @@ def test_example_seed_numbers() -> None:
 
 
 def test_human_output_has_the_tables() -> None:
-    res = CliRunner().invoke(app, ["check", str(EXAMPLE)])
+    res = CliRunner().invoke(app, ["check", str(EXAMPLE), "--details"])
     assert res.exit_code == 1
     for title in ("verdicts per track and candidate", "screening decisions (not verdicts)",
-                  "findings", "tail: underpowered"):
+                  "findings", "tail: underpowered", "sessions per screen, track and arm",
+                  "manifests"):
         assert title in res.output
     assert "SUPPORTED" not in res.output
+    summary = CliRunner().invoke(app, ["check", str(EXAMPLE)])
+    assert summary.exit_code == 1
+    assert "deciding reason" in summary.output and "SUPPORTED" not in summary.output
+    assert "screening decisions (not verdicts)" not in summary.output
 
 
 def _rehash_status(d: Path) -> None:
