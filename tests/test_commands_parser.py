@@ -22,7 +22,9 @@ CASES = [
     ("> quoted\n>\n> /campaign verify", []),
     ("<!-- /screen candidate x -->", []),
     ("<!--\n/screen candidate x\n-->\n/campaign help", ["/campaign help"]),
-    ("<!-- note --> /campaign help", ["/campaign help"]),
+    # CommonMark: a line starting with "<!--" opens an HTML block that ends with its line
+    # holding "-->"; the text after the comment is HTML, not running text
+    ("<!-- note --> /campaign help", []),
     ("`/screen candidate x`", []),
     ("use `/campaign verify` to re-run", []),
     ("/campaign verify `ignored code`", ["/campaign verify"]),
@@ -42,6 +44,42 @@ CASES = [
     "inline-code-prose", "inline-code-in-args", "quoted-arg", "mid-line", "prefix-only",
     "case", "other-bot", "empty"])
 def test_grammar(body: str, expected: list[str]) -> None:
+    assert [c.text for c in parse(body)] == expected
+
+
+HTML_AND_QUOTES = [
+    ("<pre>\n/screen candidate x\n</pre>", []),
+    ("<code>\n/screen candidate x\n</code>", []),
+    ("<blockquote>\n/screen candidate x\n</blockquote>", []),
+    ("<details>\n/screen candidate x\n</details>\n\n/campaign help", ["/campaign help"]),
+    ("<span>\n/screen candidate x\n</span>", []),
+    ("> quoted\n/screen candidate x", []),
+    ("> /screen candidate x\n/screen candidate x", []),
+    (">" * 30 + " a\n/screen candidate x", []),
+    ("text `code\n/screen candidate x` more", []),
+    ("text ``a ` b\n/screen candidate x``\n/campaign help", ["/campaign help"]),
+    ("text <code>\n/screen candidate x\n</code>", []),
+    ("text <pre>x\n/screen candidate x</pre>\n/campaign help", ["/campaign help"]),
+    ("text <!--\n/screen candidate x\n-->", []),
+    ("text <code>unclosed\n/screen candidate x", []),
+    ("text <kbd>a</kbd>\n/screen candidate x", ["/screen candidate x"]),
+    ("<b>bold</b>\n/screen candidate x", ["/screen candidate x"]),
+    ("/screen candidate x <!-- note -->", ["/screen candidate x"]),
+    ("/screen candidate x `note\nmore`", ["/screen candidate x"]),
+    ("- item\n\n  /screen candidate x", ["/screen candidate x"]),
+    ("/screen candidate x\n---", ["/screen candidate x"]),
+]
+
+
+@pytest.mark.parametrize("body,expected", HTML_AND_QUOTES, ids=[
+    "pre-block", "code-block-tag", "blockquote-tag", "details-then-blank", "tag-alone-block",
+    "lazy-quote", "quote-then-lazy-copy", "deep-quote-lazy", "code-span-across-lines",
+    "double-backtick-span", "inline-code-element", "inline-pre-element",
+    "inline-comment-across-lines", "unclosed-inline-code", "kbd-closed", "bold-tag-prose",
+    "trailing-comment", "code-span-to-next-line", "list-item-paragraph", "setext-heading"])
+def test_html_code_and_quotes_hold_no_command(body: str, expected: list[str]) -> None:
+    """CommonMark ranges (markdown-it-py) that hide commands: HTML blocks, inline code
+    and quotation elements, code spans across lines, block quotes with lazy lines."""
     assert [c.text for c in parse(body)] == expected
 
 

@@ -36,6 +36,7 @@ from bot.inbox.delivery import (
     verify_signature,
 )
 from bot.inbox.router import Event, HandlerResult, Router
+from evidence import safejson
 from bot.inbox.worker import ContextFactory
 
 
@@ -78,10 +79,10 @@ class ReplayReport:
 def load_delivery_file(path: Path) -> SavedDelivery:
     """Read a replay file (see the module docstring); raises :class:`ReplayInputError`."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = safejson.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ReplayInputError(f"{path}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # not JSON, too deep
         raise ReplayInputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{path}: expected a JSON object with headers and body")
