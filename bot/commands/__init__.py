@@ -236,19 +236,21 @@ class Commands:
         self.configs = configs
         self._specs: dict[str, CommandSpec] = {}
         # each command's handler reads the same delivery: parse its comment once
-        self._parsed: dict[str, tuple[Any, list[Command]]] = {}
+        self._parsed: dict[int, tuple[dict[str, Any], Any, list[Command]]] = {}
 
     def _commands_of(self, event: Event, bot_login: str) -> tuple[Any, list[Command]]:
-        """``(_comment_target(...), commands to run)`` of ``event``, parsed once per delivery
-        (the last 16 kept: a hostile comment costs markdown-it up to ~2 s to read)."""
-        hit = self._parsed.get(event.delivery_id)
-        if hit is None:
+        """``(_comment_target(...), commands to run)`` of ``event``, parsed once per event
+        (by its payload object, held while cached; the last 16 kept: a hostile comment costs
+        markdown-it up to ~2 s to read, and every command's handler reads it)."""
+        hit = self._parsed.get(id(event.payload))
+        if hit is None or hit[0] is not event.payload:
             target = _comment_target(event, bot_login)
-            hit = (target, _unique(target[4], target[5]) if target is not None else [])
-            self._parsed[event.delivery_id] = hit
+            hit = (event.payload, target,
+                   _unique(target[4], target[5]) if target is not None else [])
+            self._parsed[id(event.payload)] = hit
             while len(self._parsed) > 16:
                 self._parsed.pop(next(iter(self._parsed)))
-        return hit
+        return hit[1], hit[2]
 
     @property
     def specs(self) -> list[CommandSpec]:
