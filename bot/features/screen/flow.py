@@ -11,8 +11,8 @@ The flow, for ``/screen candidate NAME`` on a PR:
 
 1. Authorise: ``write``/``admin`` on the repository (asked of GitHub, never from
    ``author_association``) or a requester of the campaign.  On a PR from a fork the command
-   must name the head it approves (``sha=``); it is pinned, and a later push cancels the
-   queued screens of the old head (``pull_request`` synchronize).
+   must name the full 40-digit head it approves (``sha=``); it is pinned, and a later push
+   cancels the queued screens of the old head (``pull_request`` synchronize).
 2. Budget: estimate the screen's device time from the protocol
    (:func:`bot.features.screen.budget.estimate_screen`), refuse with the numbers when
    directions, wall-hours or device-hours do not cover it (charged + reserved).
@@ -57,12 +57,14 @@ from sqlalchemy.orm import Session
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.grammar import (
+    FULL_SHA_RE,
     USAGE,
     ScreenCancel,
     ScreenRequest,
     ScreenStatus,
     ScreenUsageError,
     check_against_scope,
+    command_text,
     parse_screen,
 )
 from bot.features.screen.queue import Screen
@@ -270,30 +272,35 @@ def authorise(gh: GitHubPort, repo: str, login: str, scope: CampaignScope) -> st
     )
 
 
-def pin_head(pr: PullInfo, approved: str | None) -> str:
+def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
     """The head SHA a screen runs.  Same-repository PRs: the head at authorisation.  Fork
-    PRs: the command must name that head (``sha=``) so the approval is bound to the exact
-    commit the approver saw; a mismatch or a missing ``sha=`` raises :class:`UserError`."""
-    if not pr.is_fork:
-        if approved and not pr.head_sha.startswith(approved):
-            raise UserError(
-                "message", message=f"sha={approved} is not the PR head {pr.head_sha[:12]}; "
-                "it moved: look at the new commits and approve again",
-            )
-        return pr.head_sha
-    if not approved:
-        raise UserError(
-            "message",
-            message=(
-                "this PR comes from a fork: its code would run on a self-hosted runner, so "
-                f"approve the exact commit you reviewed with sha=, e.g. sha={pr.head_sha[:12]}"
-            ),
-        )
-    if not pr.head_sha.startswith(approved):
-        raise UserError(
-            "message", message=f"sha={approved} is not the PR head {pr.head_sha[:12]}; "
-            "a new push needs a new approval",
-        )
+    PRs: the command must name that head in full (``sha=`` and 40 hex digits) so the approval
+    is bound to the exact commit the approver saw: a prefix could match a commit pushed after
+    the review.  A ``sha=`` given on a same-repository PR is held to the same rule.
+
+    Raises :class:`UserError` (kind ``approve``) when ``sha=`` is missing on a fork PR,
+    shorter than 40 digits, or not the head; the reply gives the exact command naming the
+    current head in full."""
+    head = pr.head_sha.lower()
+    approved = req.sha
+
+    def refuse(message: str) -> UserError:
+        return UserError("approve", message=message, command=command_text(req, head))
+
+    if approved is None:
+        if not pr.is_fork:
+            return pr.head_sha
+        raise refuse("This PR comes from a fork: its code would run on a self-hosted runner, "
+                     "so the approval must name the full SHA of the head commit you reviewed.")
+    if not FULL_SHA_RE.match(approved):
+        if head.startswith(approved):
+            raise refuse(f"sha={approved} is {len(approved)} hex digits; an approval names the "
+                         f"full 40-digit head commit (now {head}), never a prefix.")
+        raise refuse(f"sha={approved} is not the PR head, which is now {head}: it moved; "
+                     "look at the new commits.")
+    if approved != head:
+        raise refuse(f"sha={approved} is not the PR head, which is now {head}: a new push "
+                     "needs a new approval.")
     return pr.head_sha
 
 
@@ -399,7 +406,7 @@ def request_screens(
     pr = _wait(gh.get_pull(ctx.number))
     if pr.state != "open":
         raise UserError("message", message="this PR is closed")
-    head = pin_head(pr, req.sha)
+    head = pin_head(pr, req)
     now = rt.now()
     with rt.db() as db:
         est = [
