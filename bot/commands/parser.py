@@ -53,7 +53,7 @@ from markdown_it.token import Token
 
 PREFIXES = ("screen", "campaign")
 _COMMAND = re.compile(r"^/(?P<name>[a-z]+)(?=\s|$)(?P<rest>.*)$")
-_CANDIDATE = re.compile(r"^ {0,3}/(?:%s)(?:\s|$)" % "|".join(PREFIXES))
+_CANDIDATE = re.compile(r"^ {0,3}/(?:" + "|".join(PREFIXES) + r")(?:\s|$)")
 """A raw line that may hold a command (0-3 spaces, a prefix); markdown decides if it does."""
 _INLINE_CODE_TAGS = frozenset({"code", "pre", "kbd", "samp", "tt", "q", "blockquote"})
 """Inline HTML elements whose content is code or a quotation: no command inside."""

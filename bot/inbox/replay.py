@@ -36,8 +36,8 @@ from bot.inbox.delivery import (
     verify_signature,
 )
 from bot.inbox.router import Event, HandlerResult, Router
-from evidence import safejson
 from bot.inbox.worker import ContextFactory
+from evidence import safejson
 
 
 class ReplayInputError(Exception):

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 def register(app: Registry, settings: ScreenSettings) -> None:
-    """Add the /screen and /campaign budget commands, the ``pull_request`` synchronize,
-    ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
+    """Add the /screen and /campaign budget commands, the ``pull_request`` synchronize and
+    closed, ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
     flush jobs, all on one runtime over ``app``'s database and GitHub access."""
     import asyncio
 
@@ -43,6 +43,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)
     app.router.on("pull_request", "synchronize")(h.handle_push)
+    app.router.on("pull_request", "closed")(h.handle_closed)
     app.router.on("workflow_job")(h.handle_job)
     app.router.on("workflow_run", "completed")(h.handle_run)
     app.jobs.extend(jobs.jobs(rt, watchdog_interval_s=settings.watchdog_interval_s,
