@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hostile.comments import HIDDEN, SLOW
 
 from bot.commands.parser import new_commands, parse
 
@@ -106,3 +107,18 @@ def test_unbalanced_quote_is_reported_not_dropped() -> None:
 ], ids=["added", "unchanged", "repeated", "fixed-typo", "removed", "unfenced"])
 def test_edit_runs_only_new_commands(before: str, after: str, expected: list[str]) -> None:
     assert [c.text for c in new_commands(after, before)] == expected
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_hostile_corpus_hidden_commands_do_not_parse(name: str) -> None:
+    assert parse(HIDDEN[name]) == []
+    # running text after the hiding construct and a blank line is read again (an unclosed
+    # fence is code to the end of the comment)
+    after = [c.text for c in parse(HIDDEN[name] + "\n\n\n/campaign help")]
+    assert after == ([] if name == "fenced-code-unclosed" else ["/campaign help"])
+
+
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_hostile_corpus_slow_bodies_parse(name: str) -> None:
+    cmds = parse(SLOW[name])
+    assert all(c.text == "/screen candidate noop" for c in cmds)

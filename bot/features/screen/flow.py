@@ -298,7 +298,7 @@ def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
     approved = req.sha
 
     def refuse(message: str) -> UserError:
-        return UserError("approve", message=message, command=command_text(req, head))
+        return UserError("approve", message=message, approve_command=command_text(req, head))
 
     if approved is None:
         if not pr.is_fork:
