@@ -320,6 +320,11 @@ def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
 # ------------------------------------------------------------------- GitHub writes, once
 
 
+SECONDARY_RATE_WAIT_S = 60.0
+"""Wait after a rate limit answered without ``Retry-After`` or a reset: "wait at least one
+minute before retrying" (GitHub Docs, "Rate limits for the REST API")."""
+
+
 def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[Any, Any, T]],
                lookup: Callable[[], T | None] | None = None) -> T:
     """Make one GitHub write through ``call`` and return its result.
@@ -329,7 +334,8 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
     worth another try (:attr:`bot.github.GitHubError.retryable`: 5xx, a primary or secondary
     rate limit, no connection), ``lookup`` (if given) is asked whether the write exists; if it
     does, that is the result.  Otherwise the write is tried again, after the ``Retry-After``
-    or rate-limit reset GitHub gave (else ``write_backoff_s``, doubling), at most
+    or rate-limit reset GitHub gave (a rate limit without either: :data:`SECONDARY_RATE_WAIT_S`;
+    else ``write_backoff_s``, doubling), at most
     ``write_retries`` times, and the lookup is asked again after each wait.  A wait longer
     than ``max_write_wait_s`` is not slept: the error is raised at once (the delivery is
     retried later).  Errors not worth a retry (4xx) are raised at once; so is the last one.
@@ -345,8 +351,12 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
                 raise
             error = exc
         retry_after = getattr(error, "retry_after", None)
-        wait = (retry_after if retry_after is not None
-                else options.write_backoff_s * (2 ** attempt))
+        if retry_after is not None:
+            wait = retry_after
+        elif error.status in (403, 429):  # a rate limit that did not say how long
+            wait = SECONDARY_RATE_WAIT_S
+        else:
+            wait = options.write_backoff_s * (2 ** attempt)
         last = attempt >= options.write_retries or wait > options.max_write_wait_s
         if not last:
             log.warning("%s: GitHub answered %s; looking it up after %.1f s", what,
