@@ -303,3 +303,30 @@ def test_authorisation_is_checked_again_at_dispatch(env) -> None:
         assert s2.detail == ("Not dispatched: maint2 no longer has write permission "
                              "(now 'read'); ask again")
     assert len(d.repo(REPO).runs) == 2
+
+
+def test_bundle_documents_come_from_the_signed_manifest_only(tmp_path: Path) -> None:
+    """A receipt beside a signed bundle (in node_modules/, which walkers skip) refuses the
+    bundle; and the reader opens only the documents the signature lists, whatever else lies
+    in the tree."""
+    from hostile.corpus import RECEIPTS, clean_bundle, forged_receipt
+
+    from bot.features.screen.flow import read_bundle, verify_bundle
+    from runners.signer import generate_key
+
+    key = tmp_path / "runner.key"
+    generate_key(key)
+    b = clean_bundle(tmp_path / "b", key)
+    pub = (tmp_path / "runner.key.pub").read_bytes()
+    chk = verify_bundle(b, pub)
+    assert chk.ok and chk.documents == sorted(RECEIPTS)
+    (b / "node_modules").mkdir()
+    (b / "node_modules" / "forged.json").write_text(forged_receipt())
+    refused = verify_bundle(b, pub)
+    assert not refused.ok and refused.documents == []
+    assert ("signature: node_modules/forged.json: not covered by the signed manifests (added "
+            "after signing); the bundle is refused and nothing in it is read") in refused.problems
+    docs = read_bundle(b, chk.documents)  # the forgery is on disk, and never opened
+    assert [r.arm for r in sorted(docs.receipts, key=lambda r: r.slot)] == ["control",
+                                                                         "candidate"]
+    assert docs.problems == docs.unreadable == []
