@@ -3,23 +3,25 @@
 Exit codes (as everywhere): 0 clean; 1 problems found (``deliveries --failed`` found failed
 deliveries, ``replay`` met a bad signature or a failing handler); 2 unreadable input or bad
 usage (missing settings, unreadable delivery file, database unreachable).
+
+A ``campaign_bot.cli`` plug-in: this module imports only the standard library, typer and
+rich at module level (the settings, the store, FastAPI and uvicorn are imported by the
+command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from bot.settings import ENV_PREFIX, DatabaseSettings, SettingsError, load_settings
+if TYPE_CHECKING:
+    from bot.settings import DatabaseSettings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 err = Console(stderr=True, soft_wrap=True)
@@ -32,6 +34,8 @@ def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 def _settings(cls: Any = None, **overrides: Any) -> Any:
+    from bot.settings import SettingsError, load_settings
+
     try:
         return load_settings(cls, **{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
@@ -40,6 +44,7 @@ def _settings(cls: Any = None, **overrides: Any) -> Any:
 
 def _engine(db: DatabaseSettings) -> Any:
     from bot import store
+    from bot.settings import ENV_PREFIX
 
     try:
         engine = store.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
@@ -59,6 +64,8 @@ def serve(
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request")] = False,
 ) -> None:
     """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM."""
+    import logging
+
     import uvicorn
 
     from bot.app import create_app
@@ -72,6 +79,7 @@ def serve(
         load_handlers(settings.extra_handler_modules)
     except HandlerImportError as exc:
         raise _fail(str(exc)) from None
+    from bot.settings import ENV_PREFIX
     from bot.store import ServiceLock
 
     # Start-up requeues deliveries left "processing": only safe when no other serve runs.
@@ -97,7 +105,10 @@ def deliveries(
                                     "file")] = None,
 ) -> None:
     """List stored webhook deliveries (newest first) with their status and failures."""
+    from rich.table import Table
+
     from bot import store
+    from bot.settings import DatabaseSettings
 
     engine = _engine(_settings(DatabaseSettings))
     if export is not None:
@@ -139,6 +150,9 @@ def replay(
 ) -> None:
     """Feed one saved delivery through the signature check and the router; print the GitHub
     writes it would make (made only with --apply)."""
+    import asyncio
+    import logging
+
     from bot import replay as rp
 
     settings = _settings(None)

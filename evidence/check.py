@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
+from evidence.hashing import HashPool
 from evidence.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
@@ -172,9 +173,19 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
     idx = index_tree(root)
-    lc = load_campaign(root, max_file_bytes=max_file_bytes, index=idx)
-    vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
-                                   workers=workers, index=idx, json_docs=lc.json_docs)
+    # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as soon
+    # as it reads the manifest, then calls `load` (every document parsed and validated on
+    # this thread while the pool hashes), then reads the integrity maps `load` parsed.
+    loaded: list[LoadedCampaign] = []
+
+    def load() -> dict[str, tuple[Any, str]]:
+        loaded.append(load_campaign(root, max_file_bytes=max_file_bytes, index=idx))
+        return loaded[0].json_docs
+
+    with HashPool(workers, progress=progress) as pool:
+        vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
+                                       json_docs=load, hasher=pool)
+    lc = loaded[0]
     findings = []
     once: set[tuple[str, str]] = set()
     for f in [*lc.findings, *vr.findings]:

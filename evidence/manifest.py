@@ -25,22 +25,20 @@ uppercase hex, unreadable and oversized files, and the Payload-Oxum.  Digests of
 in the bundle are reported as "external, digest recorded, not verifiable here", never as
 verified.
 
-Hashing streams :data:`CHUNK_BYTES` chunks into one reused buffer per thread (memory does not
-grow with file size) on a thread pool of one worker per core: ``hashlib`` (OpenSSL) releases
-the GIL while it digests a buffer, so two files hash on two cores at once.
+Hashing is :mod:`evidence.hashing`'s (one thread per core, largest file first, one reused
+buffer per thread, memory flat whatever the file sizes); with a :class:`HashPool`,
+:func:`verify_tree` submits each manifest's entries as soon as the manifest is read, so the
+files hash while the JSON documents are parsed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import stat
-import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -48,12 +46,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from evidence.hashing import (  # noqa: F401 - CHUNK_BYTES, sha256_file: public here too
+    CHUNK_BYTES,
+    HashPool,
+    ProgressFn,
+    hash_files,
+    sha256_file,
+)
 from evidence.lines import line_of
 from evidence.models import Finding, Severity
-
-CHUNK_BYTES = 1 << 20
-"""Read size for hashing (1 MiB): large enough that OpenSSL's SHA-256 dominates the cost and
-the GIL is released for most of the time, small enough to keep memory flat."""
 
 DEFAULT_MAX_FILE_BYTES = 64 << 20
 """Default limit (64 MiB) for files read whole into memory: manifests, integrity maps and the
@@ -82,87 +83,6 @@ the tag manifest cannot be listed in it): ``*.dsse.json``, ``*.intoto.jsonl``, `
 ``*.sigstore[.json]``."""
 
 Kind = Literal["bagit", "bagit-tags", "sha256sums", "json-map"]
-ProgressFn = Callable[[int, int], None]
-"""Progress callback ``(bytes_done, bytes_total)``, called from worker threads."""
-
-
-# ------------------------------------------------------------------------------ hashing
-
-
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
-                on_bytes: Callable[[int], None] | None = None) -> tuple[str, int]:
-    """Stream ``path`` through SHA-256 in ``chunk``-byte reads into one reused buffer.
-
-    Returns ``(hex_digest, size_in_bytes)``.  Memory is O(chunk) whatever the file size.
-    ``on_bytes(n)`` is called after each read.  Raises ``OSError`` (e.g. PermissionError).
-    """
-    h = hashlib.sha256()
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    size = 0
-    with open(path, "rb", buffering=0) as f:
-        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-            size += n
-            if on_bytes is not None:
-                on_bytes(n)
-    return h.hexdigest(), size
-
-
-def hash_files(paths: Iterable[Path], *, workers: int | None = None,
-               progress: ProgressFn | None = None,
-               total_bytes: int | None = None) -> dict[Path, tuple[str, int] | OSError]:
-    """Hash many files on a thread pool (default: one worker per core, at least 2).
-
-    Returns ``{path: (hex, size)}``, or the ``OSError`` raised for an unreadable file (the
-    other files are still hashed).  ``progress(done, total)`` sees the running byte count;
-    ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
-    """
-    plist = list(paths)
-    if total_bytes is None:
-        total_bytes = 0
-        for p in plist:
-            try:
-                total_bytes += p.stat().st_size
-            except OSError:
-                pass
-    lock = threading.Lock()
-    done = [0]
-
-    def tick(n: int) -> None:
-        if progress is None:
-            return
-        with lock:
-            done[0] += n
-            d = done[0]
-        progress(d, total_bytes)
-
-    def one(p: Path) -> tuple[str, int] | OSError:
-        try:
-            return sha256_file(p, on_bytes=tick)
-        except OSError as e:
-            return e
-
-    n = workers or max(2, os.cpu_count() or 2)
-    if len(plist) <= 1:
-        return {p: one(p) for p in plist}
-    # Largest first, so one big file does not start last and leave a core idle at the end.
-    order = sorted(plist, key=lambda p: -_size_or_zero(p))
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="sha256") as ex:
-        results = list(ex.map(one, order))
-    return dict(zip(order, results, strict=True))
-
-
-def _size_or_zero(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except OSError:
-        return 0
 
 
 # ------------------------------------------------------------------------------- writer
@@ -439,12 +359,14 @@ def _finding(rule: str, sev: Severity, path: str, msg: str, *, line: int | None 
 
 
 class _Verifier:
-    def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int) -> None:
+    def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int,
+                 hasher: HashPool | None = None) -> None:
         self.root = root
         self.idx = idx
         self.max = max_file_bytes
         self.res = VerifyResult()
         self.entries: list[tuple[ManifestSummary, Entry]] = []
+        self.hasher = hasher
 
     # -- helpers
     def add(self, f: Finding) -> None:
@@ -741,6 +663,8 @@ class _Verifier:
             return None
         e.rel = rel
         self.entries.append((summ, e))
+        if self.hasher is not None and (rel in self.idx.files or rel in self.idx.links):
+            self.hasher.submit(self.root / rel, self.idx.files.get(rel))  # hash it now
         return rel
 
     # -- the single hashing pass
@@ -771,8 +695,11 @@ class _Verifier:
         paths = {rel: self.root / rel for rel in todo if rel not in self.idx.special}
         t0 = time.perf_counter()
         total = sum(self.idx.files.get(r, 0) for r in paths)
-        done = hash_files(paths.values(), workers=workers, progress=progress,
-                          total_bytes=total)
+        if self.hasher is not None:
+            done = self.hasher.results(paths.values())
+        else:
+            done = hash_files(paths.values(), workers=workers, progress=progress,
+                              total_bytes=total)
         self.res.hash_seconds = time.perf_counter() - t0
         by_rel = {rel: done[p] for rel, p in paths.items()}
         for got in by_rel.values():
@@ -867,17 +794,22 @@ def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
 def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 progress: ProgressFn | None = None, workers: int | None = None,
                 index: TreeIndex | None = None,
-                json_docs: dict[str, tuple[object, str]] | None = None) -> VerifyResult:
+                json_docs: Mapping[str, tuple[object, str]]
+                | Callable[[], Mapping[str, tuple[object, str]]] | None = None,
+                hasher: HashPool | None = None) -> VerifyResult:
     """Verify every manifest under ``root`` in one pass; see the module docstring.
 
     ``index`` reuses an earlier :func:`index_tree`; ``json_docs`` maps root-relative paths of
     already-parsed JSON files to ``(object, text)`` so integrity maps are not parsed twice
-    (when None, JSON files are read here, those over ``max_file_bytes`` skipped).  Raises
-    ``OSError`` only when ``root`` itself cannot be listed.
+    (when None, JSON files are read here, those over ``max_file_bytes`` skipped).  It may be
+    a function returning that mapping: it is called once the BagIt and SHA256SUMS manifests
+    are read, so with ``hasher`` (a :class:`evidence.hashing.HashPool`, whose ``progress``
+    and ``workers`` then apply instead of this function's) their files hash while it parses.
+    Raises ``OSError`` only when ``root`` itself cannot be listed.
     """
     root = Path(root)
     idx = index or index_tree(root)
-    v = _Verifier(root, idx, max_file_bytes)
+    v = _Verifier(root, idx, max_file_bytes, hasher)
     bag_dirs = set()
     for f in idx.files:
         p = PurePosixPath(f)
@@ -894,6 +826,8 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             continue
         if _SUMS_NAMES.match(p.name):
             v.sums_file(f)
+    if callable(json_docs):
+        json_docs = json_docs()
     for f in sorted(idx.files):
         if not f.endswith(".json"):
             continue
