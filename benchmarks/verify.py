@@ -18,9 +18,13 @@ Targets: ``check``'s median wall at most 1.2x the two-OpenSSL floor's in the sam
 its peak RSS under 64 MiB.  On a loaded machine compare the ratios: the absolute seconds
 grow with the load.
 
+With ``--baseline PATH`` (the ``campaign-bot`` script of another install, e.g. of an earlier
+revision) that install's ``check`` runs in the same rounds, as "(baseline) check".
+
 Usage::
 
     .venv/bin/python benchmarks/verify.py [--dir /tmp/cb-bench] [--rounds 5] [--media-gib 2]
+        [--baseline /path/to/other/.venv/bin/campaign-bot]
 """
 
 from __future__ import annotations
@@ -149,6 +153,7 @@ def main() -> int:
     ap.add_argument("--json-files", type=int, default=500)
     ap.add_argument("--media-gib", type=float, default=2.0)
     ap.add_argument("--keep", action="store_true", help="keep the bag for the next run")
+    ap.add_argument("--baseline", type=Path, help="another install's campaign-bot script")
     a = ap.parse_args()
     console = Console(width=max(Console().width, 130))
     root = a.dir / "bag"
@@ -180,6 +185,9 @@ def main() -> int:
         "campaign-bot check, empty bag (start-up)": lambda: run(
             [*ours, "check", str(empty), "--json"], root),
     }
+    if a.baseline is not None:
+        tools["(baseline) check"] = lambda: run(
+            [str(a.baseline.resolve()), "check", str(root), "--json"], root)
     for p in (root / "data").rglob("*"):  # page cache warm for every tool alike
         if p.is_file():
             with open(p, "rb") as f:
@@ -203,7 +211,7 @@ def main() -> int:
     for name, rs in results.items():
         walls = [w for w, _, _ in rs]
         med = statistics.median(walls)
-        hashing = "start-up" not in name
+        hashing = "start-up" not in name  # rows that hash the 2 GiB
         t.add_row(name, f"{med:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
                   f"{med / floor:.3f}" if hashing else "", f"{med / base:.3f}" if hashing else "",
                   f"{payload / 2**30 / med:.2f}" if hashing else "",

@@ -41,17 +41,19 @@ A package adds commands with one entry point per plug-in module in its ``pyproje
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PLUGIN_GROUP = "campaign_bot.cli"
 """Entry-point group of the command plug-ins (see the module docstring)."""
@@ -82,7 +84,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+
+
+@functools.cache
+def _stderr() -> Console:
+    """The rich console on stderr, made on first use (``check --json`` never imports rich)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (:func:`rich.markup.escape`, imported on first use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _progress() -> _LazyProgress | None:
+    """The hashing progress bar when stderr is a terminal (as rich judges it), else None."""
+    if not sys.stderr.isatty() and "FORCE_TERMINAL" not in os.environ:
+        return None  # the common non-interactive case, decided without importing rich
+    return _LazyProgress(_stderr()) if _stderr().is_terminal else None
 
 
 def _version(value: bool) -> None:
@@ -114,7 +137,7 @@ def schema_cmd(
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        err.print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
+        _stderr().print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -202,27 +225,27 @@ def check_cmd(
     from evidence.findings import BaseRefError
 
     if claims is not None and not claims.is_file():
-        err.print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
+        _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
         raise typer.Exit(EXIT_USAGE)
-    progress = _LazyProgress(err) if err.is_terminal else None
+    progress = _progress()
     try:
         rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress,
                              base_ref=base, claims_file=claims, prior_noise=prior_noise)
     except BaseRefError as e:
         if progress:
             progress.stop()
-        err.print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
+        _stderr().print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        err.print(f"[red]cannot check:[/] {escape(str(e))}")
+        _stderr().print(f"[red]cannot check:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        err.print(f"[red]cannot read[/] {escape(why)}")
+        _stderr().print(f"[red]cannot read[/] {escape(why)}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
@@ -232,7 +255,7 @@ def check_cmd(
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            err.print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
             raise typer.Exit(EXIT_USAGE) from None
         sig = signature_findings(directory, keys)
         rep.findings.extend(sig)
@@ -241,6 +264,8 @@ def check_cmd(
     if as_json:
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
+        from rich.console import Console
+
         out = Console(highlight=False)
         if details and not out.is_terminal and "COLUMNS" not in os.environ:
             out.width = 160  # a file or pipe: wide tables, unless COLUMNS says otherwise
@@ -319,5 +344,5 @@ def main() -> None:
     """Console-script entry point: load the plug-ins unless a core command runs, then run."""
     if _command_of(sys.argv[1:]) not in CORE_COMMANDS:
         for line in _load_plugins():
-            err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+            _stderr().print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     app()
