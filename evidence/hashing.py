@@ -138,6 +138,7 @@ class HashPool:
         self._done: dict[Path, Result] = {}
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._failed: BaseException | None = None  # a bug in a hashing thread, re-raised
         self._stop = threading.Event()
         self._seq = 0
         self._bytes_done = 0
@@ -176,12 +177,19 @@ class HashPool:
             return frozenset(self._queued)
 
     def results(self, paths: Iterable[Path]) -> dict[Path, Result]:
-        """Wait for ``paths`` (queued now where not yet) and return their results."""
+        """Wait for ``paths`` (queued now where not yet) and return their results.
+
+        Raises RuntimeError when a hashing thread failed with anything but an ``OSError``
+        (a bug, not a bad file), instead of waiting for ever.
+        """
         plist = [Path(p) for p in paths]
         for p in plist:
             self.submit(p)
         with self._cv:
-            self._cv.wait_for(lambda: all(p in self._done for p in plist) or self._closed)
+            self._cv.wait_for(lambda: all(p in self._done for p in plist) or self._closed
+                              or self._failed is not None)
+            if self._failed is not None:
+                raise RuntimeError("a hashing thread failed") from self._failed
             return {p: self._done.get(p, OSError(errno.ECANCELED, "not hashed", str(p)))
                     for p in plist}
 
@@ -209,6 +217,11 @@ class HashPool:
                 result = sha256_file(path, on_bytes=self._tick, buffer=buf, stop=self._stop)
             except OSError as e:
                 result = e
+            except BaseException as e:  # a bug (or a progress callback's): wake the waiters
+                with self._cv:
+                    self._failed = e
+                    self._cv.notify_all()
+                return
             with self._cv:
                 self._done[path] = result
                 self._cv.notify_all()
@@ -222,8 +235,8 @@ class HashPool:
                 self._heap.clear()
                 self._stop.set()
             else:
-                self._cv.wait_for(lambda: not self._heap)
-                self._cv.wait_for(lambda: len(self._done) >= len(self._queued))
+                self._cv.wait_for(lambda: len(self._done) >= len(self._queued)
+                                  or self._failed is not None)
             self._closed = True
             self._cv.notify_all()
         for t in self._threads:

@@ -166,3 +166,15 @@ def test_verify_tree_with_a_pool_reports_a_mismatch(tmp_path: Path) -> None:
         res = verify_tree(tmp_path, hasher=pool, json_docs=dict)
     assert res.mismatched == 1
     assert [x.rule for x in res.findings] == ["MANIFEST_MISMATCH"]
+
+
+def test_a_failing_progress_callback_raises_instead_of_hanging(tmp_path: Path) -> None:
+    def broken(done: int, total: int) -> None:
+        raise ZeroDivisionError("progress bug")
+
+    f = _file(tmp_path / "f", 10_000)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="hashing thread failed") as exc:
+        hash_files([f, _file(tmp_path / "g", 10)], progress=broken, workers=1)
+    assert isinstance(exc.value.__cause__, ZeroDivisionError)
+    assert time.monotonic() - t0 < 10
