@@ -1,7 +1,7 @@
 """GitHub API calls and time of a campaign status header refresh.
 
-Runs the real refresh path (``bot.campaign_status.HeaderService`` over ``bot.github``'s
-PyGithub port, a migrated SQLite database, ``evidence``'s loader and verdict engine)
+Runs the real refresh path (``bot.features.header.service.HeaderService`` over the PyGithub
+port, a migrated SQLite database, ``evidence``'s loader and verdict engine)
 against the local GitHub double (``tests/github_double``, a real HTTP server on 127.0.0.1)
 holding the bundled example campaign ``examples/h3-ref2va-4x910b1`` and two candidate PRs.
 Every HTTP request the double receives is counted.
@@ -34,9 +34,9 @@ from github_double.openapi import OpenAPISubset  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bot import campaign_status as cs  # noqa: E402
-from bot.github import PyGithubPort, make_client  # noqa: E402
-from bot.store import make_engine, migrate  # noqa: E402
+from bot.database import make_engine, migrate  # noqa: E402
+from bot.features.header import service as cs  # noqa: E402
+from bot.github.pygithub import PyGithubPort, make_client  # noqa: E402
 
 REPO = "org/campaigns"
 CAMPAIGN = "campaigns/h3-ref2va-4x910b1"
@@ -75,7 +75,6 @@ async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
             engine = make_engine(f"sqlite:///{tmp}/bot.sqlite3")
             migrate(engine)
             svc = cs.HeaderService(engine)
-            cs.configure(svc)
             auth = Auth.Token("test-token")
             gh = PyGithubPort(make_client(double.base_url, auth, throttle=False), REPO,
                               "campaign-bot[bot]", auth=auth, base_url=double.base_url)
@@ -113,7 +112,6 @@ async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
             double.set_branch(REPO, "main", {f"{CAMPAIGN}/results/note.txt": "new\n"},
                               parent="main")
             await step("new evidence on the default branch")
-            cs.configure(None)
             engine.dispose()
     finally:
         double.stop()

@@ -1,4 +1,4 @@
-"""Cost of one PR evidence review (bot.review) against the local GitHub double: wall time and
+"""Cost of one PR evidence review (review feature) against the local GitHub double: wall time and
 GitHub requests per review, first run (posts review, summary, check run) and re-run (posts
 nothing).  The campaign is the bundled example (examples/h3-ref2va-4x910b1) with one broken
 status file.  Run with
@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from github import Auth  # noqa: E402
 from github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 
-from bot.github import PyGithubPort, make_client, make_retry  # noqa: E402
+from bot.features.review.review import review_pull  # noqa: E402
+from bot.github.pygithub import PyGithubPort, make_client, make_retry  # noqa: E402
 from bot.repo_config import RepoConfig  # noqa: E402
-from bot.review import review_pull  # noqa: E402
 
 REPO = "acme/campaigns"
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"

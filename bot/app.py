@@ -1,339 +1,137 @@
-"""The FastAPI application: ``POST /webhook``, ``GET /healthz``, ``GET /metrics``.
+"""The composition root: the one place that builds the service from its parts.
 
-``POST /webhook`` is thin and fails closed (DESIGN.md style rule 3), in this order:
+    settings ─► database ─► GitHub port factory ─► features ─► one scheduler ─► FastAPI app
 
-1. no ``X-Hub-Signature-256`` → 401;
-2. ``Content-Length`` above ``max_body_bytes`` → 413 without reading; the body is then read
-   in chunks and a stream that passes the limit → 413 (chunked bodies have no length);
-3. signature not valid for the raw bytes (``hmac.compare_digest``) → 401;
-4. no ``X-GitHub-Event`` or ``X-GitHub-Delivery`` → 400;
-5. ``ping`` → 200 ``{"ok": true, "zen": ...}`` (not stored);
-6. body not a JSON object (or form without ``payload``) → 400, **not stored**: GitHub never
-   sends that, so a signed malformed body means a broken sender; storing it would only park a
-   delivery no attempt can process;
-7. store (id, event, headers, body, received time) → 202 ``{"status": "queued"}``; a
-   delivery id already stored → 200 ``{"status": "duplicate"}`` and it is not processed again.
+* :func:`create_app` reads as that line: the web app of ``campaign-bot serve`` (inbox writer,
+  ``/webhook``, ``/healthz``, ``/metrics``) and, where the handlers run, the worker with the
+  composed features and their jobs on one scheduler.
+* :func:`compose` adds the features to a :class:`bot.registry.Registry`, explicitly and in a
+  fixed order (the order their handlers run for one event): config, help, review, screen,
+  header, then the modules named by ``CAMPAIGN_BOT_EXTRA_HANDLERS``.  Features never import
+  each other; the one thing one feature tells another (the screen queue shown in the status
+  header) is wired here.
+* :func:`worker_main` is the worker process (``python -m bot.worker_process``): it receives
+  the parent's settings on a pipe and composes the features the same way.
 
-The worker runs as a child process by default (``bot.worker_process``; see there why), or
-on a thread of this process (``worker_mode="thread"``, used by the in-process tests).
-
-The store write is :class:`InboxWriter` (see there: inline on the loop for SQLite without
-fsync, else a group-commit writer thread).
+Nothing here (or anywhere in ``bot/``) keeps state at module level: every object lives in the
+application that made it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
-import json
+import importlib
 import logging
-import os
-import queue
 import sys
-import threading
-from collections.abc import AsyncIterator, Sequence
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from bot import store
+from bot import database
+from bot.features import config, header, help, review, screen
+from bot.features.screen.campaign_state import campaign_state
+from bot.inbox import replay as replay_mod
+from bot.inbox import store
+from bot.inbox.endpoint import Inbox, add_routes
+from bot.inbox.replay import ReplayReport, SavedDelivery
+from bot.inbox.router import Event, Router
+from bot.inbox.worker import ContextFactory, Worker
+from bot.inbox.worker_process import WorkerProcess, die_with_parent, read_settings_fd, run_child
+from bot.inbox.writer import Checkpointer, InboxWriter
 from bot.metrics import Metrics
-from bot.metrics import metrics as default_metrics
-from bot.router import Router
-from bot.router import router as default_router
-from bot.settings import Settings
-from bot.webhook import (
-    DELIVERY_HEADER,
-    DROPPED_HEADERS,
-    EVENT_HEADER,
-    SIGNATURE_HEADER,
-    PayloadError,
-    delivery_key,
-    parse_payload,
-    repo_of,
-    verify_signature,
-)
-from bot.worker import ContextFactory, Worker, default_context_factory, load_handlers
+from bot.registry import Registry
+from bot.repo_config import RepoConfigs
+from bot.scheduler import start_scheduler
+from bot.settings import Settings, SettingsError, dump_settings, restore_settings
 
 log = logging.getLogger(__name__)
 
-PING_ZEN = "Speak like a human."
-WRITER_BATCH = 256
+FEATURES = tuple(f.__name__ for f in (config, help, review, screen, header))
+"""The features :func:`compose` adds, in order (the dashboard is a CLI plug-in)."""
+WORKER_MODULE = "bot.worker_process"
+"""``python -m bot.worker_process`` runs :func:`worker_main`."""
 
 
-class InboxWriter:
-    """Stores deliveries; :meth:`submit` returns True when the row was inserted, False for a
-    duplicate ``delivery_id``, and raises the database error if the commit failed (nothing
-    is acknowledged then).  ``on_commit`` is called after each successful commit.
+class ExtraHandlersError(Exception):
+    """A module named in ``CAMPAIGN_BOT_EXTRA_HANDLERS`` cannot be imported or has no
+    ``register(app)``; the message names the setting and the module."""
 
-    Two ways, chosen by ``inline``:
 
-    * inline (SQLite with ``synchronous=NORMAL``, the default): the insert runs on the event
-      loop on one raw ``sqlite3`` connection.  A WAL commit without fsync costs ~0.15 ms of
-      CPU, less than handing the row to another thread and back, which on a busy 2-core
-      machine waits for the scheduler twice (``benchmarks/webhook_load.py``: p99 12 ms
-      inline vs 25-200 ms through a thread under the same load).
-    * a writer thread (PostgreSQL, or SQLite ``FULL``): commits whatever arrived together in
-      one transaction (group commit), so an fsync or a network round trip never blocks the
-      event loop and one fsync serves many deliveries.
+def extra_features(modules: Sequence[str]) -> list[Callable[[Registry], None]]:
+    """The ``register(app)`` of each module in ``modules`` (imported here).
+
+    Raises :class:`ExtraHandlersError`."""
+    out = []
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - reported with the setting's name
+            raise ExtraHandlersError(
+                f"CAMPAIGN_BOT_EXTRA_HANDLERS: cannot import {name!r}: {type(exc).__name__}: "
+                f"{exc}") from None
+        fn = getattr(mod, "register", None)
+        if not callable(fn):
+            raise ExtraHandlersError(f"CAMPAIGN_BOT_EXTRA_HANDLERS: module {name!r} has no "
+                                     "register(app) function")
+        out.append(fn)
+    return out
+
+
+def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
+                   metrics: Metrics | None = None, throttle: bool | None = None,
+                   retry: Any = None) -> ContextFactory:
+    """The worker's per-event GitHub factory: ``(port, repo config)`` for each event's
+    repository (GitHub App installation auth when ``CAMPAIGN_BOT_APP_ID`` and a private key
+    are set, else ``CAMPAIGN_BOT_TOKEN``), the config read through ``configs``.
+
+    An event without a repository (``installation``, ``ping``) gets a port that refuses every
+    call.  Without credentials the service still starts (deliveries are stored and can be
+    retried); the factory raises :class:`bot.github.GitHubError` for each event.  Raises
+    :class:`bot.settings.SettingsError` when the private key file cannot be read.
     """
+    from bot.github.pygithub import GitHubClients, NoRepositoryPort
 
-    def __init__(self, engine: Engine, on_commit: Any = None, *, inline: bool = False) -> None:
-        self.engine = engine
-        self.on_commit = on_commit
-        self.inline = inline and engine.dialect.name == "sqlite"
-        self._raw: Any = None
-        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="campaign-bot-inbox", daemon=True)
+    configs = configs if configs is not None else RepoConfigs()
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    clients = GitHubClients(
+        base_url=settings.github_api_url, bot_login=settings.bot_login,
+        app_id=settings.app_id, private_key_pem=settings.private_key_pem(), token=token,
+        throttle=settings.github_throttle if throttle is None else throttle, retry=retry,
+        metrics=metrics,
+    )
 
-    def start(self) -> None:
-        """Open the inline connection, or start the writer thread."""
-        if self.inline:
-            self._raw = self._open_raw()
-            # the event loop must not wait long on a lock: 5 s, then 503 (GitHub shows it)
-            self._raw.execute("PRAGMA busy_timeout=5000")
-        else:
-            self._thread.start()
+    async def context(event: Event) -> tuple[Any, Any]:
+        if not event.repo_full_name:
+            return NoRepositoryPort(settings.bot_login), None
+        port = await asyncio.to_thread(clients.port, event.repo_full_name,
+                                       event.installation_id)
+        return port, (await configs.load(port)).config
 
-    def _open_raw(self) -> Any:
-        raw = self.engine.raw_connection()  # one writer connection, no ORM overhead
-        # An automatic checkpoint would run inside some acknowledgement's commit (copying the
-        # WAL into the database file: tens of ms); the Checkpointer thread does it instead.
-        raw.execute("PRAGMA wal_autocheckpoint=0")
-        return raw
-
-    @property
-    def alive(self) -> bool:
-        """True while the writer can store deliveries."""
-        return self._raw is not None if self.inline else self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Finish queued inserts, then stop."""
-        if self.inline:
-            if self._raw is not None:
-                self._raw.close()
-                self._raw = None
-            return
-        self._q.put(None)
-        self._thread.join(30)
-
-    async def submit(self, row: store.NewDelivery) -> bool:
-        """Store ``row``; see the class docstring."""
-        if self.inline:
-            inserted = self._commit(self._raw, [row])[0]
-            if self.on_commit is not None:
-                self.on_commit()
-            return inserted
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        self._q.put((row, fut, loop))
-        return await fut
-
-    def _run(self) -> None:
-        raw = self._open_raw() if self.engine.dialect.name == "sqlite" else None
-        try:
-            self._loop_batches(raw)
-        finally:
-            if raw is not None:
-                raw.close()
-
-    def _commit(self, raw: Any, rows: list[store.NewDelivery]) -> Sequence[bool]:
-        if raw is None:
-            with self.engine.begin() as conn:
-                return store.insert_deliveries(conn, rows)
-        try:
-            res = store.insert_deliveries_sqlite(raw, rows)
-            raw.commit()
-            return res
-        except BaseException:
-            raw.rollback()
-            raise
-
-    def _loop_batches(self, raw: Any) -> None:
-        stop = False
-        while not stop:
-            item = self._q.get()
-            if item is None:
-                break
-            batch = [item]
-            while len(batch) < WRITER_BATCH:
-                try:
-                    nxt = self._q.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
-            try:
-                results: Sequence[bool | BaseException] = self._commit(raw, [b[0] for b in batch])
-            except Exception as exc:  # noqa: BLE001 - reported to every waiting request
-                log.exception("could not store %d deliveries", len(batch))
-                results = [exc] * len(batch)
-            else:
-                if self.on_commit is not None:
-                    self.on_commit()
-            for (_row, fut, loop), res in zip(batch, results, strict=True):
-                loop.call_soon_threadsafe(_resolve, fut, res)
+    return context
 
 
-class WorkerProcess:
-    """The worker as a child process (``python -m bot.worker_process``), supervised: if it
-    dies it is started again (its unfinished deliveries are requeued by the new one).
-
-    :meth:`wake` is thread-safe and never blocks; :attr:`snapshot` holds the child's latest
-    counters for ``GET /metrics``."""
-
-    def __init__(self) -> None:
-        self.proc: Any = None
-        self.snapshot: dict[str, Any] = {}
-        self._wake_w: int | None = None
-        self._report_r: int | None = None
-        self._buf = b""
-        self.restarts = 0
-
-    def start(self) -> None:
-        """Spawn the child with a wake pipe and a report pipe."""
-        import subprocess
-        import sys
-
-        wake_r, wake_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.worker_process", "--wake-fd", str(wake_r),
-             "--report-fd", str(rep_w)],
-            pass_fds=(wake_r, rep_w),
-        )
-        os.close(wake_r)
-        os.close(rep_w)
-        os.set_blocking(wake_w, False)
-        os.set_blocking(rep_r, False)
-        self._wake_w, self._report_r = wake_w, rep_r
-        asyncio.get_running_loop().add_reader(rep_r, self._on_report)
-
-    @property
-    def alive(self) -> bool:
-        """True while the child runs."""
-        return self.proc is not None and self.proc.poll() is None
-
-    def wake(self) -> None:
-        """Tell the child new deliveries are stored."""
-        fd = self._wake_w
-        if fd is None:
-            return
-        try:
-            os.write(fd, b"w")
-        except (BlockingIOError, BrokenPipeError, OSError):
-            pass  # pipe full (the child is awake anyway) or child gone (supervisor restarts)
-
-    def _on_report(self) -> None:
-        fd = self._report_r
-        try:
-            data = os.read(fd, 65536) if fd is not None else b""
-        except BlockingIOError:
-            return
-        if not data:
-            self._close_report()
-            return
-        self._buf += data
-        *lines, self._buf = self._buf.split(b"\n")
-        if lines:
-            try:
-                self.snapshot = json.loads(lines[-1])
-            except ValueError:
-                pass
-
-    def _close_report(self) -> None:
-        if self._report_r is not None:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(self._report_r)
-            os.close(self._report_r)
-            self._report_r = None
-
-    def _close(self) -> None:
-        self._close_report()
-        if self._wake_w is not None:
-            os.close(self._wake_w)
-            self._wake_w = None
-
-    async def supervise(self) -> None:
-        """Restart the child whenever it exits (until cancelled)."""
-        while True:
-            await asyncio.sleep(1.0)
-            if self.proc is not None and self.proc.poll() is not None:
-                log.error("worker process exited with %s; starting a new one",
-                          self.proc.returncode)
-                self._close()
-                self.restarts += 1
-                self.start()
-                self.wake()
-
-    async def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the child and wait (it finishes running handlers for up to ``grace``)."""
-        import signal
-        import subprocess
-
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(self.proc.wait, grace + 5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                await asyncio.to_thread(self.proc.wait)
-        self._close()
-
-
-class Checkpointer:
-    """SQLite only: a thread that runs ``PRAGMA wal_checkpoint(PASSIVE)`` every ``interval``
-    seconds on its own connection (PASSIVE never blocks the inbox writer), because the
-    writer's automatic checkpoints are off."""
-
-    def __init__(self, engine: Engine, interval: float = 1.0) -> None:
-        self.engine = engine
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="campaign-bot-checkpoint",
-                                        daemon=True)
-
-    def start(self) -> None:
-        """Start the thread."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Run a last checkpoint and stop."""
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        while True:
-            stopping = self._stop.wait(self.interval)
-            try:
-                with self.engine.connect() as conn:
-                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-            except Exception:  # noqa: BLE001 - the next round tries again
-                log.exception("WAL checkpoint failed")
-            if stopping:
-                return
-
-
-def _resolve(fut: asyncio.Future[bool], res: bool | BaseException) -> None:
-    if fut.done():
-        return
-    if isinstance(res, BaseException):
-        fut.set_exception(res)
-    else:
-        fut.set_result(res)
-
-
-def _reject(reason: str, status: int, detail: str, m: Metrics, delivery: str | None) -> Response:
-    m.inc_rejected(reason)
-    log.warning("webhook rejected (%s, delivery %s): %s", status, delivery or "-", detail)
-    return JSONResponse({"error": detail}, status_code=status)
+def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
+            metrics: Metrics | None = None) -> Registry:
+    """Every feature's handlers, commands and jobs, on ``engine`` and the GitHub factory
+    ``context`` (default :func:`github_context`).  Raises :class:`ExtraHandlersError`."""
+    configs = RepoConfigs()
+    if context is None:
+        context = github_context(settings, configs=configs, metrics=metrics)
+    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login)
+    config.register(app)
+    help.register(app)
+    review.register(app)
+    screen.register(app, settings.screen)
+    header.register(app, queue=campaign_state)
+    for register in extra_features(settings.extra_handler_modules):
+        register(app)
+    return app
 
 
 def create_app(
@@ -342,79 +140,70 @@ def create_app(
     engine: Engine | None = None,
     context_factory: ContextFactory | None = None,
     run_worker: bool | None = None,
-    metrics: Metrics = default_metrics,
-    router: Router = default_router,
+    metrics: Metrics | None = None,
+    router: Router | None = None,
     poll_interval: float = 1.0,
 ) -> FastAPI:
     """The application for ``settings``.
 
     ``engine`` defaults to one for ``settings.database_url``; ``context_factory`` to
-    :func:`bot.worker.default_context_factory`; ``router`` to ``bot.router.router``.  On
-    start-up it runs the migrations, imports the handler modules, starts the inbox writer and
-    (unless ``run_worker`` is False) the worker thread; on shutdown it stops them, leaving
-    unfinished deliveries for the next start.
+    :func:`github_context`; ``router`` (tests) replaces the composed features' handlers and
+    jobs.  On start-up it runs the migrations, starts the inbox writer and (unless
+    ``run_worker`` is False) the worker: a child process (``worker_mode="process"``, which
+    composes the features itself) or a thread of this process with the features and their
+    one scheduler.  On shutdown it stops them, leaving unfinished deliveries for the next
+    start.  Raises :class:`bot.settings.SettingsError` without a webhook secret.
     """
     if run_worker is None:
         run_worker = settings.run_worker
     mode = settings.worker_mode
-    if mode == "process" and (context_factory is not None or router is not default_router):
-        raise ValueError("worker_mode 'process' reads its handlers and GitHub context from the "
-                         "settings; pass worker_mode='thread' to inject them")
-    secret = settings.webhook_secret.get_secret_value().encode()
-    max_body = settings.max_body_bytes
+    if mode == "process" and (context_factory is not None or router is not None):
+        raise ValueError("worker_mode 'process' composes its handlers and GitHub context from "
+                         "the settings; pass worker_mode='thread' to inject them")
+    secret = settings.secret()
+    metrics = metrics if metrics is not None else Metrics()
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        eng = engine or store.make_engine(settings.database_url,
-                                          sqlite_synchronous=settings.sqlite_synchronous)
-        await asyncio.to_thread(store.migrate, eng)
-        loaded = load_handlers(settings.extra_handler_modules)
-        scheduler = None
-        if run_worker and "bot.campaign_status" in loaded:
-            # issue 8: the status header's service on this database, and its 30-minute job
-            from bot import campaign_status
-
-            campaign_status.configure(
-                campaign_status.HeaderService(eng, bot_login=settings.bot_login))
-            try:
-                scheduler = campaign_status.start_scheduler(
-                    eng, context_factory or default_context_factory(settings),
-                    settings.bot_login)
-            except Exception as exc:  # noqa: BLE001 - no GitHub credentials: no safety net
-                log.warning("status header scheduler not started: %s", exc)
+        # the database
+        eng = engine or database.make_engine(settings.database_url,
+                                             sqlite_synchronous=settings.sqlite_synchronous)
+        await asyncio.to_thread(database.migrate, eng)
+        # the worker: here (GitHub port factory -> features -> one scheduler), or a child
+        # process that composes the same from the settings it is handed
         worker: Worker | WorkerProcess | None = None
-        supervisor = None
+        scheduler = None
         if run_worker and mode == "process":
-            worker = WorkerProcess()
+            worker = WorkerProcess(WORKER_MODULE, dump_settings(settings),
+                                   on_exit=metrics.process_gone)
         elif run_worker:
+            context = context_factory or github_context(settings, metrics=metrics)
+            if router is None:
+                bot = compose(settings, eng, context=context, metrics=metrics)
+                handlers, jobs = bot.router, bot.jobs
+            else:
+                handlers, jobs = router, []
+            scheduler = start_scheduler(jobs) if jobs else None
             worker = Worker(
-                eng, context_factory or default_context_factory(settings),
-                concurrency=settings.worker_concurrency, max_attempts=settings.max_attempts,
-                retry_delays=settings.retry_delay_seconds, metrics=metrics, router=router,
-                poll_interval=poll_interval,
+                eng, context, concurrency=settings.worker_concurrency,
+                max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
+                metrics=metrics, router=handlers, poll_interval=poll_interval,
             )
+        # the inbox: deliveries stored, then the worker woken
         writer = InboxWriter(eng, on_commit=worker.wake if worker else None,
                              inline=settings.sqlite_synchronous == "NORMAL")
         writer.start()
         checkpointer = Checkpointer(eng) if eng.dialect.name == "sqlite" else None
         if checkpointer is not None:
             checkpointer.start()
+        supervisor = None
         if isinstance(worker, WorkerProcess):
             worker.start()
             worker.wake()
             supervisor = asyncio.create_task(worker.supervise())
         elif worker is not None:
             worker.start_thread()
-        # the /screen flow (issue 7): its runtime and watchdog jobs live where the handlers
-        # run (the worker child process starts its own, see bot.worker_process)
-        screens_svc = None
-        if "bot.screen" in sys.modules and not isinstance(worker, WorkerProcess):
-            from bot import screen_service
-
-            screens_svc = screen_service.start(
-                eng, worker.context_factory if isinstance(worker, Worker) else None,
-                scheduler=isinstance(worker, Worker))
         state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
         log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
         try:
@@ -422,8 +211,6 @@ def create_app(
         finally:
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
-            if screens_svc is not None:
-                screens_svc.stop()
             writer.stop()
             if checkpointer is not None:
                 checkpointer.stop()
@@ -434,94 +221,86 @@ def create_app(
             elif worker is not None:
                 await asyncio.to_thread(worker.stop)
 
+    def problems() -> list[str]:
+        out = []
+        try:
+            with state["engine"].connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:  # noqa: BLE001
+            out.append(f"database: {type(exc).__name__}")
+        if not state["writer"].alive:
+            out.append("inbox writer: not running")
+        w = state.get("worker")
+        if run_worker and (w is None or not w.alive):
+            out.append("worker: not running")
+        return out
+
+    async def submit(row: store.NewDelivery) -> bool:
+        inserted: bool = await state["writer"].submit(row)
+        return inserted
+
     app = FastAPI(title="campaign-bot", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.bot = state
-
-    @app.post("/webhook")
-    async def webhook(request: Request) -> Response:
-        h = request.headers
-        delivery = h.get(DELIVERY_HEADER)
-        sig = h.get(SIGNATURE_HEADER)
-        if not sig:
-            return _reject("signature", 401, "missing X-Hub-Signature-256", metrics, delivery)
-        cl = h.get("content-length")
-        if cl is not None:
-            try:
-                n = int(cl)
-            except ValueError:
-                return _reject("bad_request", 400, "bad Content-Length", metrics, delivery)
-            if n > max_body:
-                return _reject("too_large", 413, f"body of {n} bytes exceeds {max_body}",
-                               metrics, delivery)
-        chunks = bytearray()
-        async for chunk in request.stream():
-            chunks += chunk
-            if len(chunks) > max_body:
-                return _reject("too_large", 413, f"body exceeds {max_body} bytes", metrics,
-                               delivery)
-        body = bytes(chunks)
-        if not verify_signature(secret, body, sig):
-            return _reject("signature", 401, "signature does not match the body", metrics,
-                           delivery)
-        event = h.get(EVENT_HEADER)
-        if not event or not delivery:
-            return _reject("bad_request", 400,
-                           "missing X-GitHub-Event or X-GitHub-Delivery", metrics, delivery)
-        if event == "ping":
-            return JSONResponse({"ok": True, "zen": PING_ZEN})
-        try:
-            payload = parse_payload(body, h.get("content-type"))
-        except PayloadError as exc:
-            return _reject("malformed", 400, str(exc), metrics, delivery)
-        action = payload.get("action")
-        row = store.NewDelivery(
-            delivery_id=delivery[:200],
-            event=event[:100],
-            action=action[:100] if isinstance(action, str) else None,
-            repo=repo_of(payload),
-            key=delivery_key(payload),
-            headers={k: v for k, v in h.items() if k not in DROPPED_HEADERS},
-            body=body,
-            received_at=store.utcnow(),
-        )
-        try:
-            inserted = await state["writer"].submit(row)
-        except Exception:  # noqa: BLE001 - not stored, so not acknowledged: GitHub shows it failed
-            return JSONResponse({"error": "could not store the delivery"}, status_code=503)
-        if not inserted:
-            metrics.inc_duplicate()
-            return JSONResponse({"status": "duplicate", "delivery": delivery}, status_code=200)
-        metrics.inc_received(event)
-        return JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
-
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        problems = []
-        try:
-            await asyncio.to_thread(_db_ping, state["engine"])
-        except Exception as exc:  # noqa: BLE001
-            problems.append(f"database: {type(exc).__name__}")
-        if not state["writer"].alive:
-            problems.append("inbox writer: not running")
-        w: Worker | WorkerProcess | None = state.get("worker")
-        if run_worker and (w is None or not w.alive):
-            problems.append("worker: not running")
-        if problems:
-            return JSONResponse({"status": "unhealthy", "problems": problems}, status_code=503)
-        return JSONResponse({"status": "ok"})
-
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
-        counts = await asyncio.to_thread(store.status_counts, state["engine"])
-        w = state.get("worker")
-        others = [w.snapshot] if isinstance(w, WorkerProcess) and w.snapshot else []
-        return PlainTextResponse(metrics.render(counts, others),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
-
+    add_routes(app, Inbox(
+        secret=secret, max_body=settings.max_body_bytes, submit=submit, metrics=metrics,
+        problems=problems, queue_counts=lambda: store.status_counts(state["engine"]),
+    ))
     return app
 
 
-def _db_ping(engine: Engine) -> None:
-    with engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
+async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
+                 resign: bool = False) -> ReplayReport:
+    """``campaign-bot replay``: check ``saved``'s signature, then run the composed features'
+    handlers on it.  A dry run records the GitHub writes instead of making them and runs on a
+    scratch database (what the bot stores is not changed); ``apply`` makes the writes and uses
+    the configured database.
+
+    Raises :class:`bot.inbox.replay.SignatureMismatch` and
+    :class:`bot.inbox.replay.ReplayInputError` (see there)."""
+    event = replay_mod.check(saved, settings.secret(), resign=resign)
+    with contextlib.ExitStack() as stack:
+        if apply:
+            url = settings.database_url
+        else:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="campaign-bot-"))
+            url = f"sqlite:///{scratch}/replay.sqlite3"
+        engine = database.make_engine(url, sqlite_synchronous="NORMAL")
+        stack.callback(engine.dispose)
+        await asyncio.to_thread(database.migrate, engine)
+        bot = compose(settings, engine)
+        return await replay_mod.replay(event, bot.router, bot.context, apply=apply)
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack re-raises
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    """The worker process: ``python -m bot.worker_process --wake-fd N --settings-fd M``
+    (started by :class:`bot.inbox.worker_process.WorkerProcess`)."""
+    ap = argparse.ArgumentParser(prog="campaign-bot-worker")
+    ap.add_argument("--wake-fd", type=int, required=True)
+    ap.add_argument("--settings-fd", type=int, required=True)
+    a = ap.parse_args(argv)
+    die_with_parent()
+    try:
+        settings = restore_settings(read_settings_fd(a.settings_fd))
+    except (ValueError, SettingsError) as exc:
+        print(f"error: settings from the parent process: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
+    # The worker's own commits (claims, done marks) need not survive a power loss: losing
+    # one means re-processing a delivery, never losing it; only the inbox insert is FULL.
+    engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
+    metrics = Metrics(rate_limit_unknown=False)
+    bot = compose(settings, engine, metrics=metrics)
+    scheduler = start_scheduler(bot.jobs)
+    worker = Worker(
+        engine, bot.context, router=bot.router, concurrency=settings.worker_concurrency,
+        max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
+        metrics=metrics,
+    )
+    try:
+        asyncio.run(run_child(worker, a.wake_fd))
+    finally:
+        scheduler.shutdown(wait=False)
+    return 0

@@ -1,5 +1,8 @@
 """`campaign-bot serve`, `deliveries`, `replay` (registered as a plug-in).
 
+Cheap to import (``campaign-bot --help`` loads every plug-in): the service is imported inside
+the commands.
+
 Exit codes (as everywhere): 0 clean; 1 problems found (``deliveries --failed`` found failed
 deliveries, ``replay`` met a bad signature or a failing handler); 2 unreadable input or bad
 usage (missing settings, unreadable delivery file, database unreachable).
@@ -12,7 +15,10 @@ command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,34 +27,35 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from bot.settings import DatabaseSettings
+    from bot.settings import Settings
+
+ENV_PREFIX = "CAMPAIGN_BOT_"
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-err = Console(stderr=True, soft_wrap=True)
-out = Console()
 
 
 def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[red]error:[/] {escape(msg)}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(msg)}",
+                                               highlight=False)
     return typer.Exit(code)
 
 
-def _settings(cls: Any = None, **overrides: Any) -> Any:
+def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
     from bot.settings import SettingsError, load_settings
 
     try:
-        return load_settings(cls, **{k: v for k, v in overrides.items() if v is not None})
+        return load_settings(need_secret=need_secret,
+                             **{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
         raise _fail(str(exc)) from None
 
 
-def _engine(db: DatabaseSettings) -> Any:
-    from bot import store
-    from bot.settings import ENV_PREFIX
+def _engine(db: Settings) -> Any:
+    from bot import database
 
     try:
-        engine = store.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
-        store.migrate(engine)
+        engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
+        database.migrate(engine)
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
         raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {db.database_url!r}: "
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -64,23 +71,35 @@ def serve(
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request")] = False,
 ) -> None:
     """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM."""
+    settings = _settings(host=host, port=port)
+    metrics_dir = None
+    if settings.run_worker and settings.worker_mode == "process":
+        # prometheus-client's multiprocess mode: chosen when it is first imported, so set
+        # before anything below imports it; the worker process inherits the variable.
+        metrics_dir = tempfile.mkdtemp(prefix="campaign-bot-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        _serve(settings, access_log)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve(settings: Settings, access_log: bool) -> None:
     import logging
 
     import uvicorn
 
-    from bot.app import create_app
-    from bot.worker import HandlerImportError, load_handlers
+    from bot.app import ExtraHandlersError, create_app, extra_features
+    from bot.database import ServiceLock
 
-    settings = _settings(None, host=host, port=port)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     engine = _engine(settings)
     try:
-        load_handlers(settings.extra_handler_modules)
-    except HandlerImportError as exc:
+        extra_features(settings.extra_handler_modules)  # fail now, not in the worker
+    except ExtraHandlersError as exc:
         raise _fail(str(exc)) from None
-    from bot.settings import ENV_PREFIX
-    from bot.store import ServiceLock
 
     # Start-up requeues deliveries left "processing": only safe when no other serve runs.
     lock = ServiceLock(engine)
@@ -107,10 +126,9 @@ def deliveries(
     """List stored webhook deliveries (newest first) with their status and failures."""
     from rich.table import Table
 
-    from bot import store
-    from bot.settings import DatabaseSettings
+    from bot.inbox import store
 
-    engine = _engine(_settings(DatabaseSettings))
+    engine = _engine(_settings(need_secret=False))
     if export is not None:
         d = store.get_delivery(engine, export)
         if d is None:
@@ -129,6 +147,7 @@ def deliveries(
             ev = r["event"] + (f".{r['action']}" if r["action"] else "")
             t.add_row(str(r["seq"]), r["delivery_id"], ev, r["repo"] or "-", r["status"],
                       str(r["attempts"]), r["received_at"] or "-", (r["last_error"] or "")[:200])
+        out = Console()
         con = out if out.is_terminal else Console(width=200)
         con.print(t)
         if failed:
@@ -153,9 +172,10 @@ def replay(
     import asyncio
     import logging
 
-    from bot import replay as rp
+    from bot.app import replay as run_replay
+    from bot.inbox import replay as rp
 
-    settings = _settings(None)
+    settings = _settings()
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -163,12 +183,12 @@ def replay(
     except rp.ReplayInputError as exc:
         raise _fail(str(exc)) from None
     try:
-        report = asyncio.run(rp.replay(saved, settings, apply=apply, resign=resign))
+        report = asyncio.run(run_replay(saved, settings, apply=apply, resign=resign))
     except rp.ReplayInputError as exc:
         raise _fail(str(exc)) from None
     except rp.SignatureMismatch as exc:
         raise _fail(str(exc), EXIT_PROBLEMS) from None
-    rp.print_report(report, out)
+    rp.print_report(report, Console())
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 

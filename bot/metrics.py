@@ -1,9 +1,26 @@
-"""Process-wide counters for ``GET /metrics`` (Prometheus text exposition format 0.0.4).
+"""Counters and gauges for ``GET /metrics``, on prometheus-client (text exposition 0.0.4).
 
-One object, :data:`metrics`, shared by the webhook endpoint, the worker and the GitHub adapter
-(``bot.github``), which calls :meth:`Metrics.github_call` once per HTTP request it makes to
-GitHub.  Counters are per process and start at zero (Prometheus handles resets); the queue
-depth is read from the database at scrape time, so it survives restarts.
+Why prometheus-client: it formats values exactly (a counter of 1,234,567 is written
+``1.234567e+06``, every digit kept, where a hand-written ``{:g}`` gave ``1.23457e+06``),
+escapes label values, and merges processes with its multiprocess mode.
+
+One :class:`Metrics` object per application, shared by the webhook endpoint, the worker and
+the GitHub adapter (:class:`bot.github.pygithub.PyGithubPort` calls :meth:`Metrics.github_call`
+once per HTTP request to GitHub).  The queue depth is read from the database at scrape time
+(:meth:`Metrics.exposition`), so it survives restarts.
+
+Worker process: ``campaign-bot serve`` runs its worker as a child process.  It sets
+``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory) before prometheus-client is first imported,
+so both processes keep their values in files there, and the parent's scrape merges them
+(:class:`prometheus_client.multiprocess.MultiProcessCollector`): counters are summed, the
+rate-limit gauge is the most recent value any process set.  Without that variable (the thread
+worker, tests) values live in this process only.
+
+Metric names (prefix ``campaign_bot_``): ``deliveries_received_total``,
+``deliveries_received_by_event_total{event}``, ``deliveries_duplicate_total``,
+``deliveries_rejected_total{reason}``, ``deliveries_processed_total``,
+``deliveries_failed_total``, ``deliveries_retried_total``, ``handler_failures_total``,
+``queue_depth{status}``, ``github_api_calls_total{method}``, ``github_rate_limit_remaining``.
 
 Thread-safe: the endpoint runs on the server's event loop, the worker on its own thread.
 """
@@ -11,169 +28,196 @@ Thread-safe: the endpoint runs on the server's event loop, the worker on its own
 from __future__ import annotations
 
 import math
-import threading
-from collections import Counter
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-PREFIX = "campaign_bot"
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+NAMESPACE = "campaign_bot"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+QUEUE_STATUSES = ("queued", "processing")
 
 
 class Metrics:
-    """Counters and gauges of one bot process.
+    """Counters and gauges of one application.
 
-    Attributes (all read through :meth:`snapshot` or :meth:`render`):
-
-    * ``received`` – new deliveries stored (by event name);
-    * ``duplicates`` – deliveries acknowledged but not stored again (same ``X-GitHub-Delivery``);
-    * ``rejected`` – requests refused, by reason (``signature``, ``too_large``, ``malformed``,
-      ``bad_request``);
-    * ``processed`` / ``failed`` – deliveries the worker finished (``failed`` counts final
-      failures after the last attempt) and ``handler_failures`` – failed handler runs;
-    * ``github_calls`` – HTTP requests made to GitHub (by method), ``github_rate_limit_remaining``
-      – the last ``X-RateLimit-Remaining`` GitHub returned (None until the first call).
+    ``multiprocess_dir``: the directory of prometheus-client's multiprocess mode, whose files
+    :meth:`exposition` merges (default: ``$PROMETHEUS_MULTIPROC_DIR`` when set, else this
+    process only).  ``rate_limit_unknown``: start the rate-limit gauge at NaN; a worker
+    process passes False, so that a restarted worker does not hide the last value another
+    process saw.  The ``inc_*`` methods count; the properties read this process's values.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.received: Counter[str] = Counter()
-        self.duplicates = 0
-        self.rejected: Counter[str] = Counter()
-        self.processed = 0
-        self.failed = 0
-        self.handler_failures = 0
-        self.retries_scheduled = 0
-        self.github_calls: Counter[str] = Counter()
-        self.github_rate_limit_remaining: int | None = None
+    def __init__(self, multiprocess_dir: str | None = None, *,
+                 rate_limit_unknown: bool = True) -> None:
+        self.multiprocess_dir = multiprocess_dir or os.environ.get(MULTIPROC_ENV) or None
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._received = Counter("deliveries_received", "New webhook deliveries verified and "
+                                 "stored.", namespace=NAMESPACE, registry=r)
+        self._received_by_event = Counter(
+            "deliveries_received_by_event", "New webhook deliveries stored, by X-GitHub-Event.",
+            ["event"], namespace=NAMESPACE, registry=r)
+        self._duplicates = Counter(
+            "deliveries_duplicate", "Deliveries acknowledged as already seen (same "
+            "X-GitHub-Delivery).", namespace=NAMESPACE, registry=r)
+        self._rejected = Counter("deliveries_rejected", "Requests refused, by reason.",
+                                 ["reason"], namespace=NAMESPACE, registry=r)
+        self._processed = Counter("deliveries_processed", "Deliveries whose handlers all "
+                                  "finished.", namespace=NAMESPACE, registry=r)
+        self._failed = Counter("deliveries_failed", "Deliveries that failed their last "
+                               "attempt.", namespace=NAMESPACE, registry=r)
+        self._retried = Counter("deliveries_retried", "Delivery attempts that failed and were "
+                                "scheduled again.", namespace=NAMESPACE, registry=r)
+        self._handler_failures = Counter("handler_failures", "Handler runs that raised.",
+                                         namespace=NAMESPACE, registry=r)
+        self._github_calls = Counter("github_api_calls", "HTTP requests made to GitHub, by "
+                                     "method.", ["method"], namespace=NAMESPACE, registry=r)
+        self._rate_limit = Gauge(
+            "github_rate_limit_remaining", "Last X-RateLimit-Remaining from GitHub (NaN before "
+            "the first call).", namespace=NAMESPACE, registry=r,
+            multiprocess_mode="mostrecent")
+        if rate_limit_unknown or not self.multiprocess_dir:
+            self._rate_limit.set(math.nan)
 
     # -- called by the endpoint and the worker ---------------------------------------------
     def inc_received(self, event: str) -> None:
         """One new delivery of ``event`` stored."""
-        with self._lock:
-            self.received[event] += 1
+        self._received.inc()
+        self._received_by_event.labels(event).inc()
 
     def inc_duplicate(self) -> None:
         """One delivery acknowledged as a duplicate (not stored, not processed)."""
-        with self._lock:
-            self.duplicates += 1
+        self._duplicates.inc()
 
     def inc_rejected(self, reason: str) -> None:
         """One request refused for ``reason`` (signature, too_large, malformed, bad_request)."""
-        with self._lock:
-            self.rejected[reason] += 1
+        self._rejected.labels(reason).inc()
 
     def inc_processed(
         self, *, failed: bool, handler_failures: int = 0, retry: bool = False, count: int = 1
     ) -> None:
         """``count`` delivery attempts finished: done, scheduled for retry, or failed for
-        good."""
-        with self._lock:
-            self.handler_failures += handler_failures
-            if retry:
-                self.retries_scheduled += count
-            elif failed:
-                self.failed += count
-            else:
-                self.processed += count
+        good; ``handler_failures`` handler runs raised in them."""
+        if handler_failures:
+            self._handler_failures.inc(handler_failures)
+        if retry:
+            self._retried.inc(count)
+        elif failed:
+            self._failed.inc(count)
+        else:
+            self._processed.inc(count)
 
-    # -- called by the GitHub adapter (bot.github) -------------------------------------------
+    # -- called by the GitHub adapter ------------------------------------------------------
     def github_call(self, method: str, rate_limit_remaining: int | None = None) -> None:
         """Count one HTTP request to GitHub (``method`` e.g. ``GET``) and remember the
         ``X-RateLimit-Remaining`` header of its response, when it had one."""
-        with self._lock:
-            self.github_calls[method.upper()] += 1
-            if rate_limit_remaining is not None:
-                self.github_rate_limit_remaining = int(rate_limit_remaining)
+        self._github_calls.labels(method.upper()).inc()
+        if rate_limit_remaining is not None:
+            self._rate_limit.set(int(rate_limit_remaining))
 
-    def reset(self) -> None:
-        """Zero everything (tests)."""
-        self.__init__()  # type: ignore[misc]
+    # -- reading (this process) ------------------------------------------------------------
+    def _value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        v = self.registry.get_sample_value(f"{NAMESPACE}_{name}", dict(labels or {}))
+        return 0.0 if v is None else v
 
-    def snapshot(self) -> dict[str, object]:
-        """A plain-dict copy of every counter."""
-        with self._lock:
-            return {
-                "received": dict(self.received),
-                "duplicates": self.duplicates,
-                "rejected": dict(self.rejected),
-                "processed": self.processed,
-                "failed": self.failed,
-                "handler_failures": self.handler_failures,
-                "retries_scheduled": self.retries_scheduled,
-                "github_calls": dict(self.github_calls),
-                "github_rate_limit_remaining": self.github_rate_limit_remaining,
-            }
+    def _by(self, name: str, label: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for family in self.registry.collect():
+            for s in family.samples:
+                if s.name == f"{NAMESPACE}_{name}" and label in s.labels:
+                    out[s.labels[label]] = int(s.value)
+        return out
 
-    def render(self, queue: Mapping[str, int], others: Iterable[Mapping[str, object]] = ()
-               ) -> str:
-        """Prometheus text format; ``queue`` maps delivery status to row count (from the DB);
-        ``others`` are snapshots of other processes (the worker process) added in."""
-        s = merge_snapshots([self.snapshot(), *others])
-        out: list[str] = []
+    @property
+    def processed(self) -> int:
+        """Deliveries done."""
+        return int(self._value("deliveries_processed_total"))
 
-        def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-            full = f"{PREFIX}_{name}"
-            out.append(f"# HELP {full} {help_}")
-            out.append(f"# TYPE {full} {kind}")
-            for labels, value in samples:
-                v = "NaN" if isinstance(value, float) and math.isnan(value) else f"{value:g}"
-                out.append(f"{full}{labels} {v}")
+    @property
+    def failed(self) -> int:
+        """Deliveries failed for good."""
+        return int(self._value("deliveries_failed_total"))
 
-        def labelled(label: str, d: Mapping[str, int]) -> list[tuple[str, float]]:
-            return [(f'{{{label}="{_esc(k)}"}}', float(v)) for k, v in sorted(d.items())]
+    @property
+    def retries_scheduled(self) -> int:
+        """Failed attempts scheduled again."""
+        return int(self._value("deliveries_retried_total"))
 
-        received = s["received"]
-        assert isinstance(received, dict)
-        metric("deliveries_received_total", "counter",
-               "New webhook deliveries verified and stored.",
-               [("", float(sum(received.values())))])
-        metric("deliveries_received_by_event_total", "counter",
-               "New webhook deliveries stored, by X-GitHub-Event.", labelled("event", received))
-        metric("deliveries_duplicate_total", "counter",
-               "Deliveries acknowledged as already seen (same X-GitHub-Delivery).",
-               [("", float(s["duplicates"]))])  # type: ignore[arg-type]
-        metric("deliveries_rejected_total", "counter", "Requests refused, by reason.",
-               labelled("reason", s["rejected"]))  # type: ignore[arg-type]
-        metric("deliveries_processed_total", "counter",
-               "Deliveries whose handlers all finished.", [("", float(s["processed"]))])  # type: ignore[arg-type]
-        metric("deliveries_failed_total", "counter",
-               "Deliveries that failed their last attempt.", [("", float(s["failed"]))])  # type: ignore[arg-type]
-        metric("handler_failures_total", "counter", "Handler runs that raised.",
-               [("", float(s["handler_failures"]))])  # type: ignore[arg-type]
-        metric("queue_depth", "gauge", "Stored deliveries not yet done or failed, by status.",
-               [(f'{{status="{k}"}}', float(queue.get(k, 0))) for k in ("queued", "processing")])
-        metric("github_api_calls_total", "counter", "HTTP requests made to GitHub, by method.",
-               labelled("method", s["github_calls"]))  # type: ignore[arg-type]
-        rl = s["github_rate_limit_remaining"]
-        metric("github_rate_limit_remaining", "gauge",
-               "Last X-RateLimit-Remaining from GitHub (NaN before the first call).",
-               [("", float("nan") if rl is None else float(rl))])  # type: ignore[arg-type]
-        return "\n".join(out) + "\n"
+    @property
+    def handler_failures(self) -> int:
+        """Handler runs that raised."""
+        return int(self._value("handler_failures_total"))
 
+    @property
+    def duplicates(self) -> int:
+        """Deliveries acknowledged as duplicates."""
+        return int(self._value("deliveries_duplicate_total"))
 
-def merge_snapshots(snaps: Iterable[Mapping[str, object]]) -> dict[str, object]:
-    """Sum counters of several :meth:`Metrics.snapshot` dicts; the rate-limit gauge is the
-    last one that is known."""
-    out: dict[str, object] = {}
-    for snap in snaps:
-        for k, v in snap.items():
-            if k == "github_rate_limit_remaining":
-                if v is not None:
-                    out[k] = v
-                else:
-                    out.setdefault(k, None)
-            elif isinstance(v, dict):
-                d = out.setdefault(k, {})
-                assert isinstance(d, dict)
-                for kk, vv in v.items():
-                    d[kk] = d.get(kk, 0) + vv
-            elif isinstance(v, int):
-                out[k] = int(out.get(k, 0)) + v  # type: ignore[call-overload]
-    return out
+    @property
+    def received(self) -> dict[str, int]:
+        """New deliveries stored, by event."""
+        return self._by("deliveries_received_by_event_total", "event")
 
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Requests refused, by reason."""
+        return self._by("deliveries_rejected_total", "reason")
 
-def _esc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    @property
+    def github_calls(self) -> dict[str, int]:
+        """Requests to GitHub, by method."""
+        return self._by("github_api_calls_total", "method")
+
+    @property
+    def github_rate_limit_remaining(self) -> int | None:
+        """The last ``X-RateLimit-Remaining`` seen (None before the first call)."""
+        v = self._value("github_rate_limit_remaining")
+        return None if math.isnan(v) else int(v)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every value of this process as a plain dict (logs, tests)."""
+        return {
+            "received": self.received, "duplicates": self.duplicates,
+            "rejected": self.rejected, "processed": self.processed, "failed": self.failed,
+            "handler_failures": self.handler_failures,
+            "retries_scheduled": self.retries_scheduled, "github_calls": self.github_calls,
+            "github_rate_limit_remaining": self.github_rate_limit_remaining,
+        }
+
+    # -- exposition ------------------------------------------------------------------------
+    def exposition(self, queue: Mapping[str, int]) -> bytes:
+        """The text of ``GET /metrics``: every process's values (multiprocess mode) or this
+        one's, and ``queue_depth`` from ``queue`` (delivery status -> row count)."""
+        scrape = CollectorRegistry()
+        if self.multiprocess_dir:
+            MultiProcessCollector(scrape, path=self.multiprocess_dir)
+        else:
+            scrape.register(self.registry)  # type: ignore[arg-type]
+        scrape.register(_QueueDepth(queue))
+        return generate_latest(scrape)
+
+    def process_gone(self, pid: int) -> None:
+        """Forget a dead process's live gauges (multiprocess mode; its counters stay)."""
+        if self.multiprocess_dir:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(pid, self.multiprocess_dir)
 
 
-metrics = Metrics()
-"""The process-wide instance."""
+class _QueueDepth:
+    """``queue_depth{status}`` from row counts read at scrape time."""
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily(f"{NAMESPACE}_queue_depth", "Stored deliveries not yet done or "
+                              "failed, by status.", labels=["status"])
+        for status in QUEUE_STATUSES:
+            g.add_metric([status], float(self.counts.get(status, 0)))
+        yield g

@@ -1,19 +1,23 @@
-"""Every text the bot writes comes from a Jinja2 template in ``templates/`` (DESIGN.md rule 8).
+"""Every text the bot writes comes from a Jinja2 template in ``templates/``.
 
 Templates render with ``StrictUndefined`` (a missing variable is an error, never an empty
 string).  Text that came from users or from files in a PR (comment bodies, logins, paths,
 finding messages quoting file content) goes through the ``user`` filter: Markdown/HTML
 control characters are escaped, so it cannot open a link, an HTML comment (a spoofed hidden
 marker) or a table cell, and ``@mentions`` are neutralised with a zero-width space so echoing
-them notifies nobody (GITHUB.md §10.3 item 8).
+them notifies nobody.
 
 Filters: ``user`` (inline user text), ``cell`` (user text inside a table cell, one line),
-``code`` (an inline code span that cannot be broken out of), ``short_sha``.
+``code`` (an inline code span that cannot be broken out of), ``short_sha``, ``utc`` (a time
+as ``2026-12-01 10:00 UTC``).
+
+The environment is built once per process (:func:`environment`) and never changed after.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -24,7 +28,7 @@ from templates import TEMPLATE_DIR
 TEMPLATES_DIR = TEMPLATE_DIR
 ZWSP = "\u200b"
 MAX_COMMENT_CHARS = 65536
-"""GitHub's limit for an issue/comment body (GITHUB.md §3.1)."""
+"""GitHub's limit for an issue/comment body (longer ones get 422: PyGithub/PyGithub#1906)."""
 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
@@ -60,6 +64,15 @@ def inline_code(text: Any) -> str:
     return f"{fence}{pad}{neutralise_mentions(s)}{pad}{fence}"
 
 
+def utc(value: datetime | None) -> str:
+    """``2026-12-01 10:00 UTC``; naive datetimes are taken as UTC; None gives ``-``."""
+    if value is None:
+        return "-"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def marker(kind: str, **keys: Any) -> str:
     """A hidden marker ``<!-- campaign-bot:KIND k=v ... -->`` identifying a bot-owned text.
 
@@ -93,6 +106,7 @@ def environment() -> Environment:
     env.filters["cell"] = table_cell
     env.filters["code"] = inline_code
     env.filters["short_sha"] = lambda s: str(s)[:7]
+    env.filters["utc"] = utc
     env.globals["marker"] = marker
     return env
 

@@ -2,7 +2,7 @@
 
 Why the default branch: a PR could otherwise grant its own author the right to ``/screen`` or
 point the bot at another workflow.  A PR that changes the file gets a validation comment
-(``<!-- campaign-bot:config pr=N -->``, edited in place); the change takes effect once merged.
+(the config feature, :mod:`bot.features.config`); the change takes effect once merged.
 
 Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
 
@@ -10,7 +10,7 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
     paths = ["campaigns/*"]          # directories holding a campaign.toml; glob per level
 
     [screen]
-    workflow = "campaign-screen.yml" # .github/workflows/<file> on the default branch
+    workflow = "screen.yml"          # .github/workflows/<file> on the default branch
     allowed = ["alice"]              # logins allowed to /screen besides admin/write
     allow_requesters = true          # the campaign's requesters (campaign.toml on the
                                      # default branch) may /screen
@@ -26,7 +26,7 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
 
 An absent file means all defaults.  A broken file yields ``None`` from :func:`load` together
 with :class:`ConfigProblem` entries that say exactly what to fix (file, line, key, reason).
-Results are cached for :data:`CACHE_TTL_S` seconds per repository.
+:class:`RepoConfigs` caches results for :data:`CACHE_TTL_S` seconds per repository.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.render import marker, render
-from bot.router import Event, router
-
 if TYPE_CHECKING:
-    from bot.github import GitHubPort
+    from bot.github.port import GitHubPort
 
 CONFIG_PATH = ".github/campaign-bot.toml"
+SCREEN_WORKFLOW = "screen.yml"
+"""The screen workflow's file name: ``.github/workflows/screen.yml``, as shipped in this
+repository (and its copy ``examples/workflows/screen.yml``); ``[screen] workflow`` names
+another one."""
 CACHE_TTL_S = 60.0
 """Seconds a loaded config is reused (a push to the default branch shows within a minute)."""
 
@@ -82,7 +83,7 @@ class PoolSection(_Strict):
 class ScreenSection(_Strict):
     """``/screen``: which workflow runs screens, and who besides writers may start one."""
 
-    workflow: str = Field(default="campaign-screen.yml", pattern=r"^[A-Za-z0-9._-]+\.ya?ml$")
+    workflow: str = Field(default=SCREEN_WORKFLOW, pattern=r"^[A-Za-z0-9._-]+\.ya?ml$")
     allowed: list[str] = Field(default_factory=list)
     allow_requesters: bool = True
 
@@ -210,32 +211,36 @@ def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
         return None, problems
 
 
-_cache: dict[str, tuple[float, LoadedConfig]] = {}
+class RepoConfigs:
+    """Loads repository configs, each cached for :data:`CACHE_TTL_S` seconds (one instance
+    per application: the cache is not shared between processes)."""
 
+    def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, LoadedConfig]] = {}
 
-def clear_cache() -> None:
-    """Forget cached configs (tests; or after a push to a default branch)."""
-    _cache.clear()
+    def clear(self) -> None:
+        """Forget cached configs (e.g. after a push to a default branch)."""
+        self._cache.clear()
 
+    async def load(self, gh: GitHubPort, *, use_cache: bool = True) -> LoadedConfig:
+        """The repository's config from its default branch, cached :attr:`ttl_s` seconds.
 
-async def load(gh: GitHubPort, *, use_cache: bool = True) -> LoadedConfig:
-    """The repository's config from its default branch, cached :data:`CACHE_TTL_S` s.
-
-    Absent file: defaults.  Broken file: ``config`` None and ``problems`` set.  GitHub
-    errors propagate (a transient one leaves the delivery retryable)."""
-    now = time.monotonic()
-    hit = _cache.get(gh.repo)
-    if use_cache and hit and now - hit[0] < CACHE_TTL_S:
-        return hit[1]
-    ref = await gh.get_default_branch()
-    raw = await gh.get_file(CONFIG_PATH, ref)
-    if raw is None:
-        loaded = LoadedConfig(RepoConfig(), [], False, ref)
-    else:
-        cfg, problems = parse(raw.decode("utf-8", errors="replace"))
-        loaded = LoadedConfig(cfg, problems, True, ref)
-    _cache[gh.repo] = (now, loaded)
-    return loaded
+        Absent file: defaults.  Broken file: ``config`` None and ``problems`` set.  GitHub
+        errors propagate (a transient one leaves the delivery retryable)."""
+        now = time.monotonic()
+        hit = self._cache.get(gh.repo)
+        if use_cache and hit and now - hit[0] < self.ttl_s:
+            return hit[1]
+        ref = await gh.get_default_branch()
+        raw = await gh.get_file(CONFIG_PATH, ref)
+        if raw is None:
+            loaded = LoadedConfig(RepoConfig(), [], False, ref)
+        else:
+            cfg, problems = parse(raw.decode("utf-8", errors="replace"))
+            loaded = LoadedConfig(cfg, problems, True, ref)
+        self._cache[gh.repo] = (now, loaded)
+        return loaded
 
 
 async def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> list[str]:
@@ -259,55 +264,3 @@ async def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> li
             level = nxt
         found.extend(level)
     return sorted(set(found))
-
-
-async def upsert_comment(gh: GitHubPort, number: int, body: str, kind: str,
-                         **keys: Any) -> str:
-    """Create or edit the bot's one comment carrying ``marker(kind, **keys)`` on issue/PR
-    ``number``.  Found by marker AND the bot's login (a user quoting the marker is ignored);
-    not rewritten when unchanged.  Returns ``created``, ``edited`` or ``unchanged``."""
-    mark = marker(kind, **keys)
-    if mark not in body:
-        body = f"{mark}\n{body}"
-    for c in await gh.list_issue_comments(number):
-        if c.user == gh.bot_login and mark in c.body:
-            if c.body.strip() == body.strip():
-                return "unchanged"
-            await gh.edit_issue_comment(c.id, body)
-            return "edited"
-    await gh.create_issue_comment(number, body)
-    return "created"
-
-
-@router.on("pull_request", "opened", "synchronize", "reopened")
-async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> None:
-    """A PR that changes ``.github/campaign-bot.toml`` gets one validation comment."""
-    pr = event.payload.get("pull_request") or {}
-    number = pr.get("number") or event.payload.get("number")
-    head_sha = (pr.get("head") or {}).get("sha")
-    if not number or not head_sha:
-        return
-    files = await gh.list_pull_files(int(number))
-    change = next((f for f in files if f.filename == CONFIG_PATH), None)
-    if change is None:
-        # an earlier push changed it and this one reverted it: say so in the same comment
-        mark = marker("config", pr=number)
-        if any(c.user == gh.bot_login and mark in c.body
-               for c in await gh.list_issue_comments(int(number))):
-            body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=False,
-                          reverted=True, problems=[], default_branch="", marker_text=mark)
-            await upsert_comment(gh, int(number), body, "config", pr=number)
-        return
-    if change.status == "removed":
-        problems: list[ConfigProblem] = []
-        removed = True
-    else:
-        raw = await gh.get_file(CONFIG_PATH, head_sha)
-        _, problems = parse((raw or b"").decode("utf-8", errors="replace"))
-        removed = False
-    default_branch = (pr.get("base") or {}).get("repo", {}).get("default_branch") or \
-        await gh.get_default_branch()
-    body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=removed,
-                  reverted=False, problems=problems, default_branch=default_branch,
-                  marker_text=marker("config", pr=number))
-    await upsert_comment(gh, int(number), body, "config", pr=number)

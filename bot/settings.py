@@ -1,9 +1,13 @@
-"""Service settings: environment variables with the ``CAMPAIGN_BOT_`` prefix, or a ``.env``
-file in the working directory (environment wins).
+"""The one settings object of the service: environment variables with the ``CAMPAIGN_BOT_``
+prefix, or a ``.env`` file in the working directory (environment wins), read once by
+:func:`load_settings` when a command starts.  ``campaign-bot serve`` hands the object it read
+to its worker process (:func:`dump_settings` / :func:`restore_settings`), so both run on
+exactly the same settings.
 
-Every variable (README "webhook service" lists them with defaults)::
+The service's own variables (README "webhook service" lists them with defaults)::
 
-    CAMPAIGN_BOT_WEBHOOK_SECRET      required; the secret configured on the GitHub webhook/App
+    CAMPAIGN_BOT_WEBHOOK_SECRET      the secret configured on the GitHub webhook/App (required
+                                     by ``serve`` and ``replay``)
     CAMPAIGN_BOT_APP_ID              GitHub App id (with a private key), or
     CAMPAIGN_BOT_PRIVATE_KEY         the App's PEM private key text
     CAMPAIGN_BOT_PRIVATE_KEY_FILE    ... or a path to it
@@ -17,8 +21,8 @@ Every variable (README "webhook service" lists them with defaults)::
     CAMPAIGN_BOT_MAX_ATTEMPTS        attempts per delivery before it is marked failed
     CAMPAIGN_BOT_RETRY_DELAYS        seconds between attempts, comma separated
     CAMPAIGN_BOT_WORKER_CONCURRENCY  deliveries of different installations processed at once
-    CAMPAIGN_BOT_EXTRA_HANDLERS      comma-separated modules imported at start (they register
-                                     handlers on ``bot.router.router``)
+    CAMPAIGN_BOT_EXTRA_HANDLERS      comma-separated modules whose ``register(app)`` adds
+                                     handlers (as a feature's does), after the features
     CAMPAIGN_BOT_RUN_WORKER          false: only receive and store (no processing)
     CAMPAIGN_BOT_WORKER_MODE         process (default: a child process) or thread
     CAMPAIGN_BOT_SQLITE_SYNCHRONOUS  SQLite ``PRAGMA synchronous``: NORMAL (default; a stored
@@ -26,20 +30,28 @@ Every variable (README "webhook service" lists them with defaults)::
                                      or FULL (fsync per commit: survives power loss too)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
+
+Feature sections are nested models named after their feature, read from
+``CAMPAIGN_BOT_<SECTION>_<FIELD>``: ``CAMPAIGN_BOT_SCREEN_*`` is
+:class:`bot.features.screen.settings.ScreenSettings`.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.features.screen.settings import ScreenSettings
 
 ENV_PREFIX = "CAMPAIGN_BOT_"
 DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
 # GitHub caps webhook payloads at 25 MB ("If an event would produce a larger payload, the
-# webhook is not fired", GITHUB.md §2.2), so nothing genuine is larger.
+# webhook is not fired": GitHub Docs, "Webhook events and payloads"), so nothing genuine is
+# larger.
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
 
 
@@ -47,29 +59,19 @@ class SettingsError(Exception):
     """Settings are missing or invalid; the message names the environment variable."""
 
 
-class DatabaseSettings(BaseSettings):
-    """The database part of the settings (all that ``campaign-bot deliveries`` needs)."""
+class Settings(BaseSettings):
+    """All settings of the service and its features; see the module docstring for the
+    variable names."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        # CAMPAIGN_BOT_SCREEN_DEBOUNCE_S -> screen.debounce_s (one split: field names keep _)
+        env_nested_delimiter="_", env_nested_max_split=1,
     )
 
+    webhook_secret: SecretStr | None = None
     database_url: str = DEFAULT_DATABASE_URL
     sqlite_synchronous: str = "NORMAL"
-
-    @field_validator("sqlite_synchronous")
-    @classmethod
-    def _sync_mode(cls, v: str) -> str:
-        v = v.upper()
-        if v not in {"FULL", "NORMAL", "EXTRA"}:
-            raise ValueError("must be FULL, NORMAL or EXTRA")
-        return v
-
-
-class Settings(DatabaseSettings):
-    """All service settings; see the module docstring for the variable names."""
-
-    webhook_secret: SecretStr
     app_id: int | None = None
     private_key: SecretStr | None = None
     private_key_file: Path | None = None
@@ -88,12 +90,21 @@ class Settings(DatabaseSettings):
     worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
     github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
+    screen: ScreenSettings = Field(default_factory=ScreenSettings)
 
     @field_validator("webhook_secret")
     @classmethod
-    def _secret_not_blank(cls, v: SecretStr) -> SecretStr:
-        if not v.get_secret_value().strip():
+    def _secret_not_blank(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and not v.get_secret_value().strip():
             raise ValueError("must not be empty")
+        return v
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _sync_mode(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"FULL", "NORMAL", "EXTRA"}:
+            raise ValueError("must be FULL, NORMAL or EXTRA")
         return v
 
     @field_validator("retry_delays")
@@ -111,6 +122,13 @@ class Settings(DatabaseSettings):
     def retry_delay_seconds(self) -> list[float]:
         """``retry_delays`` parsed: delay before attempt 2, 3, ... (the last one repeats)."""
         return [float(x) for x in self.retry_delays.split(",") if x.strip()]
+
+    def secret(self) -> bytes:
+        """The webhook secret's bytes.  Raises :class:`SettingsError` when it is not set."""
+        if self.webhook_secret is None:
+            raise SettingsError(f"{ENV_PREFIX}WEBHOOK_SECRET is not set (environment variable "
+                                "or .env file)")
+        return self.webhook_secret.get_secret_value().encode()
 
     @property
     def extra_handler_modules(self) -> list[str]:
@@ -133,15 +151,15 @@ class Settings(DatabaseSettings):
         return None
 
 
-def load_settings(cls: type[DatabaseSettings] | None = None, **overrides: object) -> Any:
-    """Read the settings (``cls``, default :class:`Settings`) from the environment and
-    ``.env``; ``overrides`` win.
+def load_settings(*, need_secret: bool = True, **overrides: object) -> Settings:
+    """Read the settings from the environment and ``.env``; ``overrides`` (field names) win.
 
     Raises :class:`SettingsError` naming every missing or invalid variable, e.g.
-    ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``.
+    ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``; the secret may be missing only when
+    ``need_secret`` is False (commands that only read the database).
     """
     try:
-        return (cls or Settings)(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = []
         for e in exc.errors():
@@ -151,3 +169,28 @@ def load_settings(cls: type[DatabaseSettings] | None = None, **overrides: object
             else:
                 problems.append(f"{var}: {e['msg']}")
         raise SettingsError("; ".join(problems)) from None
+    if need_secret:
+        settings.secret()
+    return settings
+
+
+def dump_settings(settings: Settings) -> bytes:
+    """``settings`` as JSON, secrets included (for the worker process, through a pipe: never
+    on a command line or in the environment)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, SecretStr):
+            return v.get_secret_value()
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, BaseModel):
+            return {k: plain(x) for k, x in v}
+        return v
+
+    return json.dumps({k: plain(v) for k, v in settings}).encode()
+
+
+def restore_settings(data: bytes) -> Settings:
+    """The settings :func:`dump_settings` wrote, validated again; the environment is not read
+    (``model_validate`` bypasses the settings sources)."""
+    return Settings.model_validate(json.loads(data))

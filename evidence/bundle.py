@@ -7,9 +7,12 @@ What is read:
 
 * ``campaign.toml`` at the root (``campaign-bot/campaign@1``), parsed with ``tomllib``.
 * Every ``*.json`` file anywhere in the tree (bags' ``data/`` included; ``.git`` and other
-  :data:`evidence.manifest.SKIP_DIRS` skipped; symlinks never followed) whose top-level
-  ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1`` or
-  ``campaign-bot/media-report@1``.  Validation is strict (a string is not a number, ``NaN``
+  :data:`evidence.manifest.SKIP_DIRS` skipped outside bags; symlinks never followed; inside a
+  signed bundle checked with ``--trusted-keys``, only the files its signed manifests list)
+  whose top-level ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1``,
+  ``campaign-bot/media-report@1``, ``campaign-bot/probe@1`` or
+  ``campaign-bot/trace-summary@1`` (diagnostics: listed, never inputs to a verdict).
+  Validation is strict (a string is not a number, ``NaN``
   and negative seconds are refused) and every error becomes a :class:`Finding` with the file,
   the field path and the line, never a traceback.
 
@@ -33,14 +36,21 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from evidence import safejson
 from evidence.lines import line_of
-from evidence.manifest import DEFAULT_MAX_FILE_BYTES, TreeIndex, index_tree
+from evidence.manifest import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_FILE_BYTES,
+    TreeIndex,
+    index_tree,
+)
 from evidence.models import (
     CampaignScope,
     Finding,
@@ -49,6 +59,8 @@ from evidence.models import (
     Severity,
     StatusSnapshot,
 )
+from evidence.operator_probe import OperatorProbe
+from evidence.trace_summary import TraceSummary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -56,6 +68,8 @@ DOC_MODELS: dict[str, type[BaseModel]] = {
     "receipt": Receipt,
     "status": StatusSnapshot,
     "media-report": MediaReport,
+    "probe": OperatorProbe,
+    "trace-summary": TraceSummary,
 }
 """Document types found by their ``schema`` anywhere in the tree (``campaign`` is the TOML)."""
 
@@ -90,6 +104,8 @@ class LoadedCampaign:
     receipts: list[Doc[Receipt]] = field(default_factory=list)
     statuses: list[Doc[StatusSnapshot]] = field(default_factory=list)
     media_reports: list[Doc[MediaReport]] = field(default_factory=list)
+    probes: list[Doc[OperatorProbe]] = field(default_factory=list)
+    trace_summaries: list[Doc[TraceSummary]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     json_docs: dict[str, tuple[Any, str]] = field(default_factory=dict, repr=False)
     index: TreeIndex | None = field(default=None, repr=False)
@@ -139,6 +155,9 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
 
 
 def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> str | None:
+    """Text of ``root/rel`` (``size`` bytes from the index) or None with a finding: over
+    ``limit`` (FILE_TOO_LARGE: P1 for a campaign-bot document, P3 for other JSON, which is
+    then only hashed), unreadable, or not UTF-8.  Peak memory is about twice the file."""
     if size > limit:
         # A large JSON payload (a trace, say) is legitimate; a large campaign-bot document is
         # not.  Documents we write start with their schema, so the head tells them apart.
@@ -154,7 +173,8 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
                 sev, what = "P3", "JSON read whole (hashed only)"
         out.append(_f("FILE_TOO_LARGE", sev, rel,
                       f"{size} bytes exceeds the {limit}-byte limit for {what}; not read",
-                      fix="raise --max-file-bytes if this file is meant to be this large"))
+                      fix="raise --max-document-bytes (JSON, TOML) or --max-file-bytes if "
+                          "this file is meant to be this large"))
         return None
     try:
         raw = (root / rel).read_bytes()
@@ -171,47 +191,58 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
         return None
 
 
-def _duplicate_keys(text: str) -> list[tuple[str, int | None]]:
-    """Keys that appear twice in one JSON object of ``text``, with the 1-based line of the
-    repeat (best effort).  Python keeps the last value, other readers the first: evidence
-    that depends on the reader is ambiguous, so the loader reports it."""
-    dups: list[str] = []
+class _DuplicateKeys:
+    """``object_pairs_hook`` that records keys written twice in one JSON object (Python keeps
+    the last value, other readers the first: evidence that depends on the reader is
+    ambiguous, so the loader reports it), in the same parse that builds the object."""
 
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                dups.append(k)
-            seen.add(k)
-        return dict(pairs)
+    def __init__(self) -> None:
+        self.keys: list[str] = []
 
-    try:
-        json.loads(text, object_pairs_hook=hook)
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, int | None]] = []
-    for k in dict.fromkeys(dups):
-        hits = list(re.finditer(re.escape(json.dumps(k)) + r"\s*:", text))
-        line = text.count("\n", 0, hits[-1].start()) + 1 if len(hits) > 1 else None
-        out.append((k, line))
-    return out
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for k, _ in pairs:
+                if k in seen:
+                    self.keys.append(k)
+                seen.add(k)
+        return out
+
+    def found(self, text: str) -> list[tuple[str, int | None]]:
+        """Each duplicate key once, with the 1-based line of its last repeat (best effort)."""
+        out: list[tuple[str, int | None]] = []
+        for k in dict.fromkeys(self.keys):
+            hits = list(re.finditer(re.escape(json.dumps(k)) + r"\s*:", text))
+            line = text.count("\n", 0, hits[-1].start()) + 1 if len(hits) > 1 else None
+            out.append((k, line))
+        return out
 
 
 def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                  index: TreeIndex | None = None) -> LoadedCampaign:
+                  max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+                  index: TreeIndex | None = None,
+                  readable: Callable[[str], bool] | None = None) -> LoadedCampaign:
     """Read and validate every campaign document under ``root``.
 
-    ``max_file_bytes`` caps each JSON/TOML file read whole (default 64 MiB); larger files
-    become a ``FILE_TOO_LARGE`` finding.  Raises ``OSError`` only when ``root`` itself cannot
-    be listed; every other problem is a finding in the result.
+    Each JSON or TOML file is parsed whole only up to ``min(max_file_bytes,
+    max_document_bytes)`` bytes (defaults 64 MiB and 8 MiB): a larger campaign-bot document
+    is a P1 ``FILE_TOO_LARGE`` finding, larger other JSON a P3 note (hashed, not parsed).
+    JSON nested deeper than :data:`evidence.safejson.MAX_JSON_DEPTH` levels is a P1
+    ``JSON_INVALID`` finding naming the depth and line.  ``readable(rel)``, when given, is
+    asked for each file first; a file it refuses is not read at all (``check --trusted-keys``
+    passes one that admits, inside a signed bundle, only the files its signed manifests list).
+    Raises ``OSError`` only when ``root`` itself cannot be listed; every other problem is a
+    finding in the result.
     """
     root = Path(root)
     idx = index or index_tree(root)
     lc = LoadedCampaign(root=root, index=idx)
     fs = lc.findings
+    doc_limit = min(max_file_bytes, max_document_bytes)
 
-    if "campaign.toml" in idx.files:
-        text = _read(root, "campaign.toml", idx.files["campaign.toml"], max_file_bytes, fs)
+    if "campaign.toml" in idx.files and (readable is None or readable("campaign.toml")):
+        text = _read(root, "campaign.toml", idx.files["campaign.toml"], doc_limit, fs)
         if text is not None:
             try:
                 data = tomllib.loads(text)
@@ -231,26 +262,31 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 
     seen_sessions: dict[str, str] = {}
     for rel in sorted(idx.files):
-        if not rel.endswith(".json"):
+        if not rel.endswith(".json") or (readable is not None and not readable(rel)):
             continue
-        text = _read(root, rel, idx.files[rel], max_file_bytes, fs)
+        text = _read(root, rel, idx.files[rel], doc_limit, fs)
         if text is None:
             continue
+        # One parse: the duplicate-key hook only on our documents (a hook per object is slow
+        # on large traces), and no second copy of the tree.
+        dups = _DuplicateKeys() if "campaign-bot/" in text else None
         try:
-            obj = json.loads(text)
+            obj = safejson.loads(text, object_pairs_hook=dups)
+        except safejson.JSONTooDeep as e:
+            fs.append(_f("JSON_INVALID", "P1", rel, str(e), line=e.line,
+                         fix=f"evidence documents are a few levels deep; the reader refuses "
+                             f"more than {e.limit}"))
+            continue
         except json.JSONDecodeError as e:
             fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e.msg} (column "
                          f"{e.colno})", line=e.lineno,
                          fix="restore the complete file (truncated or edited by hand?)"))
             continue
-        except RecursionError:
-            fs.append(_f("JSON_INVALID", "P1", rel, "JSON nested too deeply"))
-            continue
         except ValueError as e:  # e.g. an integer literal over Python's 4300-digit limit
             fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e}".split("; use ")[0]))
             continue
-        if "campaign-bot/" in text:  # our documents only: a hook per object is slow on traces
-            for key, dline in _duplicate_keys(text):
+        if dups is not None:
+            for key, dline in dups.found(text):
                 fs.append(_f("JSON_INVALID", "P1", rel,
                              f"duplicate key {key!r} in one object: readers disagree on "
                              "which value wins (this one keeps the last)", line=dline,
@@ -294,6 +330,10 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             lc.statuses.append(Doc(rel, doc, text))
         elif isinstance(doc, MediaReport):
             lc.media_reports.append(Doc(rel, doc, text))
+        elif isinstance(doc, OperatorProbe):
+            lc.probes.append(Doc(rel, doc, text))
+        elif isinstance(doc, TraceSummary):
+            lc.trace_summaries.append(Doc(rel, doc, text))
 
     if lc.scope is not None:
         _against_scope(lc)

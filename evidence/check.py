@@ -19,6 +19,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,16 @@ from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
+from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
 from evidence.hashing import HashPool
 from evidence.manifest import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
     ManifestSummary,
     ProgressFn,
     VerifyResult,
+    cap_findings,
     index_tree,
     verify_tree,
 )
@@ -82,7 +86,9 @@ class CheckReport(BaseModel):
         default_factory=dict,
         description="campaign, receipts, statuses, media_reports, json_files validated.")
     hashes_checked: int = 0
-    hash_errors: int = Field(0, description="Mismatched + missing + unsafe + malformed.")
+    hash_errors: int = Field(
+        0, description="Mismatched + missing + unsafe + malformed entries + extra files.")
+    extra_files: int = Field(0, description="Files present but not listed where they must be.")
     external_digests: int = 0
     files_hashed: int = 0
     bytes_hashed: int = 0
@@ -97,6 +103,11 @@ class CheckReport(BaseModel):
         description="Screening decisions: never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
+    probes: list[ProbeRow] = Field(
+        default_factory=list, description="Operator probes: listed, never verdict inputs.")
+    trace_summaries: list[TraceRow] = Field(
+        default_factory=list, description="Trace summaries per rank: diagnostic, never a "
+        "speedup.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -150,21 +161,34 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
 
 
 def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                   max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
                    progress: ProgressFn | None = None,
                    workers: int | None = None,
                    base_ref: str | None = None,
                    claims_file: Path | None = None,
-                   prior_noise: bool = False) -> CheckReport:
+                   prior_noise: bool = False,
+                   trusted_keys: dict[str, Any] | None = None,
+                   loaded: LoadedCampaign | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
     findings; with ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the
     claim rules, with ``prior_noise`` the labelled prior-noise mode.
 
+    With ``trusted_keys`` (key id -> ed25519 public key, from
+    :func:`evidence.signing.load_trusted_keys`) every signed bundle under ``root`` is
+    verified first (:func:`evidence.signing.signature_findings`); inside a signed bundle only
+    the files its signed manifests list are read as documents, and nothing at all is read from
+    a bundle that is refused.  Findings of one rule in one file are capped at
+    :data:`evidence.manifest.MAX_FINDINGS_PER_RULE_AND_FILE`, then counted.
+
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
     for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
     scope; every other problem is a finding.
+
+    ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
+    same ``max_file_bytes``), reused instead of reading every document again.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -172,23 +196,39 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
-    idx = index_tree(root)
-    # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as soon
-    # as it reads the manifest, then calls `load` (every document parsed and validated on
-    # this thread while the pool hashes), then reads the integrity maps `load` parsed.
-    loaded: list[LoadedCampaign] = []
+    sig_findings: list[Finding] = []
+    docs: dict[str, tuple[Any, str]] | Callable[[], dict[str, tuple[Any, str]]]
+    got: list[LoadedCampaign] = []
+    if trusted_keys is None and loaded is not None and loaded.index is not None:
+        # a campaign the caller already loaded (the same limits, no signature restriction)
+        idx = loaded.index
+        got.append(loaded)
+        docs = loaded.json_docs
+    else:
+        idx = index_tree(root)
+        readable = None
+        if trusted_keys is not None:  # signatures first: a refused bundle is never read
+            sig_findings, readable = _signed_bundles(root, trusted_keys)
 
-    def load() -> dict[str, tuple[Any, str]]:
-        loaded.append(load_campaign(root, max_file_bytes=max_file_bytes, index=idx))
-        return loaded[0].json_docs
+        # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
+        # soon as it reads the manifest, then calls `load` (every document parsed and
+        # validated on this thread while the pool hashes), then reads the integrity maps
+        # `load` parsed.
+        def load() -> dict[str, tuple[Any, str]]:
+            got.append(load_campaign(root, max_file_bytes=max_file_bytes,
+                                     max_document_bytes=max_document_bytes, index=idx,
+                                     readable=readable))
+            return got[0].json_docs
 
+        docs = load
     with HashPool(workers, progress=progress) as pool:
         vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
-                                       json_docs=load, hasher=pool)
-    lc = loaded[0]
-    findings = []
+                                       json_docs=docs, max_document_bytes=max_document_bytes,
+                                       hasher=pool)
+    lc = got[0]
+    findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
-    for f in [*lc.findings, *vr.findings]:
+    for f in [*cap_findings(lc.findings), *vr.findings]:
         if f.rule in ("UNREADABLE", "FILE_TOO_LARGE"):  # the loader and the verifier both
             if (f.rule, f.path) in once:                 # meet such a file: say it once
                 continue
@@ -209,21 +249,28 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
+    if lc.scope is not None:
+        from evidence.reference_rules import reference_findings
+
+        findings += reference_findings(root, lc.scope.path, lc.scope.text,
+                                       lc.scope.model.inputs)
     # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 
     reviewed = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
                           prior_noise=prior_noise)
-    findings += reviewed.findings
+    findings += cap_findings(reviewed.findings)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
     rep = CheckReport(
         root=str(root),
         campaign=lc.scope.model.id if lc.scope else None,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
+                   "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
                    "json_files": len(lc.json_docs)},
         hashes_checked=vr.hashes_checked,
         hash_errors=vr.errors,
+        extra_files=vr.extra,
         external_digests=len(vr.external),
         files_hashed=vr.files_hashed,
         bytes_hashed=vr.bytes_hashed,
@@ -234,10 +281,37 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         verdicts=reviewed.verdicts,
         screening=reviewed.screening,
         claims=reviewed.claims,
+        probes=probe_rows(root, lc.probes),
+        trace_summaries=trace_rows(root, lc.trace_summaries),
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
     return rep
+
+
+def _signed_bundles(root: Path, keys: dict[str, Any],
+                    ) -> tuple[list[Finding], Callable[[str], bool]]:
+    """Signature findings for every signed bundle under ``root``, and the loader's filter:
+    a root-relative path inside a signed bundle (the innermost one holding it) is readable
+    only when that bundle verifies and its signed manifests list the path."""
+    from evidence.signing import BundleVerification, signature_findings
+
+    results: list[BundleVerification] = []
+    found = signature_findings(root, keys, results)
+    allowed: list[tuple[str, set[str] | None]] = []
+    for res in results:
+        rel = res.root.relative_to(root).as_posix()
+        pre = "" if rel == "." else f"{rel}/"
+        allowed.append((pre, {pre + p for p in res.covered()} if res.ok else None))
+    allowed.sort(key=lambda a: -len(a[0]))  # innermost bundle first
+
+    def readable(rel: str) -> bool:
+        for pre, ok in allowed:
+            if rel.startswith(pre):
+                return ok is not None and rel in ok
+        return True
+
+    return found, readable
 
 
 # ------------------------------------------------------------------------------- render
@@ -338,12 +412,15 @@ def render_summary(rep: CheckReport, console: Any) -> None:
 
     title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
     line(f"{title}  ({escape(rep.root)})")
+    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     line(f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
-         f"{rep.hash_errors} errors; {rep.external_digests} external unverifiable")
+         f"{rep.hash_errors} errors{extra}; {rep.external_digests} external unverifiable")
     d = rep.documents
     line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-         f"{d.get('media_reports', 0)} media reports")
+         f"{d.get('media_reports', 0)} media reports"
+         + (f", {d['probes']} operator probes" if d.get("probes") else "")
+         + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     counts = {s: sum(f.severity == s for f in rep.findings) for s in SEVERITY_ORDER}
     line("findings: " + ", ".join(f"[{SEVERITY_STYLE[s]}]{s}[/] {n}" for s, n in counts.items())
          + "  (P0-P2 fail the check; P3 are notes)")
@@ -417,11 +494,15 @@ def render_details(rep: CheckReport, console: Any) -> None:
     console.print(
         f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-        f"{d.get('media_reports', 0)} media reports valid")
+        f"{d.get('media_reports', 0)} media reports valid"
+        + (f", {d['probes']} operator probes" if d.get("probes") else "")
+        + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
+    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     console.print(
         f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
-        f"{rep.hash_errors} errors; {rep.files_hashed} files, {_bytes(rep.bytes_hashed)} "
-        f"hashed; {rep.external_digests} external digests recorded, not verifiable here")
+        f"{rep.hash_errors} errors{extra}; {rep.files_hashed} files, "
+        f"{_bytes(rep.bytes_hashed)} hashed; {rep.external_digests} external digests "
+        "recorded, not verifiable here")
     if rep.manifests:
         console.print("[bold]manifests[/] (entries: verified, mismatched, missing, extra, "
                       "external, other; then the kind and the manifest)")
@@ -454,7 +535,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.diagnostics import render_rows
     from evidence.review import render_review
+
+    render_rows(rep.probes, rep.trace_summaries, console)
 
     render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:

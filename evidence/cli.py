@@ -61,16 +61,21 @@ PLUGIN_GROUP = "campaign_bot.cli"
 CORE_COMMANDS = frozenset({"check", "schema"})
 """Commands defined here: running one of them loads no plug-in, and no plug-in replaces one."""
 
-SCHEMA_NAMES = ("campaign", "receipt", "status", "media-report", "finding", "check-report")
+SCHEMA_NAMES = ("campaign", "receipt", "status", "media-report", "finding", "probe",
+                "trace-summary", "check-report")
 """Document types ``campaign-bot schema NAME`` prints (the keys of
-:data:`evidence.models.SCHEMA_MODELS` plus ``check-report``; a test keeps them equal)."""
+:data:`evidence.models.SCHEMA_MODELS` plus ``probe``, ``trace-summary`` and ``check-report``;
+a test keeps them equal), named without importing the models."""
 
 
 def _all_schemas() -> dict[str, Any]:
     from evidence.check import CheckReport
     from evidence.models import SCHEMA_MODELS
+    from evidence.operator_probe import OperatorProbe
+    from evidence.trace_summary import TraceSummary
 
-    return {**SCHEMA_MODELS, "check-report": CheckReport}
+    return {**SCHEMA_MODELS, "probe": OperatorProbe, "trace-summary": TraceSummary,
+            "check-report": CheckReport}
 
 
 EXIT_OK = 0
@@ -194,8 +199,12 @@ def check_cmd(
         "--details", help="Print every table and every finding (default: a one-screen "
         "summary).")] = False,
     max_file_bytes: Annotated[int, typer.Option(
-        help="Largest JSON/TOML/manifest file read whole (payload files are streamed).",
+        help="Largest manifest or other file read whole (payload files are streamed).",
         min=1)] = 64 << 20,
+    max_document_bytes: Annotated[int, typer.Option(
+        help="Largest JSON or TOML file parsed whole (receipts, statuses, media reports, "
+             "integrity maps): a larger campaign-bot document is a P1 finding.",
+        min=1)] = 8 << 20,
     base: Annotated[str | None, typer.Option(
         "--base", metavar="REF",
         help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
@@ -210,8 +219,9 @@ def check_cmd(
     trusted_keys: Annotated[Path | None, typer.Option(
         "--trusted-keys",
         help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
-             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
-             "exist.")] = None,
+             "(attestation.dsse.json) under DIRECTORY must verify, every file in it must be "
+             "covered by its signed manifests, and at least one must exist; documents are "
+             "read from a signed bundle only as its signed manifests list them.")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
@@ -227,10 +237,21 @@ def check_cmd(
     if claims is not None and not claims.is_file():
         _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
         raise typer.Exit(EXIT_USAGE)
+    keys = None
+    if trusted_keys is not None:
+        from evidence.signing import KeyFileError, load_trusted_keys
+
+        try:
+            keys = load_trusted_keys(trusted_keys)
+        except KeyFileError as e:
+            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            raise typer.Exit(EXIT_USAGE) from None
     progress = _progress()
     try:
-        rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress,
-                             base_ref=base, claims_file=claims, prior_noise=prior_noise)
+        rep = check_campaign(directory, max_file_bytes=max_file_bytes,
+                             max_document_bytes=max_document_bytes, progress=progress,
+                             base_ref=base, claims_file=claims, prior_noise=prior_noise,
+                             trusted_keys=keys)
     except BaseRefError as e:
         if progress:
             progress.stop()
@@ -249,18 +270,6 @@ def check_cmd(
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
-    if trusted_keys is not None:
-        from evidence.signing import KeyFileError, load_trusted_keys, signature_findings
-
-        try:
-            keys = load_trusted_keys(trusted_keys)
-        except KeyFileError as e:
-            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
-            raise typer.Exit(EXIT_USAGE) from None
-        sig = signature_findings(directory, keys)
-        rep.findings.extend(sig)
-        if any(f.severity in ("P0", "P1", "P2") for f in sig):
-            rep.exit_code = max(rep.exit_code, EXIT_PROBLEMS)
     if as_json:
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:

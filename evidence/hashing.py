@@ -1,4 +1,5 @@
-"""SHA-256 of many files at the machine's hashing limit, in small, flat memory.
+"""Digests (SHA-256, and the other BagIt algorithms) of many files at the machine's hashing
+limit, in small, flat memory.
 
 :class:`HashPool` keeps every core hashing until the last byte:
 
@@ -9,15 +10,21 @@
   with two ``openssl dgst -sha256`` processes);
 * the largest waiting file is hashed first (a heap on size), also across batches submitted
   at different times, so the pool never ends on one big file with the other cores idle;
-* files can be submitted while others hash: ``campaign-bot check`` submits each manifest's
-  entries as soon as that manifest is read, then parses and validates the JSON documents
-  on the main thread while the pool hashes (:func:`evidence.manifest.verify_tree`);
+* files can be submitted while others hash: ``campaign-bot check`` submits the files the
+  BagIt and SHA256SUMS manifests list as soon as those manifests are read, then parses and
+  validates the JSON documents on the main thread while the pool hashes
+  (:func:`evidence.manifest.verify_tree`);
 * each thread owns one buffer (:func:`chunk_bytes`, at most 4 MiB), allocated once and
   refilled with ``readinto``: memory is ``threads x chunk`` whatever the file sizes (8 MiB
   on 2 cores), never a whole file;
 * a file is opened non-blocking and must be a regular file when opened (a FIFO swapped in
   after the tree walk is refused, never waited on), and read with
   ``POSIX_FADV_SEQUENTIAL`` read-ahead for cold caches.
+
+* a file is read once for every algorithm its manifests need (a bag with ``manifest-md5.txt``
+  and ``manifest-sha512.txt`` reads each payload file once and feeds both digests);
+  MD5 and SHA-1 are created with ``usedforsecurity=False`` (they detect damage, not forgery,
+  and FIPS-mode OpenSSL refuses them otherwise).
 
 Unreadable files are results (the ``OSError``), not exceptions: one bad file never stops
 the others.
@@ -31,7 +38,7 @@ import heapq
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -52,7 +59,22 @@ BUFFER_BUDGET_BYTES = 32 << 20
 (:func:`chunk_bytes`)."""
 
 Result = tuple[str, int] | OSError
-"""``(lowercase hex digest, size in bytes)``, or the ``OSError`` that reading raised."""
+"""``(lowercase hex SHA-256, size in bytes)``, or the ``OSError`` that reading raised."""
+
+DigestResult = tuple[dict[str, str], int] | OSError
+"""``({algorithm: lowercase hex digest}, size in bytes)``, or the ``OSError`` that reading
+raised."""
+
+ALGORITHMS: dict[str, int] = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64,
+                              "sha384": 96, "sha512": 128}
+"""Digest algorithms hashed here (the BagIt manifest algorithms, RFC 8493 2.4, as
+``hashlib`` names them) and their hex digest lengths."""
+
+WEAK_ALGORITHMS = frozenset({"md5", "sha1"})
+"""Not collision-resistant: they detect damage, not forgery (RFC 8493 2.4 asks for SHA-512
+or SHA-256); created with ``usedforsecurity=False``."""
+
+SHA256 = ("sha256",)
 
 
 def usable_cores() -> int:
@@ -83,21 +105,27 @@ def _open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
-                on_bytes: Callable[[int], None] | None = None,
+def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256, *,
+                chunk: int = CHUNK_BYTES, on_bytes: Callable[[int], None] | None = None,
                 buffer: bytearray | None = None,
-                stop: threading.Event | None = None) -> tuple[str, int]:
-    """Stream ``path`` through SHA-256 in reads of ``chunk`` bytes into one buffer.
+                stop: threading.Event | None = None) -> tuple[dict[str, str], int]:
+    """Stream ``path`` once through every digest of ``algorithms`` (names of
+    :data:`ALGORITHMS`), in reads of ``chunk`` bytes into one buffer.
 
-    Returns ``(hex_digest, size_in_bytes)``.  ``buffer`` (any length > 0) is reused instead
-    of allocating one, so a caller hashing many files allocates once; memory is O(chunk)
-    whatever the file size.  ``on_bytes(n)`` is called after each read.  Raises ``OSError``
-    (PermissionError, FileNotFoundError, EINVAL for a file that is not regular when opened;
-    ECANCELED when ``stop`` is set while hashing).
+    Returns ``({algorithm: hex_digest}, size_in_bytes)``.  ``buffer`` (any length > 0) is
+    reused instead of allocating one, so a caller hashing many files allocates once; memory
+    is O(chunk) whatever the file size.  ``on_bytes(n)`` is called after each read.  Raises
+    ``ValueError`` for an unknown algorithm, ``OSError`` (PermissionError,
+    FileNotFoundError, EINVAL for a file that is not regular when opened; ECANCELED when
+    ``stop`` is set while hashing).
     """
+    algs = tuple(dict.fromkeys(algorithms))
+    for a in algs:
+        if a not in ALGORITHMS:
+            raise ValueError(f"unknown digest algorithm {a!r}")
+    hs = [hashlib.new(a, usedforsecurity=a not in WEAK_ALGORITHMS) for a in algs]
     buf = buffer if buffer is not None else bytearray(chunk)
     view = memoryview(buf)
-    h = hashlib.sha256()
     size = 0
     with open(_open_regular(path), "rb", buffering=0, closefd=True) as f:
         if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
@@ -106,24 +134,40 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
             n = f.readinto(view)
             if not n:
                 break
-            h.update(view[:n])
+            part = view[:n]
+            for h in hs:
+                h.update(part)
             size += n
             if on_bytes is not None:
                 on_bytes(n)
             if stop is not None and stop.is_set():
                 raise OSError(errno.ECANCELED, "hashing cancelled", str(path))
-    return h.hexdigest(), size
+    return {a: h.hexdigest() for a, h in zip(algs, hs, strict=True)}, size
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
+                on_bytes: Callable[[int], None] | None = None,
+                buffer: bytearray | None = None,
+                stop: threading.Event | None = None) -> tuple[str, int]:
+    """:func:`digest_file` for SHA-256 alone: returns ``(hex_digest, size_in_bytes)``.
+    Raises ``OSError`` as :func:`digest_file` does."""
+    digests, size = digest_file(path, SHA256, chunk=chunk, on_bytes=on_bytes, buffer=buffer,
+                                stop=stop)
+    return digests["sha256"], size
 
 
 class HashPool:
     """Hash files on ``workers`` threads (default :func:`usable_cores`), largest first.
 
-    Use as a context manager (or call :meth:`close`).  :meth:`submit` queues a file (once:
-    a path submitted again is not hashed again); :meth:`results` waits for the given files,
-    submitting any not yet queued, and returns ``{path: (hex, size) | OSError}``.  Threads
-    start with the first submission, so a pool with nothing to hash costs nothing.
-    ``progress(done, total)`` sees the running byte counts (``total`` is the sum of the
-    sizes submitted so far, or ``total_bytes`` when given).
+    Use as a context manager (or call :meth:`close`).  :meth:`submit` queues a file with the
+    algorithms it needs; a path submitted again is not read again for algorithms already
+    asked for (new ones join a file still waiting; a file already read is read once more
+    for the new ones only).  :meth:`digests` waits for files and returns
+    ``{path: ({algorithm: hex}, size) | OSError}``; :meth:`results` is its SHA-256 form,
+    ``{path: (hex, size) | OSError}``.  Threads start with the first submission, so a pool
+    with nothing to hash costs nothing.  ``progress(done, total)`` sees the running byte
+    counts (``total`` is the sum of the sizes submitted so far, or ``total_bytes`` when
+    given).
     """
 
     def __init__(self, workers: int | None = None, *, progress: ProgressFn | None = None,
@@ -134,8 +178,11 @@ class HashPool:
         self._fixed_total = total_bytes
         self._cv = threading.Condition()
         self._heap: list[tuple[int, int, Path]] = []
-        self._queued: set[Path] = set()
-        self._done: dict[Path, Result] = {}
+        self._want: dict[Path, set[str]] = {}  # algorithms asked for, per path
+        self._in_heap: dict[Path, int] = {}  # queue entries of a path not yet taken
+        self._busy: dict[Path, set[str]] = {}  # algorithms being computed now
+        self._done: dict[Path, DigestResult] = {}
+        self._jobs = 0  # queue entries not yet finished
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._failed: BaseException | None = None  # a bug in a hashing thread, re-raised
@@ -146,10 +193,22 @@ class HashPool:
         self._count_lock = threading.Lock()
 
     # -- queueing
-    def submit(self, path: Path, size: int | None = None) -> None:
-        """Queue ``path`` for hashing (``size`` in bytes orders the queue; default: from
-        ``stat``).  Raises RuntimeError after :meth:`close`."""
+    def submit(self, path: Path, size: int | None = None,
+               algorithms: Iterable[str] = SHA256) -> None:
+        """Queue ``path`` for the digests of ``algorithms`` (default SHA-256; ``size`` in
+        bytes orders the queue, default from ``stat``).  Raises ``ValueError`` for an
+        algorithm not in :data:`ALGORITHMS`, RuntimeError after :meth:`close`."""
         path = Path(path)
+        algs = set(algorithms)
+        unknown = sorted(algs - ALGORITHMS.keys())
+        if unknown:
+            raise ValueError(f"unknown digest algorithm {unknown[0]!r}")
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("HashPool is closed")
+            want = self._want.get(path)
+            if want is not None and algs <= want:
+                return
         if size is None:
             try:
                 size = path.stat().st_size
@@ -158,14 +217,19 @@ class HashPool:
         with self._cv:
             if self._closed:
                 raise RuntimeError("HashPool is closed")
-            if path in self._queued:
+            want = self._want.setdefault(path, set())
+            if algs <= want:
                 return
-            self._queued.add(path)
+            want |= algs
+            if self._in_heap.get(path, 0):
+                return  # still waiting: the thread that takes it computes the new ones too
+            self._in_heap[path] = 1
+            self._jobs += 1
             self._seq += 1
             heapq.heappush(self._heap, (-size, self._seq, path))
             self._bytes_total += size
             if len(self._threads) < self.workers:
-                t = threading.Thread(target=self._work, name=f"sha256-{len(self._threads)}",
+                t = threading.Thread(target=self._work, name=f"hash-{len(self._threads)}",
                                      daemon=True)
                 self._threads.append(t)
                 t.start()
@@ -174,24 +238,40 @@ class HashPool:
     def queued(self) -> frozenset[Path]:
         """Every path submitted so far (hashed, being hashed or waiting)."""
         with self._cv:
-            return frozenset(self._queued)
+            return frozenset(self._want)
 
-    def results(self, paths: Iterable[Path]) -> dict[Path, Result]:
-        """Wait for ``paths`` (queued now where not yet) and return their results.
+    def _complete(self, p: Path) -> bool:
+        got = self._done.get(p)
+        if got is None:
+            return False
+        return isinstance(got, OSError) or self._want.get(p, set()) <= got[0].keys()
+
+    def digests(self, todo: Mapping[Path, Iterable[str]]) -> dict[Path, DigestResult]:
+        """Wait for the files of ``todo`` (``{path: algorithms}``, queued now where not yet)
+        and return ``{path: ({algorithm: hex}, size) | OSError}``; the mapping of a file
+        holds at least the algorithms asked for.
 
         Raises RuntimeError when a hashing thread failed with anything but an ``OSError``
-        (a bug, not a bad file), instead of waiting for ever.
+        (a bug, not a bad file), instead of waiting for ever; ``ValueError`` for an unknown
+        algorithm.
         """
-        plist = [Path(p) for p in paths]
-        for p in plist:
-            self.submit(p)
+        plist = [Path(p) for p in todo]
+        for p, algs in zip(plist, todo.values(), strict=True):
+            self.submit(p, algorithms=algs)
         with self._cv:
-            self._cv.wait_for(lambda: all(p in self._done for p in plist) or self._closed
+            self._cv.wait_for(lambda: all(self._complete(p) for p in plist) or self._closed
                               or self._failed is not None)
             if self._failed is not None:
                 raise RuntimeError("a hashing thread failed") from self._failed
-            return {p: self._done.get(p, OSError(errno.ECANCELED, "not hashed", str(p)))
-                    for p in plist}
+            return {p: self._done[p] if self._complete(p)
+                    else OSError(errno.ECANCELED, "not hashed", str(p)) for p in plist}
+
+    def results(self, paths: Iterable[Path]) -> dict[Path, Result]:
+        """:meth:`digests` for SHA-256: ``{path: (hex, size) | OSError}``.  Raises as
+        :meth:`digests` does."""
+        got = self.digests({Path(p): SHA256 for p in paths})
+        return {p: r if isinstance(r, OSError) else (r[0]["sha256"], r[1])
+                for p, r in got.items()}
 
     # -- threads
     def _tick(self, n: int) -> None:
@@ -212,9 +292,20 @@ class HashPool:
                 if self._closed:
                     return
                 _, _, path = heapq.heappop(self._heap)
-            result: Result
+                self._in_heap[path] = 0
+                prev = self._done.get(path)
+                have = set() if prev is None or isinstance(prev, OSError) else set(prev[0])
+                busy = self._busy.setdefault(path, set())
+                algs = tuple(sorted(self._want[path] - have - busy))
+                busy |= set(algs)
+                if not algs or isinstance(prev, OSError):
+                    self._jobs -= 1
+                    self._cv.notify_all()
+                    continue
+            result: DigestResult
             try:
-                result = sha256_file(path, on_bytes=self._tick, buffer=buf, stop=self._stop)
+                result = digest_file(path, algs, on_bytes=self._tick, buffer=buf,
+                                     stop=self._stop)
             except OSError as e:
                 result = e
             except BaseException as e:  # a bug (or a progress callback's): wake the waiters
@@ -223,7 +314,13 @@ class HashPool:
                     self._cv.notify_all()
                 return
             with self._cv:
-                self._done[path] = result
+                self._busy[path] -= set(algs)
+                prev = self._done.get(path)
+                if isinstance(result, OSError) or prev is None or isinstance(prev, OSError):
+                    self._done[path] = prev if isinstance(prev, OSError) else result
+                else:  # more algorithms for a file read before: merge
+                    self._done[path] = ({**prev[0], **result[0]}, result[1])
+                self._jobs -= 1
                 self._cv.notify_all()
 
     # -- lifetime
@@ -235,8 +332,7 @@ class HashPool:
                 self._heap.clear()
                 self._stop.set()
             else:
-                self._cv.wait_for(lambda: len(self._done) >= len(self._queued)
-                                  or self._failed is not None)
+                self._cv.wait_for(lambda: self._jobs == 0 or self._failed is not None)
             self._closed = True
             self._cv.notify_all()
         for t in self._threads:
@@ -262,3 +358,14 @@ def hash_files(paths: Iterable[Path], *, workers: int | None = None,
     plist = [Path(p) for p in paths]
     with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
         return pool.results(plist)
+
+
+def digest_files(todo: Mapping[Path, Iterable[str]], *, workers: int | None = None,
+                 progress: ProgressFn | None = None,
+                 total_bytes: int | None = None) -> dict[Path, DigestResult]:
+    """:func:`hash_files` for several algorithms: ``todo`` maps each path to the algorithms
+    it needs (names of :data:`ALGORITHMS`; each file is read once).  Returns
+    ``{path: ({algorithm: hex}, size)}`` or the ``OSError`` of an unreadable file; raises
+    ``ValueError`` for an unknown algorithm."""
+    with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
+        return pool.digests({Path(p): tuple(a) for p, a in todo.items()})

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from github import Auth
 from github_double import GitHubDouble
 
-import bot.commands  # noqa: F401 - registers the command handlers on the router
-import bot.review  # noqa: F401 - registers the review handler
-from bot.github import PyGithubPort, make_client, make_retry
-from bot.router import Event
+from bot.app import compose
+from bot.database import make_engine, migrate
+from bot.github.pygithub import PyGithubPort, make_client, make_retry
+from bot.inbox.router import Event
+from bot.metrics import Metrics
+from bot.registry import Registry
+from bot.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "github"
@@ -29,11 +33,32 @@ def fast_retry() -> Any:
                       max_rate_limit_wait=5.0)
 
 
-def port(double: GitHubDouble, repo: str = REPO, retry: Any = None) -> PyGithubPort:
+def port(double: GitHubDouble, repo: str = REPO, retry: Any = None,
+         metrics: Metrics | None = None) -> PyGithubPort:
     """A PyGithub port on the double (token auth, no throttling)."""
     auth = Auth.Token("test-token")
     client = make_client(double.base_url, auth, retry=retry or fast_retry(), throttle=False)
-    return PyGithubPort(client, repo, BOT, auth=auth, base_url=double.base_url)
+    return PyGithubPort(client, repo, BOT, auth=auth, base_url=double.base_url,
+                        metrics=metrics)
+
+
+def handler_app() -> Registry:
+    """Every feature composed as the service composes them (their router dispatches a test's
+    events), on a scratch SQLite database of this test session."""
+    db = Path(tempfile.mkdtemp(prefix="campaign-bot-tests-")) / "bot.sqlite3"
+    engine = make_engine(f"sqlite:///{db}", sqlite_synchronous="NORMAL")
+    migrate(engine)
+    return compose(Settings(bot_login=BOT), engine)
+
+
+APP = handler_app()
+router = APP.router
+"""The composed features' router (handler tests dispatch through it)."""
+
+
+def clear_configs() -> None:
+    """Forget the repository configs :data:`APP` cached (each test sets up its own repo)."""
+    APP.configs.clear()
 
 
 def fixture(rel: str) -> dict[str, Any]:

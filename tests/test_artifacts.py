@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.artifacts import ArtifactError, Limits, download_zip, safe_extract
+from bot.github.artifacts import ArtifactError, Limits, download_zip, safe_extract
 
 
 def make_zip(entries: list[tuple[str, bytes]], links: dict[str, str] | None = None) -> bytes:

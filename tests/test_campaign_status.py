@@ -1,5 +1,5 @@
-"""bot.campaign_status against the GitHub double: PyGithub over real HTTP, a real SQLite
-database migrated by Alembic, issue 2's loader and issue 3's verdict engine.
+"""The header feature (bot.features.header) against the GitHub double: PyGithub over real
+HTTP, a real SQLite database migrated by Alembic, the evidence loader and the verdict engine.
 
 Each test asserts the exact GitHub writes made (and that no others were made)."""
 
@@ -14,11 +14,17 @@ import pytest
 from github import Auth
 from webhook_helpers import DB_KINDS, database_url
 
-from bot import campaign_status as cs
-from bot.github import PyGithubPort, make_client
-from bot.header_block import END, START, current_block
-from bot.router import Event, router
-from bot.store import make_engine, migrate
+from bot.database import make_engine, migrate
+from bot.features import header
+from bot.features.header import service as cs
+from bot.features.header.block import END, START, current_block
+from bot.features.header.handlers import HeaderHandlers
+from bot.features.screen.campaign_state import campaign_state
+from bot.github.pygithub import PyGithubPort, make_client
+from bot.inbox.router import Event, Router
+from bot.registry import Registry
+from bot.repo_config import SCREEN_WORKFLOW, RepoConfigs
+from bot.scheduler import add_jobs
 from tests.campaign_status.builders import T0, ab_screen, campaign_files, receipt
 
 REPO = "org/campaigns"
@@ -34,11 +40,26 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[cs.Heade
     with database_url(request.param, tmp_path) as url:
         engine = make_engine(url)
         migrate(engine)
-        svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]")
-        cs.configure(svc)
+        # the screen queue wired in as the composition root does
+        svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]", queue=campaign_state)
         yield svc
-        cs.configure(None)
         engine.dispose()
+
+
+async def _no_context(event: Event) -> tuple[Any, Any]:
+    raise AssertionError("these tests hand each handler its port")
+
+
+def _feature(service: cs.HeaderService) -> tuple[Router, HeaderHandlers, Registry]:
+    """The header feature registered on ``service`` (router, handlers, registry)."""
+    app = Registry(engine=service.engine, context=_no_context, configs=RepoConfigs(),
+                   bot_login="campaign-bot[bot]")
+    handlers = header.register(app, service=service)
+    return app.router, handlers, app
+
+
+def _handlers(service: cs.HeaderService) -> HeaderHandlers:
+    return _feature(service)[1]
 
 
 @pytest.fixture
@@ -225,7 +246,7 @@ async def test_two_prs_with_candidates_on_different_tracks(
             "sender": {"login": "amy", "type": "User"},
             "pull_request": {"number": pr.number, "state": "open", "title": pr.title,
                              "head": {"sha": pr.head_sha}}})
-        await cs.on_pull_request(ev, gh, None)
+        await _handlers(service).on_pull_request(ev, gh, None)
     assert [p.number for p in service.candidate_prs(REPO, ROOT)] == [21, 22]
     block = current_block(_body(github_double)) or ""
     lossy = next(x for x in block.splitlines() if x.startswith("| 5s-lossy"))
@@ -242,7 +263,7 @@ async def test_two_prs_with_candidates_on_different_tracks(
         "sender": {"login": "amy", "type": "User"},
         "pull_request": {"number": 22, "state": "closed", "title": "tp2 sp2",
                          "head": {"sha": pr_b.head_sha}}})
-    await cs.on_pull_request(ev, gh, None)
+    await _handlers(service).on_pull_request(ev, gh, None)
     assert "tp2-sp2" not in (current_block(_body(github_double)) or "")
 
 
@@ -272,7 +293,7 @@ async def test_own_issue_edits_are_ignored_and_history_is_kept(
         "action": "edited", "repository": {"full_name": REPO},
         "sender": {"login": "campaign-bot[bot]", "type": "Bot"},
         "issue": {"number": ISSUE, "body": "x"}, "changes": {"body": {"from": body}}})
-    await cs.on_issue_edited(own, gh, None)
+    await _handlers(service).on_issue_edited(own, gh, None)
     assert github_double.calls[start:] == []
     # /campaign history replies with the recorded change (through the router: the shared
     # command parser ignores the fenced command)
@@ -281,7 +302,7 @@ async def test_own_issue_edits_are_ignored_and_history_is_kept(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
         "comment": {"id": 991, "user": {"login": "amy", "type": "User"},
                     "body": "```\n/campaign refresh\n```\n/campaign history 3"}})
-    results = await router.dispatch(ev, gh, None)
+    results = await _feature(service)[0].dispatch(ev, gh, None)
     assert all(r.ok for r in results), results
     _, writes = _calls(github_double, start)
     assert writes == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
@@ -299,7 +320,7 @@ async def test_refresh_command_through_router(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
         "comment": {"id": 992, "user": {"login": "amy", "type": "User"},
                     "body": "/campaign refresh"}})
-    results = await router.dispatch(ev, gh, None)
+    results = await _feature(service)[0].dispatch(ev, gh, None)
     assert all(r.ok for r in results), results
     assert github_double.write_summary() == [
         ("issues/update", f"/repos/{REPO}/issues/{ISSUE}"),
@@ -314,14 +335,14 @@ async def test_refresh_command_through_router(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": 99},
         "comment": {"id": 993, "user": {"login": "amy", "type": "User"},
                     "body": "/campaign refresh"}})
-    await router.dispatch(ev2, gh, None)
+    await _feature(service)[0].dispatch(ev2, gh, None)
     assert "is not a campaign issue" in github_double.calls[-1].request["body"]
 
 
 def _screen(service: cs.HeaderService, **kw: Any) -> int:
     from sqlalchemy.orm import Session
 
-    from bot import screens
+    from bot.features.screen import queue as screens
 
     values = dict(
         request_id=screens.new_request_id(), repo=REPO, pr_number=21,
@@ -342,7 +363,7 @@ def _screen(service: cs.HeaderService, **kw: Any) -> int:
 async def test_queue_and_approval_from_issue_7_screens(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
-    from bot import screens
+    from bot.features.screen import queue as screens
 
     _setup(github_double, _controls("5s-lossless"))
     camp = await _register(service, gh)
@@ -388,15 +409,16 @@ async def test_push_to_default_branch_refreshes_with_commit_reference(
              "added": [], "modified": ["docs/x.md"], "removed": []},
         ],
     }
-    await cs.on_push(Event("d-push", "push", payload), gh, None)
+    await _handlers(service).on_push(Event("d-push", "push", payload), gh, None)
     block = current_block(_body(github_double)) or ""
     assert (f"Updated from evidence at [`cccccccc`](https://github.com/{REPO}/tree/{'c' * 40}/"
             f"{ROOT}) on 2026-11-21 09:00 UTC") in block
     # a push elsewhere (another branch, or not touching the campaign) writes nothing
     start = len(github_double.calls)
-    await cs.on_push(Event("d-push2", "push", {**payload, "ref": "refs/heads/topic"}), gh, None)
-    await cs.on_push(Event("d-push3", "push", {**payload, "commits": payload["commits"][1:]}),
-                     gh, None)
+    h = _handlers(service)
+    await h.on_push(Event("d-push2", "push", {**payload, "ref": "refs/heads/topic"}), gh, None)
+    await h.on_push(Event("d-push3", "push", {**payload, "commits": payload["commits"][1:]}),
+                    gh, None)
     assert _calls(github_double, start) == ([], [])
 
 
@@ -409,19 +431,19 @@ async def test_scheduler_job_skips_unchanged_campaigns(
     await _register(service, gh)
     ports = {REPO: gh}
     scheduler = AsyncIOScheduler(timezone="UTC")
-    job = cs.install_scheduler(scheduler, lambda repo: ports[repo])
-    assert job.id == "campaign-header-refresh"
+    assert add_jobs(scheduler, _feature(service)[2].jobs) == ["campaign-header-refresh"]
+    job = scheduler.get_job("campaign-header-refresh")
     assert job.trigger.interval.total_seconds() == 30 * 60
-    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"written": 1}
+    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
     start = len(github_double.calls)
-    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"skipped": 1}
+    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"skipped": 1}
     assert _calls(github_double, start) == ([f"GET /repos/{REPO}/contents/campaigns"], [])
     # new evidence on the default branch: the next run rewrites the header
     github_double.set_branch(REPO, "main", {
         f"{ROOT}/receipts/base/more.json": receipt(
             "5s-lossless", "control", 172.0, session="more", screen="base", slot=7,
         ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
-    assert await cs.scheduled_refresh(lambda repo: ports[repo]) == {"written": 1}
+    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
     assert "3 clean control session(s)" in (current_block(_body(github_double)) or "")
 
 
@@ -434,17 +456,17 @@ async def test_workflow_run_of_the_screen_workflow_refreshes_others_do_not(
             "sender": {"login": "github-actions[bot]", "type": "Bot"}}
     start = len(github_double.calls)
     ci = {**base, "workflow_run": {"path": ".github/workflows/ci.yml"}}
-    await cs.on_workflow_run(Event("d-ci", "workflow_run", ci), gh, None)
+    await _handlers(service).on_workflow_run(Event("d-ci", "workflow_run", ci), gh, None)
     assert github_double.calls[start:] == []
-    screen = {**base, "workflow_run": {"path": ".github/workflows/campaign-screen.yml"}}
-    await cs.on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
+    screen = {**base, "workflow_run": {"path": f".github/workflows/{SCREEN_WORKFLOW}"}}
+    await _handlers(service).on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
     assert _calls(github_double, start)[1] == [f"PATCH /repos/{REPO}/issues/{ISSUE}"]
 
 
 async def test_finished_screen_result_shows_until_committed(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
-    from bot import screens
+    from bot.features.screen import queue as screens
 
     _setup(github_double, _controls("5s-lossless"))
     camp = await _register(service, gh)
@@ -485,8 +507,8 @@ async def test_human_edit_removing_markers_gets_one_notice(
         "issue": {"number": ISSUE, "body": "rewritten by a human"},
         "changes": {"body": {"from": before}}})
     start = len(github_double.calls)
-    await cs.on_issue_edited(ev, gh, None)
-    await cs.on_issue_edited(ev, gh, None)  # a redelivery: still one notice
+    await _handlers(service).on_issue_edited(ev, gh, None)
+    await _handlers(service).on_issue_edited(ev, gh, None)  # a redelivery: still one notice
     assert _calls(github_double, start)[1] == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
     assert _body(github_double) == "rewritten by a human"
     kinds = [h.kind for h in service.history(REPO, ISSUE)]
@@ -527,7 +549,7 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
         "issue": {"number": ISSUE, "body": seen["to"]},
         "changes": {"body": {"from": seen["from"]}}})
     start = len(github_double.calls)
-    await cs.on_issue_edited(ev, gh, None)
+    await _handlers(service).on_issue_edited(ev, gh, None)
     body = _body(github_double)
     assert body.endswith("A human line typed at the worst moment.\r\n")
     assert "3 clean control session(s)" in (current_block(body) or "")
@@ -535,5 +557,5 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
         [f"GET /repos/{REPO}/issues/{ISSUE}"], [f"PATCH /repos/{REPO}/issues/{ISSUE}"])
     # the same event again (a redelivery) changes nothing
     start = len(github_double.calls)
-    await cs.on_issue_edited(ev, gh, None)
+    await _handlers(service).on_issue_edited(ev, gh, None)
     assert _calls(github_double, start)[1] == []

@@ -4,13 +4,11 @@ GitHub writes made (and that no others were)."""
 from __future__ import annotations
 
 import pytest
-from github_helpers import BOT, REPO, comment_event, port
+from github_helpers import APP, BOT, REPO, clear_configs, comment_event, port, router
 
-import bot.commands as commands
-from bot import repo_config
-from bot.commands import CommandContext, CommandSpec, Who, command
-from bot.repo_config import CONFIG_PATH, RepoConfig
-from bot.router import Router, router
+from bot.commands import CommandContext, Commands, CommandSpec, Who
+from bot.inbox.router import Router
+from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigs
 
 COMMENTS = f"/repos/{REPO}/issues/2/comments"
 CAMPAIGN_TOML = 'id = "h3"\nrequesters = ["carol"]\n'
@@ -22,7 +20,7 @@ def repo(github_double):
                                   "campaigns/h3/campaign.toml": CAMPAIGN_TOML})
     github_double.add_pull(REPO, 2, {"README.md": "hi\nthere\n"}, user="dave")
     github_double.add_issue(REPO, 3)
-    repo_config.clear_cache()
+    clear_configs()
     return github_double
 
 
@@ -39,7 +37,7 @@ async def test_help_lists_every_command_once_per_command(repo) -> None:
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
     (body,) = bot_comments(repo)
     assert body.startswith("<!-- campaign-bot:reply comment=555 line=1 -->")
-    for spec in commands.REGISTRY.values():
+    for spec in APP.commands.specs:
         assert f"### `{spec.usage}`" in body and spec.who.value in body
     # GitHub redelivers the same comment: the reply is found, not posted again
     await router.dispatch(ev, gh, RepoConfig())
@@ -84,19 +82,19 @@ async def test_edit_without_body_change_does_nothing(repo) -> None:
 
 @pytest.fixture
 def screen_router(request):
-    """A /screen command registered on its own router exactly as issue 7 will."""
+    """A /screen command added on its own router, as a feature adds its commands."""
     calls: list[CommandContext] = []
     local = Router()
+    commands = Commands(local, RepoConfigs())
     spec = CommandSpec("screen", "/screen candidate NAME", "Start a screen.",
                        ("/screen candidate tp2-sp2",), Who.WRITERS_OR_REQUESTERS,
                        pull_only=True, needs_config=True)
 
-    @command(spec, on=local)
     async def screen(ctx: CommandContext) -> None:
         calls.append(ctx)
         await ctx.say(f"screen of {ctx.command.verb_args[1]} accepted")
 
-    request.addfinalizer(lambda: commands.REGISTRY.pop("screen", None))
+    commands.add(spec, screen)
     return local, calls
 
 

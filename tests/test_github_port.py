@@ -13,20 +13,18 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, GithubRetry
 from github_helpers import BOT, REPO, fixture, port
 
-from bot import repo_config
+from bot.app import github_context
 from bot.github import (
     GitHubNotFound,
     GitHubPort,
     GitHubRetryableError,
     GitHubValidationError,
     InlineComment,
-    PyGithubPort,
-    RecordingGitHub,
-    context_for,
-    make_client,
 )
-from bot.metrics import metrics
-from bot.router import Event
+from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.recording import RecordingGitHub
+from bot.inbox.router import Event
+from bot.metrics import Metrics
 from bot.settings import Settings
 
 
@@ -163,8 +161,7 @@ async def test_app_installation_auth_through_context_for(gh_repo) -> None:
                             serialization.NoEncryption()).decode()
     settings = Settings(webhook_secret="s", app_id=42, private_key=pem,
                         github_api_url=gh_repo.base_url, bot_login=BOT)
-    repo_config.clear_cache()
-    factory = context_for(settings, throttle=False)
+    factory = github_context(settings, throttle=False)
     payload = fixture("webhooks-derived/issue_comment/created.on-pull-request.json")
     gh, config = await factory(Event("d", "issue_comment", payload))
     assert config is not None and config.campaigns.paths == ["campaigns/*"]
@@ -178,7 +175,7 @@ async def test_app_installation_auth_through_context_for(gh_repo) -> None:
 
 async def test_context_without_credentials_is_refused() -> None:
     payload = fixture("webhooks-derived/issue_comment/created.on-pull-request.json")
-    factory = context_for(Settings(webhook_secret="s"))
+    factory = github_context(Settings(webhook_secret="s"))
     with pytest.raises(Exception, match="CAMPAIGN_BOT_TOKEN"):
         await factory(Event("d", "issue_comment", payload))
 
@@ -204,8 +201,8 @@ async def test_wrong_bot_login_setting_is_reported(gh_repo, caplog) -> None:
 
 
 async def test_api_calls_and_rate_limit_are_counted(gh_repo) -> None:
-    metrics.reset()
-    await port(gh_repo).get_pull(2)
+    metrics = Metrics()
+    await port(gh_repo, metrics=metrics).get_pull(2)
     snap = metrics.snapshot()
     assert snap["github_calls"] == {"GET": 1}
     assert snap["github_rate_limit_remaining"] == gh_repo.rate_remaining

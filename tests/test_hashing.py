@@ -43,15 +43,16 @@ def test_largest_waiting_file_is_hashed_first(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     order: list[str] = []
     gate = threading.Event()
-    real = hashing.sha256_file
+    real = hashing.digest_file
 
-    def recording(path: Path, **kw: object) -> tuple[str, int]:
+    def recording(path: Path, algorithms: tuple[str, ...],
+                  **kw: object) -> tuple[dict[str, str], int]:
         order.append(Path(path).name)
         if len(order) == 1:
             assert gate.wait(10)  # hold the only thread until everything is queued
-        return real(path, **kw)  # type: ignore[arg-type]
+        return real(path, algorithms, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(hashing, "sha256_file", recording)
+    monkeypatch.setattr(hashing, "digest_file", recording)
     first = _file(tmp_path / "first", 10)
     rest = {n: _file(tmp_path / n, s) for n, s in
             [("small", 100), ("big", 300_000), ("medium", 20_000), ("tiny", 1)]}
@@ -65,6 +66,42 @@ def test_largest_waiting_file_is_hashed_first(tmp_path: Path,
         got = pool.results([first, *rest.values()])
     assert order == ["first", "big", "medium", "small", "tiny"]
     assert all(isinstance(v, tuple) for v in got.values())
+
+
+def test_each_file_is_read_once_for_every_algorithm_it_needs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[tuple[str, tuple[str, ...]]] = []
+    real = hashing.digest_file
+
+    def recording(path: Path, algorithms: tuple[str, ...],
+                  **kw: object) -> tuple[dict[str, str], int]:
+        reads.append((Path(path).name, tuple(algorithms)))
+        return real(path, algorithms, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashing, "digest_file", recording)
+    a, b = _file(tmp_path / "a", 300_000, 1), _file(tmp_path / "b", 5000, 2)
+    got = hashing.digest_files({a: ("md5", "sha512", "sha256"), b: ("sha1",)}, workers=2)
+    assert sorted(reads) == [("a", ("md5", "sha256", "sha512")), ("b", ("sha1",))]
+    data = a.read_bytes()
+    ok = got[a]
+    assert not isinstance(ok, OSError)
+    assert ok == ({"md5": hashlib.md5(data).hexdigest(),
+                   "sha256": hashlib.sha256(data).hexdigest(),
+                   "sha512": hashlib.sha512(data).hexdigest()}, 300_000)
+    assert got[b] == ({"sha1": hashlib.sha1(b.read_bytes()).hexdigest()}, 5000)
+    # asked again for one more algorithm: read once more, for that one only
+    reads.clear()
+    with HashPool(workers=1) as pool:
+        pool.submit(a, algorithms=("sha256",))
+        first = pool.digests({a: ("sha256",)})[a]
+        both = pool.digests({a: ("sha256", "sha224")})[a]
+        again = pool.results([a])[a]
+    assert reads == [("a", ("sha256",)), ("a", ("sha224",))]
+    assert not isinstance(first, OSError) and not isinstance(both, OSError)
+    assert both[0] == {"sha256": first[0]["sha256"], "sha224": hashlib.sha224(data).hexdigest()}
+    assert again == (first[0]["sha256"], 300_000)
+    with pytest.raises(ValueError, match="whirlpool"):
+        hashing.digest_files({a: ("whirlpool",)})
 
 
 def test_memory_is_flat_whatever_the_file_size(tmp_path: Path) -> None:
@@ -178,3 +215,34 @@ def test_a_failing_progress_callback_raises_instead_of_hanging(tmp_path: Path) -
         hash_files([f, _file(tmp_path / "g", 10)], progress=broken, workers=1)
     assert isinstance(exc.value.__cause__, ZeroDivisionError)
     assert time.monotonic() - t0 < 10
+
+
+def test_verify_tree_reads_a_file_once_for_md5_and_sha512_manifests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data").mkdir()
+    files = [_file(tmp_path / "data" / f"p{i}.bin", (1 << 20) + i, i) for i in range(3)]
+    (tmp_path / "bagit.txt").write_text("BagIt-Version: 1.0\nTag-File-Character-Encoding: "
+                                        "UTF-8\n")
+    for alg in ("md5", "sha512"):
+        (tmp_path / f"manifest-{alg}.txt").write_text("".join(
+            f"{hashlib.new(alg, p.read_bytes()).hexdigest()}  data/{p.name}\n"
+            for p in files))
+    reads: list[tuple[str, tuple[str, ...]]] = []
+    real = hashing.digest_file
+
+    def recording(path: Path, algorithms: tuple[str, ...],
+                  **kw: object) -> tuple[dict[str, str], int]:
+        reads.append((Path(path).name, tuple(algorithms)))
+        return real(path, algorithms, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashing, "digest_file", recording)
+    with HashPool(workers=2) as pool:
+        res = verify_tree(tmp_path, hasher=pool, json_docs=dict)
+    assert sorted(reads) == [(p.name, ("md5", "sha512")) for p in files]
+    assert res.errors == 0 and res.hashes_ok == res.hashes_checked == 6
+    with open(files[1], "r+b") as fh:
+        fh.write(b"X")
+    reads.clear()
+    with HashPool(workers=2) as pool:
+        bad = verify_tree(tmp_path, hasher=pool, json_docs=dict)
+    assert len(reads) == 3 and bad.mismatched == 2  # MD5 and SHA-512 both disagree

@@ -1,4 +1,4 @@
-"""bot.header_block: only the marked block changes, human text survives byte for byte."""
+"""bot.features.header.block: only the marked block changes, human text survives byte for byte."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.header_block import (
+from bot.features.header.block import (
     END,
     START,
     BlockState,
@@ -99,7 +99,7 @@ def test_property_only_block_changes(above: str, below: str, old: str, new: str)
 
 
 def test_outside_drops_only_the_block_text() -> None:
-    from bot.header_block import outside
+    from bot.features.header.block import outside
 
     body = f"top\r\n{START}\nheader v1\n{END}\nbottom"
     assert outside(body) == f"top\n{START}{END}\nbottom"

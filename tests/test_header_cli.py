@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bot.header_cli import register
+from bot.features.header.cli import register
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h3-ref2va-4x910b1"
 

@@ -1,4 +1,4 @@
-"""evidence.header + bot.header_render: the header says what the evidence says, no more."""
+"""evidence.header + bot.features.header.render: the header says what the evidence says, no more."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.header_block import END, START
-from bot.header_render import cell_filter, render_header
+from bot.features.header.block import END, START
+from bot.features.header.render import cell_filter, render_header
 from evidence.header import (
     EvidenceRef,
     EvidenceSource,

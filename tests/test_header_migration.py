@@ -1,4 +1,4 @@
-"""The 0008_campaign_headers migration creates exactly the tables of bot.header_store, on
+"""The 0008_campaign_headers migration creates exactly the tables of bot.features.header.store, on
 SQLite and on PostgreSQL, and downgrades cleanly."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 from webhook_helpers import DB_KINDS, database_url
 
-from bot.header_store import CampaignHeader, CandidatePR, HeaderChange
-from bot.store import MIGRATIONS_DIR, Base, make_engine, migrate
+from bot.database import MIGRATIONS_DIR, Base, make_engine, migrate
+from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
 
 TABLES = ("campaign_headers", "campaign_header_history", "campaign_candidate_prs")
 

@@ -11,12 +11,12 @@ from typing import Any
 from github import Auth
 from webhook_helpers import SECRET, headers_for, post, threaded_server, wait_for
 
-from bot import campaign_status as cs
-from bot import store
+from bot import database
 from bot.app import create_app
-from bot.github import PyGithubPort, make_client
-from bot.header_block import START, current_block
-from bot.router import Event
+from bot.features.header.block import START, current_block
+from bot.github.pygithub import PyGithubPort, make_client
+from bot.inbox import store
+from bot.inbox.router import Event
 from bot.settings import load_settings
 from tests.campaign_status.builders import campaign_files, receipt
 
@@ -33,7 +33,7 @@ def test_push_delivery_updates_header_through_the_service(
     url = f"sqlite:///{tmp_path / 'svc.sqlite3'}"
     settings = load_settings(webhook_secret=SECRET, database_url=url, retry_delays="0",
                              worker_mode="thread")
-    engine = store.make_engine(url)
+    engine = database.make_engine(url)
     auth = Auth.Token("test-token")
 
     async def ctx(event: Event) -> tuple[Any, Any]:
@@ -66,5 +66,4 @@ def test_push_delivery_updates_header_through_the_service(
             assert "Updated from evidence at [`cccccccc`]" in block
             assert github_double.write_summary() == [("issues/update", f"/repos/{REPO}/issues/7")]
     finally:
-        cs.configure(None)
         engine.dispose()

@@ -4,11 +4,9 @@ cache, and the validation comment on PRs that change it."""
 from __future__ import annotations
 
 import pytest
-from github_helpers import BOT, REPO, port, pr_event
+from github_helpers import BOT, REPO, port, pr_event, router
 
-from bot import repo_config
-from bot.repo_config import CONFIG_PATH, parse
-from bot.router import router
+from bot.repo_config import CONFIG_PATH, RepoConfigs, parse
 
 GOOD = """\
 [campaigns]
@@ -53,22 +51,21 @@ def test_broken_config_says_what_to_fix(text: str, expected: str) -> None:
 async def test_read_from_default_branch_only_and_cached(github_double) -> None:
     github_double.add_repo(REPO, {CONFIG_PATH: GOOD})
     github_double.add_pull(REPO, 2, {CONFIG_PATH: GOOD.replace("alice", "mallory")})
-    repo_config.clear_cache()
+    configs = RepoConfigs()
     gh = port(github_double)
-    loaded = await repo_config.load(gh)
+    loaded = await configs.load(gh)
     assert loaded.present and loaded.ref == "main" and loaded.config.screen.allowed == ["alice"]
     n = len(github_double.calls)
-    assert (await repo_config.load(gh)).config is loaded.config  # cached: no request
+    assert (await configs.load(gh)).config is loaded.config  # cached: no request
     assert len(github_double.calls) == n
     github_double.set_branch(REPO, "main", {CONFIG_PATH: "[screen]\nbad = 1\n"}, parent="main")
-    fresh = await repo_config.load(gh, use_cache=False)
+    fresh = await configs.load(gh, use_cache=False)
     assert fresh.config is None and "bad" in str(fresh.problems[0])
 
 
 async def test_absent_config_means_defaults(github_double) -> None:
     github_double.add_repo(REPO, {"README.md": "x"})
-    repo_config.clear_cache()
-    loaded = await repo_config.load(port(github_double))
+    loaded = await RepoConfigs().load(port(github_double))
     assert not loaded.present and loaded.config.campaigns.paths == ["campaigns/*"]
 
 

@@ -9,12 +9,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from github_helpers import BOT, EXAMPLE, REPO, comment_event, example_files, port, pr_event
+from github_helpers import (
+    BOT,
+    EXAMPLE,
+    REPO,
+    clear_configs,
+    comment_event,
+    example_files,
+    port,
+    pr_event,
+    router,
+)
 
-from bot import repo_config
-from bot.github import GitHubRetryableError, RecordingGitHub
-from bot.repo_config import RepoConfig
-from bot.review import (
+from bot.features.review.review import (
     CHECK_NAME,
     analyse_directory,
     campaign_dir_of,
@@ -22,7 +29,9 @@ from bot.review import (
     place,
     review_pull,
 )
-from bot.router import router
+from bot.github import GitHubRetryableError
+from bot.github.recording import RecordingGitHub
+from bot.repo_config import RepoConfig
 
 STATUS = "campaigns/h3/results/status.json"
 P = f"/repos/{REPO}"
@@ -42,7 +51,7 @@ def bad_status() -> str:
 def campaign_pr(github_double):
     github_double.add_repo(REPO, example_files())
     pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, user="dave")
-    repo_config.clear_cache()
+    clear_configs()
     return github_double, pull
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from screen_scope import make_scope
 
-from bot.commands.screen import (
+from bot.features.screen.grammar import (
     ScreenCancel,
     ScreenRequest,
     ScreenStatus,

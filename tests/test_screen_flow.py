@@ -10,15 +10,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from github import Auth, Github
+from github import Auth
 from screen_scope import scope_dict, toml_dumps
 from sqlalchemy import select
 
-from bot import budget, screens
-from bot.screen import CommentContext, Runtime, ScreenOptions, on_workflow_job, run_command
-from bot.screen_port import PyGithubScreenPort
-from bot.screens import Screen
-from bot.store import make_engine, migrate
+from bot.database import make_engine, migrate
+from bot.features.screen import budget
+from bot.features.screen import queue as screens
+from bot.features.screen.flow import (
+    CommentContext,
+    Runtime,
+    ScreenOptions,
+    on_workflow_job,
+    run_command,
+)
+from bot.features.screen.queue import Screen
+from bot.github.pygithub import PyGithubPort, make_client
 
 REPO = "octo/campaign"
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -43,9 +50,9 @@ def env(github_double, tmp_path: Path) -> Iterator[tuple]:
     d.set_permission(REPO, "maint", "write")
     d.set_permission(REPO, "amy", "read")
     d.set_permission(REPO, "eve", "read")
-    gh = Github(base_url=d.base_url, auth=Auth.Token("test-token"),
-                seconds_between_requests=None, seconds_between_writes=None, retry=None)
-    port = PyGithubScreenPort(gh, "test-token")
+    auth = Auth.Token("test-token")
+    port = PyGithubPort(make_client(d.base_url, auth, throttle=False), REPO, "campaign-bot[bot]",
+                        auth=auth, base_url=d.base_url)
     eng = make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
     migrate(eng)
     clock = Clock()
@@ -110,7 +117,7 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
                                "workflow_job": {"run_id": run["id"], "runner_name": "ascend-7",
                                                 "started_at": "2026-12-01T10:00:05Z"}})
     assert len(d.writes()) == n  # deferred by the debounce
-    from bot.screen import flush_statuses
+    from bot.features.screen.flow import flush_statuses
 
     clock.t += timedelta(seconds=10)
     assert flush_statuses(rt) == 1
@@ -165,7 +172,10 @@ def test_requester_without_write_may_screen_and_extend(env) -> None:
             "+0.00 wall-hours, +8.00 device-hours (second round). Now: 72.00 device-hours, "
             "16.00 wall-hours and 2 directions left.") in comments(d)[0]
     say(rt, port, "maint", "/campaign budget extend device-hours=8", cid=78)
-    assert "only the campaign's requesters may extend its budget" in comments(d)[1]
+    # maint has write permission: the refusal must not say write permission would do
+    assert ("`maint` may not do this here: only the campaign's requesters may extend its "
+            "budget. Only a requester of the campaign (`amy`), can.") in comments(d)[1]
+    assert "write permission" not in comments(d)[1]
     say(rt, port, "amy", "/screen candidate cache-dit track=5s-lossless", cid=79)
     assert len(d.repo(REPO).runs) == 1
     with rt.db() as db:
@@ -226,7 +236,7 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
     with rt.db() as db:
         s1 = db.get(Screen, 1)
         s1.state = screens.FINISHED
-    from bot.screen import dispatch_pool
+    from bot.features.screen.flow import dispatch_pool
 
     assert dispatch_pool(rt, "pool-4x910b1") is None
     with rt.db() as db:
@@ -237,8 +247,8 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
 
 
 def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
-    import bot.screen as flow
-    from bot.router import Event
+    from bot.features.screen.handlers import ScreenHandlers
+    from bot.inbox.router import Event
 
     d, port, rt, clock = env
     pull = d.add_pull(REPO, 6, {"x.txt": "fork"}, fork="mallory/campaign", head_ref="fork-topic")
@@ -246,14 +256,10 @@ def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
     asyncio.run(run_command(rt, port, ctx("maint", 6, 2), "screen",
                             f"candidate teacache track=5s-lossless sha={pull.head_sha}", None))
     new_head = d.push(REPO, 6, {"x.txt": "changed"})
-    flow.attach(rt)
-    try:
-        ev = Event("d1", "pull_request", {
-            "action": "synchronize", "repository": {"full_name": REPO},
-            "pull_request": {"number": 6, "head": {"sha": new_head}}})
-        asyncio.run(flow.handle_push(ev, port, None))
-    finally:
-        flow.attach(None)
+    ev = Event("d1", "pull_request", {
+        "action": "synchronize", "repository": {"full_name": REPO},
+        "pull_request": {"number": 6, "head": {"sha": new_head}}})
+    asyncio.run(ScreenHandlers(rt).handle_push(ev, port, None))
     with rt.db() as db:
         s = db.get(Screen, 2)
         assert (s.state, s.cancelled_by) == ("cancelled", "campaign-bot")
@@ -264,7 +270,7 @@ def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
 
 
 def test_authorisation_is_checked_again_at_dispatch(env) -> None:
-    from bot.screen import dispatch_pool
+    from bot.features.screen.flow import dispatch_pool
 
     d, port, rt, clock = env
     d.set_permission(REPO, "maint2", "write")

@@ -9,9 +9,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.orm import Session
 from webhook_helpers import DB_KINDS, database_url
 
-import bot.budget  # noqa: F401 - registers budget_entries on Base
-import bot.screens  # noqa: F401 - registers screens on Base
-from bot.store import Base, make_engine, migrate
+import bot.features.screen.budget  # noqa: F401 - declares budget_entries on Base
+import bot.features.screen.queue  # noqa: F401 - declares screens on Base
+from bot.database import Base, make_engine, migrate
 
 
 def _diff(engine) -> list:
@@ -26,7 +26,7 @@ def _roundtrip(engine) -> None:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from bot.store import MIGRATIONS_DIR
+    from bot.database import MIGRATIONS_DIR
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))

@@ -10,9 +10,10 @@ from screen_scope import make_scope
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from bot import budget, screens
-from bot.screens import Screen
-from bot.store import Base
+from bot.database import Base
+from bot.features.screen import budget
+from bot.features.screen import queue as screens
+from bot.features.screen.queue import Screen
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

@@ -39,7 +39,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 from webhook_helpers import free_port, headers_for, wait_for
 
-from bot.screens import Screen
+from bot.features.screen.queue import Screen
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN_SRC = ROOT / "tests" / "data" / "screen-campaign"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.screen_report import Decision, build_result
-from bot.screen_text import marker, render
-from bot.screens import QueuePlace, Screen
+from bot.features.screen.queue import QueuePlace, Screen
+from bot.features.screen.report import Decision, build_result
+from bot.render import marker, render
 from evidence.models import Lifecycle, Receipt, RequestRecord, WorkerExit
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

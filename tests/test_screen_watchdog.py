@@ -8,24 +8,25 @@ from datetime import timedelta
 from apscheduler.schedulers.background import BackgroundScheduler
 from test_screen_flow import REPO, comments, env, say  # noqa: F401 - env is a fixture
 
-from bot import watchdog
-from bot.screen import watchdog_pass
-from bot.screens import Screen
+from bot.features.screen import jobs
+from bot.features.screen.flow import watchdog_pass
+from bot.features.screen.queue import Screen
+from bot.scheduler import add_jobs
 
 
 def test_jobs_register_once_under_stable_ids(tmp_path) -> None:
-    from bot.screen import Runtime
-    from bot.store import make_engine
+    from bot.database import make_engine
+    from bot.features.screen.flow import Runtime
 
     rt = Runtime(make_engine(f"sqlite:///{tmp_path / 'x.sqlite3'}"))
     sched = BackgroundScheduler(timezone="UTC")
-    assert watchdog.register(sched, rt) == ["screen-watchdog", "screen-status-flush"]
-    watchdog.register(sched, rt, intervals={"screen-watchdog": 5})
-    jobs = {j.id: j for j in sched.get_jobs()}
-    assert sorted(jobs) == ["screen-status-flush", "screen-watchdog"]
-    assert [j.id for j in watchdog.JOBS] == ["screen-watchdog", "screen-status-flush"]
-    assert jobs["screen-watchdog"].trigger.interval == timedelta(seconds=5)
-    assert jobs["screen-status-flush"].trigger.interval == timedelta(seconds=5)
+    assert add_jobs(sched, jobs.jobs(rt)) == ["screen-watchdog", "screen-status-flush"]
+    add_jobs(sched, jobs.jobs(rt, watchdog_interval_s=5))
+    registered = {j.id: j for j in sched.get_jobs()}
+    assert sorted(registered) == ["screen-status-flush", "screen-watchdog"]
+    assert [j.id for j in jobs.jobs(rt)] == ["screen-watchdog", "screen-status-flush"]
+    assert registered["screen-watchdog"].trigger.interval == timedelta(seconds=5)
+    assert registered["screen-status-flush"].trigger.interval == timedelta(seconds=5)
 
 
 def test_dispatch_without_a_runner_times_out_and_the_next_screen_goes(env) -> None:  # noqa: F811
@@ -56,7 +57,7 @@ def test_lost_completion_webhook_is_recovered_from_github(env) -> None:  # noqa:
     d, port, rt, clock = env
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
     run = next(iter(d.repo(REPO).runs.values()))
-    from bot.screen import on_workflow_job
+    from bot.features.screen.flow import on_workflow_job
 
     on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
                                "workflow_job": {"run_id": run["id"], "runner_name": "r1",
@@ -82,7 +83,7 @@ def test_silent_run_is_cancelled_charged_and_reported(env) -> None:  # noqa: F81
     d, port, rt, clock = env
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
     run = next(iter(d.repo(REPO).runs.values()))
-    from bot.screen import on_workflow_job
+    from bot.features.screen.flow import on_workflow_job
 
     on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
                                "workflow_job": {"run_id": run["id"], "runner_name": "r1",

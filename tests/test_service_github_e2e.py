@@ -1,5 +1,5 @@
 """End to end: signed deliveries into ``campaign-bot serve``'s app (uvicorn on 127.0.0.1,
-SQLite), the worker, ``bot.github.context_for`` (token auth) and the real handlers, against
+SQLite), the worker, ``bot.app.github_context`` (token auth) and the real handlers, against
 the GitHub double; and ``replay`` as a dry run."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 from github_helpers import BOT, REPO, example_files, fixture
 from webhook_helpers import SECRET, headers_for, post, threaded_server, wait_for
 
-from bot import replay, repo_config, store
-from bot.app import create_app
-from bot.github import context_for
+from bot import app as bot_app
+from bot import database
+from bot.app import create_app, github_context
+from bot.inbox import replay, store
 from bot.metrics import Metrics
 from bot.settings import load_settings
 
@@ -23,7 +24,6 @@ STATUS = "campaigns/h3/results/status.json"
 
 @pytest.fixture
 def settings(github_double, tmp_path: Path):
-    repo_config.clear_cache()
     return load_settings(webhook_secret=SECRET, database_url=f"sqlite:///{tmp_path/'b.db'}",
                          token="test-token", github_api_url=github_double.base_url,
                          bot_login=BOT, retry_delays="0.2", worker_mode="thread")
@@ -50,9 +50,9 @@ def test_webhooks_to_github_writes_through_the_service(github_double, settings) 
                                                      "examples/h3-ref2va-4x910b1/results/"
                                                      "status.json").read_text()
                                             .replace('"queued"', '"runing"')})
-    # context_for as the worker builds it, minus PyGithub's pacing (0.25 s per read)
+    # the GitHub factory as the worker builds it, minus PyGithub's pacing (0.25 s per read)
     app = create_app(settings, metrics=Metrics(), poll_interval=0.05,
-                     context_factory=context_for(settings, throttle=False))
+                     context_factory=github_context(settings, throttle=False))
     with threaded_server(app) as base:
         body = _comment_body("/campaign help")
         assert post(base, body, headers_for(body, "issue_comment", "e2e-1")).status_code == 202
@@ -66,7 +66,7 @@ def test_webhooks_to_github_writes_through_the_service(github_double, settings) 
                    "issues/create-comment", "checks/update"]
     bodies = [c["body"] for c in github_double.repo(REPO).comments.values()]
     assert "### `/campaign verify`" in bodies[0] and "Checked" in bodies[1]
-    engine = store.make_engine(settings.database_url)
+    engine = database.make_engine(settings.database_url)
     assert store.status_counts(engine) == {"done": 2}
     engine.dispose()
 
@@ -79,10 +79,10 @@ async def test_replay_dry_run_prints_writes_and_makes_none(github_double, settin
     saved = tmp_path / "delivery.json"
     saved.write_text(json.dumps({"headers": headers_for(body, "issue_comment", "r-1"),
                                  "body": body.decode()}))
-    report = await replay.replay(replay.load_delivery_file(saved), settings)
+    report = await bot_app.replay(replay.load_delivery_file(saved), settings)
     assert report.ok and [w.op for w in report.writes] == ["create_issue_comment"]
     assert "campaign help" in report.writes[0].args["body"]
     assert github_double.writes() == []
-    applied = await replay.replay(replay.load_delivery_file(saved), settings, apply=True)
+    applied = await bot_app.replay(replay.load_delivery_file(saved), settings, apply=True)
     assert applied.ok and github_double.write_summary() == [
         ("issues/create-comment", f"/repos/{REPO}/issues/2/comments")]

@@ -13,9 +13,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_helpers import DB_KINDS, ROOT, SECRET, database_url, free_port, headers_for, wait_for
+from webhook_helpers import (
+    DB_KINDS,
+    ROOT,
+    SECRET,
+    database_url,
+    free_port,
+    headers_for,
+    metric_values,
+    wait_for,
+)
 
-from bot import store
+from bot import database
+from bot.inbox import store
 
 N = 100
 BLOCK_FROM = 10
@@ -70,7 +80,7 @@ def test_sigkill_with_100_queued_then_restart_processes_each_exactly_once(
 def _crash_and_restart(tmp_path: Path, db_url: str | None) -> None:
     log = tmp_path / "processed.log"
     port = free_port()
-    engine = store.make_engine(db_url or f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
+    engine = database.make_engine(db_url or f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
     proc = start_serve(tmp_path, port, log, block=True, db_url=db_url)
     ids = [f"crash-{i:03d}" for i in range(N)]
     bodies = {
@@ -111,10 +121,10 @@ def _crash_and_restart(tmp_path: Path, db_url: str | None) -> None:
     proc = start_serve(tmp_path, port, log, block=False, db_url=db_url)
     try:
         wait_for(lambda: store.status_counts(engine) == {"done": N}, 60, "all 100 done")
-        # the worker process reports its counters to the server's /metrics
-        done_here = f"campaign_bot_deliveries_processed_total {N - BLOCK_FROM}"
-        wait_for(lambda: done_here in httpx.get(f"http://127.0.0.1:{port}/metrics").text
-                 .splitlines(), 10, "worker counters in /metrics")
+        # the worker process's counters are in the server's /metrics (multiprocess mode)
+        wait_for(lambda: metric_values(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+                 .get("campaign_bot_deliveries_processed_total") == N - BLOCK_FROM, 10,
+                 "worker counters in /metrics")
         # redeliveries after the restart are acknowledged and not processed again
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             for did in ids[:20]:
@@ -145,7 +155,7 @@ def test_a_killed_worker_process_is_restarted_and_its_delivery_redone(tmp_path: 
 
     log = tmp_path / "processed.log"
     port = free_port()
-    engine = store.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
+    engine = database.make_engine(f"sqlite:///{tmp_path / 'campaign-bot.sqlite3'}")
     proc = start_serve(tmp_path, port, log, block=True)
 
     def workers() -> list[psutil.Process]:

@@ -19,17 +19,19 @@ from webhook_helpers import (
     database_url,
     fixture_bytes,
     headers_for,
+    metric_values,
     post,
     threaded_server,
     wait_for,
 )
 
-from bot import store
+from bot import database
 from bot.app import create_app
+from bot.inbox import store
+from bot.inbox.delivery import sign, verify_signature
+from bot.inbox.router import Event, Router
 from bot.metrics import Metrics
-from bot.router import Event, Router
 from bot.settings import load_settings
-from bot.webhook import sign, verify_signature
 
 
 class Service:
@@ -48,7 +50,7 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]
         settings = load_settings(webhook_secret=SECRET, database_url=url, worker_mode="thread",
                                  sqlite_synchronous="NORMAL",
                                  max_body_bytes=25 * 1024 * 1024, retry_delays="0")
-        engine = store.make_engine(url, sqlite_synchronous="NORMAL")  # tests need no fsync
+        engine = database.make_engine(url, sqlite_synchronous="NORMAL")  # tests need no fsync
         seen: list[str] = []
         router = Router()
 
@@ -231,22 +233,22 @@ def test_healthz_and_metrics(service: Service) -> None:
     service.metrics.github_call("GET", 4999)
     service.metrics.github_call("POST", 4998)
     text = httpx.get(f"{service.base}/metrics").text
-    lines = set(text.splitlines())
-    for expected in [
-        "campaign_bot_deliveries_received_total 1",
-        'campaign_bot_deliveries_received_by_event_total{event="issue_comment"} 1',
-        "campaign_bot_deliveries_duplicate_total 1",
-        'campaign_bot_deliveries_rejected_total{reason="signature"} 1',
-        "campaign_bot_deliveries_processed_total 1",
-        "campaign_bot_deliveries_failed_total 0",
-        'campaign_bot_queue_depth{status="queued"} 0',
-        'campaign_bot_queue_depth{status="processing"} 0',
-        'campaign_bot_github_api_calls_total{method="GET"} 1',
-        'campaign_bot_github_api_calls_total{method="POST"} 1',
-        "campaign_bot_github_rate_limit_remaining 4998",
+    values = metric_values(text)
+    for name, expected in [
+        ("campaign_bot_deliveries_received_total", 1),
+        ('campaign_bot_deliveries_received_by_event_total{event="issue_comment"}', 1),
+        ("campaign_bot_deliveries_duplicate_total", 1),
+        ('campaign_bot_deliveries_rejected_total{reason="signature"}', 1),
+        ("campaign_bot_deliveries_processed_total", 1),
+        ("campaign_bot_deliveries_failed_total", 0),
+        ('campaign_bot_queue_depth{status="queued"}', 0),
+        ('campaign_bot_queue_depth{status="processing"}', 0),
+        ('campaign_bot_github_api_calls_total{method="GET"}', 1),
+        ('campaign_bot_github_api_calls_total{method="POST"}', 1),
+        ("campaign_bot_github_rate_limit_remaining", 4998),
     ]:
-        assert expected in lines, expected
-    assert "# TYPE campaign_bot_queue_depth gauge" in lines
+        assert values.get(name) == expected, (name, values.get(name))
+    assert "# TYPE campaign_bot_queue_depth gauge" in text.splitlines()
 
 
 def test_every_fixture_payload_is_accepted(service: Service) -> None:
@@ -270,7 +272,7 @@ def test_sqlite_full_sync_goes_through_the_group_commit_writer(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 'full.sqlite3'}"
     settings = load_settings(webhook_secret=SECRET, database_url=url, worker_mode="thread",
                              sqlite_synchronous="FULL")
-    engine = store.make_engine(url, sqlite_synchronous="FULL")
+    engine = database.make_engine(url, sqlite_synchronous="FULL")
 
     async def ctx(event: Event) -> tuple[Any, Any]:
         return None, None

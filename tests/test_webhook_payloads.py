@@ -11,8 +11,8 @@ from jsonschema import Draft7Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from bot import payloads
-from bot.router import Event
+from bot.inbox import payloads
+from bot.inbox.router import Event
 
 PAYLOADS = sorted([*(FIXTURES / "webhooks").rglob("*.json"),
                    *(FIXTURES / "webhooks-derived").rglob("*.json")])

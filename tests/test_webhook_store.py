@@ -13,17 +13,18 @@ from sqlalchemy import inspect, select, update
 from sqlalchemy.engine import Engine
 from webhook_helpers import DB_KINDS, database_url
 
-from bot import store
+from bot import database
+from bot.inbox import store
+from bot.inbox.router import Event, Router
+from bot.inbox.worker import Worker
 from bot.metrics import Metrics
-from bot.router import Event, Router
-from bot.worker import Worker
 
 
 @pytest.fixture(params=DB_KINDS)
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     with database_url(request.param, tmp_path) as url:
-        eng = store.make_engine(url)
-        store.migrate(eng)
+        eng = database.make_engine(url)
+        database.migrate(eng)
         yield eng
         eng.dispose()
 
@@ -48,9 +49,9 @@ def test_migrations_create_the_tables_and_are_idempotent(engine: Engine) -> None
     from alembic.script import ScriptDirectory
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(store.MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(database.MIGRATIONS_DIR))
     # the newest revision (other issues add theirs after 0001_inbox)
-    assert store.migrate(engine) == ScriptDirectory.from_config(cfg).get_current_head()
+    assert database.migrate(engine) == ScriptDirectory.from_config(cfg).get_current_head()
     tables = set(inspect(engine).get_table_names())
     assert {"deliveries", "handler_runs", "alembic_version"} <= tables
     cols = {c["name"] for c in inspect(engine).get_columns("deliveries")}
@@ -290,8 +291,8 @@ def test_internal_deliveries_go_through_the_router_in_order(engine: Engine) -> N
 
 def test_raw_sqlite_insert_reads_back_like_the_orm(tmp_path: Path) -> None:
     """The acknowledgement path's raw sqlite3 insert stores what SQLAlchemy would."""
-    eng = store.make_engine(f"sqlite:///{tmp_path / 'raw.sqlite3'}")
-    store.migrate(eng)
+    eng = database.make_engine(f"sqlite:///{tmp_path / 'raw.sqlite3'}")
+    database.migrate(eng)
     new = row("raw-1", body=b'{"a": "\\u00e9"}')
     raw = eng.raw_connection()
     try:
@@ -310,7 +311,7 @@ def test_raw_sqlite_insert_reads_back_like_the_orm(tmp_path: Path) -> None:
 
 
 def test_only_one_service_lock_per_database(engine: Engine) -> None:
-    first, second = store.ServiceLock(engine), store.ServiceLock(engine)
+    first, second = database.ServiceLock(engine), database.ServiceLock(engine)
     assert first.acquire()
     try:
         assert not second.acquire()

@@ -21,8 +21,8 @@ import pytest
 import uvicorn
 from sqlalchemy import text
 
-from bot import store
-from bot.webhook import sign
+from bot import database
+from bot.inbox.delivery import sign
 
 ROOT = Path(__file__).resolve().parents[1]
 WEBHOOKS = ROOT / "tests" / "fixtures" / "github" / "webhooks"
@@ -103,7 +103,7 @@ def database_url(kind: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'bot.sqlite3'}"
         return
     schema = "t5_" + uuid.uuid4().hex[:12]
-    admin = store.make_engine(PG_URL)
+    admin = database.make_engine(PG_URL)
     try:
         with admin.begin() as c:
             c.execute(text(f'CREATE SCHEMA "{schema}"'))
@@ -115,6 +115,19 @@ def database_url(kind: str, tmp_path: Path) -> Iterator[str]:
         with admin.begin() as c:
             c.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """The samples of a Prometheus text exposition, parsed by prometheus-client:
+    ``'name{label="v"}' -> value`` (labels sorted; no braces without labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[s.name + (f"{{{labels}}}" if labels else "")] = s.value
+    return out
 
 
 def post(base: str, body: bytes, headers: dict[str, str], **kw: Any) -> httpx.Response:

@@ -1,9 +1,9 @@
-"""Slash commands: parsing, authorization and reply plumbing, one module per command.
+"""Slash commands: parsing, authorization and reply plumbing shared by every feature.
 
-The grammar is in :mod:`bot.commands.parser`.  A command module declares a
-:class:`CommandSpec` (usage, examples, who may use it: that is what ``/campaign help`` shows)
-and registers its function with :func:`command`, which puts a handler on
-``bot.router.router`` for ``issue_comment`` created/edited.  For each delivery the handler
+The grammar is in :mod:`bot.commands.parser`.  A feature declares a :class:`CommandSpec`
+(usage, examples, who may use it: that is what ``/campaign help`` shows) and adds its
+function with :meth:`Commands.add`, which puts a handler on the application's router for
+``issue_comment`` created/edited.  For each delivery the handler
 
 1. ignores comments by bots (``sender.type == "Bot"``, ``...[bot]`` logins, the bot itself);
 2. parses the body; on ``edited`` only commands new since ``changes.body.from`` count;
@@ -16,10 +16,7 @@ and registers its function with :func:`command`, which puts a handler on
 
 A :class:`UserError` raised by a command becomes that short reply.  GitHub errors propagate:
 a :class:`bot.github.GitHubRetryableError` leaves the delivery retryable; anything else is
-logged with the delivery id by the router and never shown raw (DESIGN.md rule 7).
-
-``/screen`` (issue 7) plugs in the same way: ``@command(CommandSpec("screen", ...,
-who=Who.WRITERS_OR_REQUESTERS, pull_only=True, needs_config=True))``.
+logged with the delivery id by the router and never shown raw.
 """
 
 from __future__ import annotations
@@ -34,11 +31,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.commands.parser import Command, new_commands, parse
-from bot.github import GitHubPort
-from bot.payloads import IssueCommentPayload
+from bot.comments import upsert_comment
+from bot.github.port import GitHubPort
+from bot.inbox.payloads import IssueCommentPayload
+from bot.inbox.router import Event, Router
 from bot.render import marker, render
-from bot.repo_config import CONFIG_PATH, RepoConfig, find_campaign_dirs, load, upsert_comment
-from bot.router import Event, Router, router
+from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigs, find_campaign_dirs
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +115,6 @@ class CommandContext:
 
 CommandFn = Callable[[CommandContext], Awaitable[None]]
 
-REGISTRY: dict[str, CommandSpec] = {}
-"""verb -> spec, for every registered command (``/campaign help`` renders these)."""
-
 
 @dataclass(frozen=True)
 class Decision:
@@ -158,9 +153,10 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
     """May ``login`` use a command guarded by ``who``?
 
     Asks GitHub for the login's permission (``admin``/``write`` pass; 404 is ``none``);
-    ``author_association`` is never consulted (GITHUB.md §3.2).  Otherwise, where ``who``
-    allows it, the campaign requesters (from the default branch, or ``requesters`` given),
-    ``[screen] allowed`` and the PR author are accepted.
+    ``author_association`` is never consulted: it says how a login relates to the repository,
+    not what it may do there (rust-lang/triagebot#2094, actions/github-script#643).
+    Otherwise, where ``who`` allows it, the campaign requesters (from the default branch, or
+    ``requesters`` given), ``[screen] allowed`` and the PR author are accepted.
     """
     if who is Who.ANYONE:
         return Decision(True, "anyone may")
@@ -230,96 +226,99 @@ def commands_in(event: Event, bot_login: str) -> list[Command]:
     return _unique(body, previous)
 
 
-def command(spec: CommandSpec, *, on: Router = router) -> Callable[[CommandFn], CommandFn]:
-    """Register ``fn`` as the implementation of ``spec.verb`` and put its handler on ``on``."""
+class Commands:
+    """The application's slash commands: ``verb -> spec``, each with its handler on
+    ``router`` (:meth:`add`).  ``configs`` reads the repository config of commands that need
+    it when the delivery came without one."""
 
-    def deco(fn: CommandFn) -> CommandFn:
-        REGISTRY[spec.verb] = spec
+    def __init__(self, router: Router, configs: RepoConfigs) -> None:
+        self.router = router
+        self.configs = configs
+        self._specs: dict[str, CommandSpec] = {}
+
+    @property
+    def specs(self) -> list[CommandSpec]:
+        """Every added command's spec, in verb order (what ``/campaign help`` lists)."""
+        return [self._specs[v] for v in sorted(self._specs)]
+
+    def add(self, spec: CommandSpec, fn: CommandFn) -> None:
+        """Make ``fn`` the implementation of ``spec.verb`` and put its handler on the router.
+
+        Raises ValueError when the verb is taken."""
+        if spec.verb in self._specs:
+            raise ValueError(f"command {spec.verb!r} is already added")
+        self._specs[spec.verb] = spec
 
         async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
             target = _comment_target(event, gh.bot_login)
             if target is None:
                 return
             number, is_pull, login, cid, body, previous = target
-            cmds = _unique(body, previous)
-            for cmd in cmds:
+            for cmd in _unique(body, previous):
                 if cmd.verb != spec.verb:
                     continue
                 ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
-                await _run(ctx, fn)
+                await self._run(ctx, fn)
 
         handle.__name__ = handle.__qualname__ = f"command_{spec.verb.replace(' ', '_')}"
         handle.__module__ = fn.__module__
-        on.on("issue_comment", "created", "edited")(handle)
-        return fn
+        self.router.on("issue_comment", "created", "edited")(handle)
 
-    return deco
-
-
-async def _run(ctx: CommandContext, fn: CommandFn) -> None:
-    spec, cmd = ctx.spec, ctx.command
-    if cmd.error:
-        await ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
-        return
-    if spec.pull_only and not ctx.is_pull:
-        await ctx.say(f"`/{spec.verb}` works on pull requests only.")
-        return
-    if spec.needs_config and ctx.config is None:
-        loaded = await load(ctx.gh)
-        if loaded.config is None:
-            await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                            problems=loaded.problems)
+    async def _run(self, ctx: CommandContext, fn: CommandFn) -> None:
+        spec, cmd = ctx.spec, ctx.command
+        if cmd.error:
+            await ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
             return
-        ctx.config = loaded.config
-    pr_author = None
-    if ctx.is_pull and spec.who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
-        pr_author = ((ctx.event.payload.get("issue") or {}).get("user") or {}).get("login")
-    decision = await authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
-    if not decision.allowed:
-        log.info("delivery %s: %s refused for %s (%s)", ctx.event.delivery_id, cmd.text,
-                 ctx.login, decision.reason)
-        await ctx.reply("refused.md.j2", who=spec.who.value)
-        return
-    try:
-        await fn(ctx)
-    except UserError as exc:
-        await ctx.say(str(exc))
+        if spec.pull_only and not ctx.is_pull:
+            await ctx.say(f"`/{spec.verb}` works on pull requests only.")
+            return
+        if spec.needs_config and ctx.config is None:
+            loaded = await self.configs.load(ctx.gh)
+            if loaded.config is None:
+                await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
+                                problems=loaded.problems)
+                return
+            ctx.config = loaded.config
+        pr_author = None
+        if ctx.is_pull and spec.who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
+            pr_author = ((ctx.event.payload.get("issue") or {}).get("user") or {}).get("login")
+        decision = await authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
+        if not decision.allowed:
+            log.info("delivery %s: %s refused for %s (%s)", ctx.event.delivery_id, cmd.text,
+                     ctx.login, decision.reason)
+            await ctx.reply("refused.md.j2", who=spec.who.value)
+            return
+        try:
+            await fn(ctx)
+        except UserError as exc:
+            await ctx.say(str(exc))
 
-
-@router.on("issue_comment", "created", "edited")
-async def unknown_commands(event: Event, gh: GitHubPort, config: Any) -> None:
-    """Answer ``/campaign SUB`` and ``/screen`` lines that no module implements."""
-    target = _comment_target(event, gh.bot_login)
-    if target is None:
-        return
-    number, is_pull, login, cid, body, previous = target
-    cmds = _unique(body, previous)
-    for cmd in cmds:
-        if cmd.verb in REGISTRY:
-            continue
-        spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)
-        ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
-        known = ", ".join(f"`/{v}`" for v in sorted(REGISTRY))
-        await ctx.reply("unknown.md.j2", known=known)
+    async def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
+        """Handler: answer ``/campaign SUB`` and ``/screen`` lines that no command implements
+        (the reply lists the known ones)."""
+        target = _comment_target(event, gh.bot_login)
+        if target is None:
+            return
+        number, is_pull, login, cid, body, previous = target
+        for cmd in _unique(body, previous):
+            if cmd.verb in self._specs:
+                continue
+            spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)
+            ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
+            known = ", ".join(f"`/{v}`" for v in sorted(self._specs))
+            await ctx.reply("unknown.md.j2", known=known)
 
 
 __all__ = [
-    "REGISTRY",
     "Command",
     "CommandContext",
     "CommandSpec",
+    "Commands",
     "Decision",
     "UserError",
     "Who",
     "authorize",
     "campaign_requesters",
-    "command",
     "commands_in",
     "find_campaign_dirs",
 ]
-
-# command modules register themselves on import (module name = command name)
-from bot.commands import budget as _budget  # noqa: E402,F401
-from bot.commands import help as _help  # noqa: E402,F401
-from bot.commands import screen as _screen  # noqa: E402,F401
-from bot.commands import verify as _verify  # noqa: E402,F401

@@ -1,1 +1,1 @@
-"""Alembic migrations of the bot database (run by ``bot.store.migrate``)."""
+"""Alembic migrations of the bot database (run by ``bot.database.migrate``)."""

@@ -1,16 +1,16 @@
-"""Alembic environment: run programmatically by ``bot.store.migrate`` with a connection in
+"""Alembic environment: run programmatically by ``bot.database.migrate`` with a connection in
 ``config.attributes["connection"]`` (no alembic.ini needed)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from bot.store import Base
+from bot.database import Base
 
 target_metadata = Base.metadata
 connection = context.config.attributes.get("connection")
-if connection is None:  # pragma: no cover - only bot.store.migrate drives this env
-    raise RuntimeError("run migrations through bot.store.migrate(engine)")
+if connection is None:  # pragma: no cover - only bot.database.migrate drives this env
+    raise RuntimeError("run migrations through bot.database.migrate(engine)")
 
 context.configure(
     connection=connection,

@@ -3,7 +3,6 @@ report made by another validator version."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evidence import safejson
 from evidence.media.errors import MediaInputError
 from evidence.media.probe import ProbeResult, steps_words
 from evidence.models import MediaReport
@@ -186,9 +186,9 @@ def write_report(path: Path, report: MediaReport) -> None:
     path = Path(path)
     if path.exists():
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = safejson.loads(path.read_text(encoding="utf-8"))
             old = MediaReport.model_validate(raw)
-        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
+        except (ValueError, ValidationError) as exc:  # not JSON (or too deep), not UTF-8
             raise MediaInputError(path, f"exists and is not a media report; refusing to "
                                   f"overwrite it ({type(exc).__name__})") from exc
         if old.validator_version != report.validator_version:

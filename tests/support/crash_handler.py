@@ -1,5 +1,6 @@
 """A handler module for the crash test, loaded by ``campaign-bot serve`` through
-``CAMPAIGN_BOT_EXTRA_HANDLERS=crash_handler`` (with ``tests/support`` on PYTHONPATH).
+``CAMPAIGN_BOT_EXTRA_HANDLERS=crash_handler`` (with ``tests/support`` on PYTHONPATH): its
+``register(app)`` adds the handler, as a feature does.
 
 Each ``crash_test`` delivery appends ``start <id>`` then ``end <id>`` to the file named by
 ``CRASH_LOG`` (fsynced).  Deliveries whose payload ``n`` is at least ``CRASH_BLOCK_FROM``
@@ -13,7 +14,8 @@ import asyncio
 import os
 from typing import Any
 
-from bot.router import Event, router
+from bot.inbox.router import Event
+from bot.registry import Registry
 
 
 def _append(line: str) -> None:
@@ -25,7 +27,11 @@ def _append(line: str) -> None:
         os.close(fd)
 
 
-@router.on("crash_test")
+def register(app: Registry) -> None:
+    """Add :func:`record` for ``crash_test`` deliveries."""
+    app.router.on("crash_test")(record)
+
+
 async def record(event: Event, gh: Any, config: Any) -> None:
     """Record the start and end of processing one delivery."""
     _append(f"start {event.delivery_id}")

@@ -1,4 +1,4 @@
-"""Screens (per-pool queue) and the budget ledger (issue 7).
+"""Screens (per-pool queue) and the budget ledger (the /screen feature).
 
 Revision ID: 0002_screens
 Revises: 0001_inbox

@@ -1,4 +1,4 @@
-"""Campaign status header: header state, header history, candidate PRs (issue 8).
+"""Campaign status header: header state, header history, candidate PRs (the header feature).
 
 Revision ID: 0008_campaign_headers
 Revises: 0002_screens

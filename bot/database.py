@@ -1,0 +1,148 @@
+"""The bot's database: the declarative base every table is declared on, engines for SQLite and
+PostgreSQL, the Alembic migrations, and the lock that lets one ``serve`` use a database.
+
+Tables are created and upgraded only through the Alembic revisions in ``bot/migrations``
+(run at start by :func:`migrate`, identical on SQLite and PostgreSQL).  A feature that adds a
+table declares it on :class:`Base` in its own package and adds a revision under
+``bot/migrations/versions`` (``down_revision`` = the newest one there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now in UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every bot table (the inbox's and each feature's)."""
+
+
+def make_engine(url: str, *, sqlite_synchronous: str = "FULL", schema: str | None = None) -> Engine:
+    """An Engine for ``url``.
+
+    SQLite: WAL journal (readers never block the writer), ``synchronous`` as given (FULL:
+    every commit is fsynced, an accepted delivery survives power loss; NORMAL: survives a
+    process crash only), 30 s busy timeout.  PostgreSQL (``postgresql://`` URLs use psycopg 3):
+    ``schema`` sets the ``search_path`` (tests use one schema per test).
+    """
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=False
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={sqlite_synchronous}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if schema:
+        kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
+    return create_engine(url, **kwargs)
+
+
+def migrate(engine: Engine) -> str:
+    """Upgrade the database to the newest migration (idempotent); returns the revision."""
+    import logging
+
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+
+    # Alembic logs every step at INFO; the service's log should only say what changed.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        rev = MigrationContext.configure(conn).get_current_revision()
+    return rev or ""
+
+
+class ServiceLock:
+    """Held by the one ``campaign-bot serve`` that may use a database (see
+    :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``, or a
+    PostgreSQL session advisory lock keyed on the schema the tables live in.  Both are released
+    by the kernel/server when the process dies, ``kill -9`` included."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._fh: Any = None
+        self._conn: Any = None
+        self._schema: Any = None
+        self.where = ""
+
+    def acquire(self) -> bool:
+        """Take the lock; False when another process holds it."""
+        if self.engine.dialect.name == "sqlite":
+            db = self.engine.url.database
+            if not db or db == ":memory:":
+                return True
+            import fcntl
+
+            self.where = f"{Path(db).resolve()}.serve.lock"
+            self._fh = open(self.where, "a+")  # noqa: SIM115 - held for the process lifetime
+            try:
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._fh.close()
+                self._fh = None
+                return False
+            return True
+        from sqlalchemy import text
+
+        self._conn = self.engine.connect()
+        schema = self._conn.execute(text("SELECT current_schema()")).scalar()
+        self.where = f"PostgreSQL advisory lock on schema {schema}"
+        self._schema = schema
+        got = self._conn.execute(
+            text("SELECT pg_try_advisory_lock(hashtext('campaign-bot serve ' || :s))"),
+            {"s": schema},
+        ).scalar()
+        self._conn.commit()
+        if not got:
+            self._conn.close()
+            self._conn = None
+        return bool(got)
+
+    def release(self) -> None:
+        """Give the lock back."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._conn is not None:
+            from sqlalchemy import text
+
+            # unlock now: a closed session's locks go only when the server notices, so a
+            # second acquire right after could still find this one held
+            with contextlib.suppress(Exception):
+                self._conn.execute(
+                    text("SELECT pg_advisory_unlock(hashtext('campaign-bot serve ' || :s))"),
+                    {"s": self._schema})
+            # a pooled connection would keep the session, and with it the lock
+            self._conn.invalidate()
+            self._conn.close()
+            self._conn = None

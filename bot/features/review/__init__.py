@@ -1,0 +1,43 @@
+"""The review feature: PR review of campaign evidence, and ``/campaign verify``.
+
+On ``pull_request`` opened / synchronize / reopened the PR's campaign evidence is checked
+(:mod:`bot.features.review.review`: findings posted inline, one summary comment, one check
+run ``campaign-bot/evidence``).
+
+Grammar: ``/campaign verify`` (no arguments; on a PR) re-runs that review at the PR's
+current head SHA: findings already posted for this SHA are not posted again; the summary
+comment and the check run are updated; the command gets one short reply with the outcome.
+"""
+
+from __future__ import annotations
+
+from bot.commands import CommandContext, CommandSpec, Who
+from bot.features.review.review import review_on_push, review_pull
+from bot.registry import Registry
+
+SPEC = CommandSpec(
+    verb="campaign verify",
+    usage="/campaign verify",
+    summary=(
+        "Re-checks the evidence files of this pull request at its head commit (manifests, "
+        "receipts, status snapshots, verdict rules), posts findings not yet posted for that "
+        "commit, and updates the summary comment and the `campaign-bot/evidence` check."
+    ),
+    examples=("/campaign verify",),
+    who=Who.WRITERS_REQUESTERS_OR_AUTHOR,
+    pull_only=True,
+    needs_config=True,
+)
+
+
+def register(app: Registry) -> None:
+    """Add the review handler and ``/campaign verify``."""
+    app.router.on("pull_request", "opened", "synchronize", "reopened")(review_on_push)
+    app.commands.add(SPEC, campaign_verify)
+
+
+async def campaign_verify(ctx: CommandContext) -> None:
+    """Run the review and reply with its counts."""
+    assert ctx.config is not None  # needs_config
+    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command")
+    await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)

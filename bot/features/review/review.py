@@ -1,0 +1,413 @@
+"""PR review of campaign evidence: findings posted inline, one summary comment, one check run.
+
+On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
+
+1. read the PR (head SHA) and its changed files; the campaigns it touches are the
+   directories matching ``[campaigns] paths`` of the repo config that contain a changed file;
+2. create (or reuse) the check run ``campaign-bot/evidence`` on the head SHA, in progress;
+3. copy each touched campaign directory at the head SHA into a temporary directory (files
+   over the contents API's 1 MB are skipped and listed as not verified) and run the
+   foundation check (``evidence.check.check_campaign``: documents, manifests, hashes) and
+   the verdict engine and findings rules (``evidence.review.review``);
+4. post ONE review (``event=COMMENT``, ``commit_id`` = the head SHA analysed) holding the
+   findings not yet posted for this SHA: inline on the exact line when that line is inside
+   the PR's diff hunks (GitHub rejects others with 422), in the review body otherwise.  Each
+   finding carries a hidden marker ``finding key=K sha=S`` (K hashes rule, file, line and
+   message); keys already present in the bot's reviews and review comments on this PR are
+   skipped, so a retry, a redelivery or ``/campaign verify`` never posts a finding twice for
+   one SHA, and a later push re-posts nothing it already said (only new findings; the
+   summary always lists all current ones);
+5. create or edit the one summary comment ``<!-- campaign-bot:summary pr=N -->`` (found by
+   marker AND the bot's login; not rewritten when unchanged): "checked N hashes, K
+   problems", counts per severity, the verdict table and the findings;
+6. complete the check run: ``failure`` when any P0-P2 finding exists (the severities that make
+   ``campaign-bot check`` exit 1), ``success`` otherwise.
+
+PR code is never executed: files are read as data through the contents API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import tempfile
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any
+
+from bot.comments import upsert_comment
+from bot.github import (
+    FileChange,
+    GitHubError,
+    GitHubPort,
+    GitHubValidationError,
+    InlineComment,
+)
+from bot.inbox.router import Event
+from bot.render import marker, render
+from bot.repo_config import RepoConfig
+from evidence.models import Finding
+
+log = logging.getLogger(__name__)
+
+CHECK_NAME = "campaign-bot/evidence"
+MAX_FILE_BYTES = 1024 * 1024
+"""Largest file fetched (bytes): the contents API returns content up to 1 MB."""
+MAX_CAMPAIGN_BYTES = 64 * 1024 * 1024
+"""Largest total fetched per campaign (bytes); further files are listed as not verified."""
+MAX_FILES = 5000
+"""Most files fetched per campaign."""
+FAILING = frozenset({"P0", "P1", "P2"})
+"""Severities that fail the check run (same as ``campaign-bot check`` exit 1)."""
+SEVERITY_ORDER = MappingProxyType({"P0": 0, "P1": 1, "P2": 2, "P3": 3})
+FINDING_MARKER = re.compile(r"<!-- campaign-bot:finding key=([0-9a-f]+) sha=([0-9a-f]+) -->")
+HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+MAX_BODY_FINDINGS = 100
+"""Findings listed in one review body (the rest wait for the next review)."""
+MAX_TABLE_FINDINGS = 100
+"""Findings listed in the summary comment; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One verdict as the summary shows it."""
+
+    campaign: str
+    track: str
+    candidate: str
+    verdict: str
+    reasons: str
+
+
+@dataclass
+class PlacedFinding:
+    """A finding with its repository path (``repo_path``) and dedupe ``key``."""
+
+    finding: Finding
+    repo_path: str
+    key: str
+
+    @property
+    def line(self) -> int | None:
+        """1-based line, when the finding names one."""
+        return self.finding.line
+
+
+@dataclass
+class CampaignAnalysis:
+    """What the checks said about one campaign directory (``dir``, repo-relative)."""
+
+    dir: str
+    hashes_checked: int = 0
+    findings: list[PlacedFinding] = field(default_factory=list)
+    verdicts: list[VerdictRow] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ReviewOutcome:
+    """Result of :func:`review_pull`; ``summary`` is ``created``/``edited``/``unchanged``
+    (or ``skipped`` when the PR touches no campaign)."""
+
+    head_sha: str
+    campaigns: list[str]
+    hashes_checked: int = 0
+    problem_count: int = 0
+    finding_count: int = 0
+    new_findings: int = 0
+    inline: int = 0
+    in_body: int = 0
+    conclusion: str | None = None
+    summary: str = "skipped"
+
+
+# ----------------------------------------------------------------------- pure helpers
+
+
+def diff_lines(patch: str | None) -> set[int]:
+    """Lines of the new file (side RIGHT) inside the hunks of a unified-diff ``patch``:
+    the only lines GitHub accepts a review comment on (others get 422 "line must be part of
+    the diff": GitHub REST, "Create a review for a pull request")."""
+    out: set[int] = set()
+    for line in (patch or "").splitlines():
+        m = HUNK_RE.match(line)
+        if m:
+            start = int(m.group(1))
+            count = int(m.group(2)) if m.group(2) is not None else 1
+            out.update(range(start, start + count))
+    return out
+
+
+def campaign_dir_of(path: str, patterns: list[str]) -> str | None:
+    """The campaign directory holding repo path ``path``, by ``[campaigns] paths`` globs
+    (matched per path level), or None."""
+    parts = PurePosixPath(path).parts[:-1]
+    for pattern in patterns:
+        if pattern == ".":
+            return "."
+        pp = pattern.split("/")
+        if len(parts) >= len(pp) and all(fnmatch(a, b) for a, b in zip(parts, pp,
+                                                                         strict=False)):
+            return "/".join(parts[: len(pp)])
+    return None
+
+
+def finding_key(rule: str, repo_path: str, line: int | None, message: str) -> str:
+    """Stable 16-hex id of a finding (rule, file, line, message)."""
+    raw = f"{rule}\x00{repo_path}\x00{line or 0}\x00{message}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def _repo_path(campaign_dir: str, path: str) -> str:
+    p = path.strip()
+    while p.startswith("./"):
+        p = p[2:]
+    p = "" if p == "." else p
+    if campaign_dir in (".", ""):
+        return p or "."
+    return f"{campaign_dir}/{p}" if p else campaign_dir
+
+
+def place(campaign_dir: str, findings: list[Finding]) -> list[PlacedFinding]:
+    """Findings with repo paths and keys, sorted by severity, path, line; duplicates
+    (same key) dropped."""
+    out: dict[str, PlacedFinding] = {}
+    for f in findings:
+        rp = _repo_path(campaign_dir, f.path)
+        k = finding_key(f.rule, rp, f.line, f.message)
+        out.setdefault(k, PlacedFinding(f, rp, k))
+    return sorted(out.values(), key=lambda p: (SEVERITY_ORDER.get(p.finding.severity, 9),
+                                              p.repo_path, p.line or 0, p.finding.rule))
+
+
+# ------------------------------------------------------------------------- analysis
+
+
+def analyse_directory(root: Path) -> tuple[int, list[Finding], list[VerdictRow]]:
+    """Run the foundation check and the verdict/findings rules on a campaign directory:
+    ``(hashes checked, findings, verdict rows)``.  Synchronous and CPU-bound."""
+    from evidence.check import check_campaign
+
+    rep = check_campaign(root)
+    findings = list(rep.findings)
+    rows: list[VerdictRow] = []
+    try:
+        from evidence.bundle import load_campaign
+        from evidence.review import review
+    except ImportError:  # verdict engine not installed: checks only
+        return rep.hashes_checked, findings, rows
+    loaded = load_campaign(root)
+    if loaded.scope is not None:
+        verdicts, more = review(loaded, extra_findings=rep.findings)
+        findings += more
+        for v in verdicts:
+            reasons = "; ".join(r.text for r in v.reasons) or "-"
+            rows.append(VerdictRow(loaded.scope.model.id, v.track, v.candidate or "-",
+                                   v.verdict, reasons))
+    return rep.hashes_checked, findings, rows
+
+
+async def fetch_tree(gh: GitHubPort, directory: str, ref: str, dest: Path) -> list[str]:
+    """Copy repo ``directory`` at ``ref`` into ``dest``; returns the repo paths skipped
+    (over :data:`MAX_FILE_BYTES`, or past :data:`MAX_CAMPAIGN_BYTES` / :data:`MAX_FILES`,
+    symlinks and submodules)."""
+    skipped: list[str] = []
+    total = files = 0
+    pending = [directory if directory != "." else ""]
+    while pending:
+        d = pending.pop()
+        for e in await gh.list_dir(d, ref):
+            if e.type == "dir":
+                pending.append(e.path)
+                continue
+            if e.type != "file" or e.size > MAX_FILE_BYTES or total + e.size > \
+                    MAX_CAMPAIGN_BYTES or files >= MAX_FILES:
+                skipped.append(e.path)
+                continue
+            data = await gh.get_file(e.path, ref)
+            if data is None:
+                skipped.append(e.path)
+                continue
+            rel = e.path[len(directory) + 1:] if directory not in (".", "") else e.path
+            target = dest / rel
+            if ".." in PurePosixPath(rel).parts:
+                skipped.append(e.path)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            total += len(data)
+            files += 1
+    return sorted(skipped)
+
+
+async def analyse_campaign(gh: GitHubPort, directory: str, ref: str) -> CampaignAnalysis:
+    """Fetch ``directory`` at ``ref`` and analyse it (see :func:`analyse_directory`).
+    An exception inside the evidence code is logged and reported as ``error`` (never raw)."""
+    out = CampaignAnalysis(directory)
+    with tempfile.TemporaryDirectory(prefix="campaign-bot-review-") as tmp:
+        root = Path(tmp)
+        out.skipped = await fetch_tree(gh, directory, ref, root)
+        try:
+            hashes, findings, rows = await asyncio.to_thread(analyse_directory, root)
+        except Exception:  # noqa: BLE001 - logged; the PR gets a short note, not a traceback
+            log.exception("evidence check failed on %s@%s", directory, ref)
+            out.error = "the evidence checker failed on this directory (logged for the "\
+                "maintainers of this bot)"
+            return out
+    skipped_rel = {s[len(directory) + 1:] if directory not in (".", "") else s
+                   for s in out.skipped}
+    # a file we could not fetch is "not verified", not "missing": drop findings about it
+    findings = [f for f in findings if f.path not in skipped_rel]
+    out.hashes_checked = hashes
+    out.findings = place(directory, findings)
+    out.verdicts = rows
+    return out
+
+
+# --------------------------------------------------------------------- GitHub writes
+
+
+async def _posted_keys(gh: GitHubPort, number: int) -> set[str]:
+    """Finding keys the bot already posted on PR ``number`` (any commit), read from the
+    hidden markers of its own reviews and review comments."""
+    keys: set[str] = set()
+    for r in await gh.list_reviews(number):
+        if r.user == gh.bot_login:
+            keys.update(k for k, _sha in FINDING_MARKER.findall(r.body))
+    for c in await gh.list_review_comments(number):
+        if c.user == gh.bot_login:
+            keys.update(k for k, _sha in FINDING_MARKER.findall(c.body))
+    return keys
+
+
+async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding],
+                       files: list[FileChange], max_inline: int) -> tuple[int, int]:
+    """One review with ``new`` findings; returns ``(inline, in body)`` counts."""
+    lines = {f.filename: diff_lines(f.patch) for f in files if f.status != "removed"}
+    inline: list[PlacedFinding] = []
+    body: list[PlacedFinding] = []
+    # a review body stays well under GitHub's 65,536 characters; findings beyond the cap are
+    # listed in the summary and posted by a later review
+    new = new[: max_inline + MAX_BODY_FINDINGS]
+    for p in new:
+        if p.line is not None and p.line in lines.get(p.repo_path, set()) and \
+                len(inline) < max_inline:
+            inline.append(p)
+        else:
+            body.append(p)
+
+    def comments(items: list[PlacedFinding]) -> list[InlineComment]:
+        return [InlineComment(p.repo_path, p.line or 1, render(
+            "finding.md.j2", f=p.finding, marker_text=marker("finding", key=p.key, sha=sha)))
+            for p in items]
+
+    def review_body(in_body: list[PlacedFinding], n_inline: int) -> str:
+        return render("review.md.j2", sha=sha, n_inline=n_inline, findings=[
+            {"f": p.finding, "path": p.repo_path,
+             "marker_text": marker("finding", key=p.key, sha=sha)} for p in in_body],
+            marker_text=marker("review", pr=number, sha=sha))
+
+    try:
+        await gh.create_review(number, sha, review_body(body, len(inline)), comments(inline))
+    except GitHubValidationError as exc:
+        # GitHub refused a line (e.g. the diff changed under us): everything in the body
+        log.warning("review on PR #%s refused (%s); posting all findings in the body",
+                    number, exc)
+        await gh.create_review(number, sha, review_body(inline + body, 0), [])
+        return 0, len(new)
+    return len(inline), len(body)
+
+
+async def _check_run(gh: GitHubPort, sha: str) -> Any:
+    """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
+    GitHub refuses check runs to these credentials (only Apps with checks:write may create
+    them; a token gets 403), so the review still happens without one."""
+    runs = await gh.list_check_runs(sha, CHECK_NAME)
+    if runs:
+        return runs[0]
+    try:
+        return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                         title="Checking campaign evidence",
+                                         summary="campaign-bot is checking the evidence files.")
+    except GitHubError as exc:
+        if exc.retryable or exc.status != 403:
+            raise
+        log.warning("no check run on %s: %s (check runs need a GitHub App with checks:write)",
+                    sha[:12], exc)
+        return None
+
+
+async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
+                      trigger: str = "pull_request") -> ReviewOutcome:
+    """Review PR ``number`` (see the module docstring); returns what was found and done.
+
+    Raises :class:`bot.github.GitHubRetryableError` on transient GitHub failures: every
+    step is idempotent, so the retried delivery completes without duplicates."""
+    pr = await gh.get_pull(number)
+    sha = pr.head_sha
+    files = await gh.list_pull_files(number)
+    dirs = sorted({d for f in files if f.status != "removed"
+                   for d in [campaign_dir_of(f.filename, config.campaigns.paths)] if d})
+    outcome = ReviewOutcome(sha, dirs)
+    if not dirs:
+        log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
+                 config.campaigns.paths)
+        return outcome
+    run = await _check_run(gh, sha) if config.review.check_run else None
+    analyses = [await analyse_campaign(gh, d, sha) for d in dirs]
+    placed = [p for a in analyses for p in a.findings]
+    outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
+    outcome.finding_count = len(placed)
+    outcome.problem_count = sum(1 for p in placed if p.finding.severity in FAILING)
+
+    posted = await _posted_keys(gh, number)
+    new = [p for p in placed if p.key not in posted]
+    outcome.new_findings = len(new)
+    if new:
+        outcome.inline, outcome.in_body = await _post_review(
+            gh, number, sha, new, files, config.review.max_inline_comments)
+
+    counts = {s: sum(1 for p in placed if p.finding.severity == s) for s in SEVERITY_ORDER}
+    errors = [a for a in analyses if a.error]
+    summary = render(
+        "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=analyses,
+        hashes=outcome.hashes_checked, problems=outcome.problem_count, counts=counts,
+        verdicts=[v for a in analyses for v in a.verdicts],
+        findings=placed[:MAX_TABLE_FINDINGS], more=max(0, len(placed) - MAX_TABLE_FINDINGS),
+        skipped=[s for a in analyses for s in a.skipped], errors=errors)
+    outcome.summary = await upsert_comment(gh, number, summary, "summary", pr=number)
+
+    conclusion = "failure" if outcome.problem_count or errors else "success"
+    outcome.conclusion = conclusion
+    if run is not None:
+        title = (f"{outcome.problem_count} problem(s) in {outcome.hashes_checked} hashes "
+                 f"checked" if conclusion == "failure" else
+                 f"Evidence consistent: {outcome.hashes_checked} hashes checked")
+        text = render("check_run.md.j2", hashes=outcome.hashes_checked,
+                      problems=outcome.problem_count, counts=counts, campaigns=dirs,
+                      errors=errors)
+        if not (run.status == "completed" and run.conclusion == conclusion
+                and run.title == title and run.summary == text):
+            await gh.update_check_run(run.id, status="completed", conclusion=conclusion,
+                                      title=title, summary=text)
+    return outcome
+
+
+async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+    """Review the PR's evidence when it is opened, pushed to or reopened."""
+    number = event.payload.get("number") or (event.payload.get("pull_request") or {}).get(
+        "number")
+    if not isinstance(number, int):
+        return
+    if config is None:
+        log.info("delivery %s: repo config broken; PR #%s not reviewed", event.delivery_id,
+                 number)
+        return
+    if not config.review.enabled:
+        return
+    await review_pull(gh, config, number, trigger=event.action or "pull_request")

@@ -1,0 +1,89 @@
+"""The /screen feature's handlers and commands, bound to one :class:`flow.Runtime`.
+
+Commands (grammar in :mod:`bot.features.screen.grammar` and :mod:`bot.features.screen.budget`):
+``/screen candidate|control|status|cancel ...`` and ``/campaign budget extend ...``.  Events:
+``pull_request`` synchronize (a fork's new head cancels its queued screens), ``workflow_job``
+(the run started on a runner) and ``workflow_run`` completed (report the screen).  The flow
+blocks on the database, so each runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bot.commands import CommandContext, CommandSpec, Who
+from bot.features.screen import flow
+from bot.features.screen.budget import EXTEND_USAGE
+from bot.features.screen.grammar import USAGE
+from bot.inbox.router import Event
+
+SCREEN_SPEC = CommandSpec(
+    verb="screen",
+    usage=USAGE.replace("\n", " | "),
+    summary=(
+        "Queues an A/B screen of a candidate (or of the control against itself) on the "
+        "campaign's hardware pool, one screen per track; dispatches the screen workflow when "
+        "the pool is free and posts the result with verdicts. `status` lists this PR's "
+        "screens and the budget; `cancel` takes a screen out of the queue or cancels its run."
+    ),
+    examples=(
+        "/screen candidate cache-dit track=5s-lossless",
+        "/screen candidate fp8-attn dry-run",
+        "/screen control track=5s-lossless",
+        "/screen status",
+        "/screen cancel S12",
+    ),
+    who=Who.WRITERS_OR_REQUESTERS,
+    pull_only=True,
+    needs_config=True,
+)
+
+
+BUDGET_SPEC = CommandSpec(
+    verb="campaign budget",
+    usage=EXTEND_USAGE,
+    summary=(
+        "Raises the campaign's budget (candidate directions, wall-hours, device-hours); "
+        "only the campaign's requesters may, and every change is recorded."
+    ),
+    examples=("/campaign budget extend device-hours=16 wall-hours=4 reason=second round",),
+    who=Who.ANYONE,  # the requester check needs the campaign: flow.extend_budget
+    pull_only=False,
+    needs_config=True,
+)
+
+
+
+class ScreenHandlers:
+    """Handlers and command functions of the flow on runtime ``rt``."""
+
+    def __init__(self, rt: flow.Runtime) -> None:
+        self.rt = rt
+
+    async def screen_command(self, ctx: CommandContext) -> None:
+        """``/screen ...``: run the flow in a thread (replies through ``ctx``)."""
+        await flow.run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
+
+    async def budget_command(self, ctx: CommandContext) -> None:
+        """``/campaign budget extend ...``: one ledger entry by a requester."""
+        await flow.run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
+
+    async def handle_push(self, event: Event, gh: Any, config: Any) -> None:
+        """A new push to a fork PR cancels its queued screens: approval was for the old head."""
+        if gh is None:
+            return
+        await asyncio.to_thread(flow.cancel_on_push, self.rt, gh, event.payload)
+
+    async def handle_job(self, event: Event, gh: Any, config: Any) -> None:
+        """``workflow_job`` progress of a screen's run."""
+        if gh is None:
+            return
+        await asyncio.to_thread(flow.on_workflow_job, self.rt, gh, event.payload)
+
+    async def handle_run(self, event: Event, gh: Any, config: Any) -> None:
+        """``workflow_run`` completed: report the screen."""
+        if gh is None:
+            return
+        await asyncio.to_thread(flow.on_workflow_run_completed, self.rt, gh, event.payload,
+                                config)

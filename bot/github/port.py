@@ -1,0 +1,266 @@
+"""The one GitHub port every feature uses: a narrow, repository-scoped, async Protocol
+(:class:`GitHubPort`), the plain value types it returns, and its errors.
+
+Handlers and jobs depend on this Protocol, never on PyGithub objects; the one implementation
+on PyGithub is :class:`bot.github.pygithub.PyGithubPort`, and
+:class:`bot.github.recording.RecordingGitHub` records writes for dry runs.  A caller that is
+not on an event loop (a worker thread, a scheduled job) runs a port coroutine with
+``asyncio.run``: ports hold no loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
+"""Largest artifact zip downloaded (bytes); artifacts are untrusted data."""
+
+T = TypeVar("T")
+
+
+def run_blocking(call: Coroutine[Any, Any, T]) -> T:
+    """The result of one port call made from a thread with no running event loop (a worker
+    thread, a scheduled job): ``asyncio.run``; ports hold no loop.  Raises what the call
+    raises, and RuntimeError when called on an event loop's thread."""
+    return asyncio.run(call)
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+class GitHubError(Exception):
+    """A GitHub call failed.  ``status`` is the HTTP status (None for transport errors)."""
+
+    retryable = False
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GitHubRetryableError(GitHubError):
+    """Transient: 5xx, rate limits, connection errors.  The delivery should be retried later,
+    after ``retry_after`` seconds when GitHub said so (``Retry-After`` / rate-limit reset)."""
+
+    retryable = True
+
+    def __init__(self, message: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status)
+        self.retry_after = retry_after
+
+
+class GitHubNotFound(GitHubError):
+    """404: the object does not exist or the installation cannot see it."""
+
+
+class GitHubValidationError(GitHubError):
+    """422: GitHub refused the request (e.g. a review line outside the diff)."""
+
+
+# ------------------------------------------------------------------------ value types
+
+
+@dataclass(frozen=True)
+class ContentEntry:
+    """One entry of a directory listing: ``type`` is ``file``, ``dir``, ``symlink`` or
+    ``submodule``; ``size`` in bytes."""
+
+    path: str
+    type: str
+    size: int
+    sha: str = ""
+    """Git object SHA (blob for a file, tree for a directory: it changes whenever anything
+    below the directory changes); "" when unknown."""
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    """What handlers need of a PR.  ``head_repo`` is None when the fork was deleted;
+    ``is_fork`` is True when head and base repositories differ (or head is gone)."""
+
+    number: int
+    title: str
+    author: str
+    state: str
+    head_sha: str
+    head_ref: str
+    head_repo: str | None
+    base_ref: str
+    base_sha: str
+    base_repo: str
+    is_fork: bool
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One changed file of a PR: ``status`` (added, modified, removed, renamed...) and the
+    unified-diff ``patch`` (None for binary or very large files)."""
+
+    filename: str
+    status: str
+    patch: str | None
+
+
+@dataclass(frozen=True)
+class IssueInfo:
+    """An issue (or a PR seen as an issue)."""
+
+    number: int
+    title: str
+    body: str
+    author: str
+    state: str
+    is_pull: bool
+
+
+@dataclass(frozen=True)
+class Comment:
+    """An issue/PR conversation comment; ``user_type`` is ``User`` or ``Bot``."""
+
+    id: int
+    body: str
+    user: str
+    user_type: str
+    html_url: str = ""
+
+
+@dataclass(frozen=True)
+class Review:
+    """A submitted PR review."""
+
+    id: int
+    body: str
+    user: str
+    commit_id: str
+    state: str
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    """An inline PR review comment."""
+
+    id: int
+    body: str
+    user: str
+    path: str
+    line: int | None
+    commit_id: str
+
+
+@dataclass(frozen=True)
+class InlineComment:
+    """A comment to post on ``path`` at ``line`` (1-based, in the new file: side RIGHT).
+    ``start_line`` makes it a range and must be smaller than ``line`` in the same hunk."""
+
+    path: str
+    line: int
+    body: str
+    side: Literal["RIGHT", "LEFT"] = "RIGHT"
+    start_line: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """A check run."""
+
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    title: str | None = None
+    summary: str | None = None
+    external_id: str | None = None
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """Result of a workflow dispatch; ``run_id``/URLs when GitHub returned run details."""
+
+    run_id: int | None
+    run_url: str | None
+    html_url: str | None
+
+
+@dataclass(frozen=True)
+class WorkflowRunInfo:
+    """A workflow run (times UTC; None when GitHub has none yet)."""
+
+    id: int
+    head_sha: str
+    status: str
+    conclusion: str | None
+    display_title: str
+    event: str
+    run_attempt: int
+    html_url: str = ""
+    run_started_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """A workflow artifact; ``size_in_bytes`` of the zip."""
+
+    id: int
+    name: str
+    size_in_bytes: int
+    expired: bool
+
+
+# --------------------------------------------------------------------------- the port
+
+
+@runtime_checkable
+class GitHubPort(Protocol):
+    """Everything handlers may ask of GitHub, for one repository (``repo``, ``owner/name``).
+
+    Reads return plain dataclasses.  Every method may raise :class:`GitHubRetryableError`
+    (transient), :class:`GitHubNotFound`, :class:`GitHubValidationError` or
+    :class:`GitHubError`.  ``bot_login`` is the login the port writes as; handlers match
+    their own comments on it together with a hidden marker.
+    """
+
+    repo: str
+    bot_login: str
+
+    async def get_default_branch(self) -> str: ...
+    async def get_file(self, path: str, ref: str) -> bytes | None: ...
+    async def list_dir(self, path: str, ref: str) -> list[ContentEntry]: ...
+    async def get_pull(self, number: int) -> PullInfo: ...
+    async def list_pull_files(self, number: int) -> list[FileChange]: ...
+    async def get_permission(self, login: str) -> str: ...
+    async def get_issue(self, number: int) -> IssueInfo: ...
+    async def edit_issue_body(self, number: int, body: str) -> None: ...
+    async def list_issue_comments(self, number: int) -> list[Comment]: ...
+    async def create_issue_comment(self, number: int, body: str) -> Comment: ...
+    async def edit_issue_comment(self, comment_id: int, body: str) -> Comment: ...
+    async def add_reaction(self, comment_id: int, content: str) -> None: ...
+    async def list_reviews(self, number: int) -> list[Review]: ...
+    async def list_review_comments(self, number: int) -> list[ReviewComment]: ...
+    async def create_review(self, number: int, commit_sha: str, body: str,
+                            comments: Sequence[InlineComment]) -> Review: ...
+    async def list_check_runs(self, sha: str, name: str) -> list[CheckRun]: ...
+    async def create_check_run(self, name: str, head_sha: str, *, status: str,
+                               conclusion: str | None = None, title: str | None = None,
+                               summary: str | None = None, text: str | None = None,
+                               external_id: str | None = None, details_url: str | None = None,
+                               started_at: datetime | None = None) -> CheckRun: ...
+    async def update_check_run(self, check_run_id: int, *, status: str | None = None,
+                               conclusion: str | None = None, title: str | None = None,
+                               summary: str | None = None, text: str | None = None,
+                               details_url: str | None = None) -> CheckRun: ...
+    async def dispatch_workflow(self, workflow_file: str, ref: str,
+                                inputs: dict[str, str]) -> DispatchResult: ...
+    async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo: ...
+    async def cancel_workflow_run(self, run_id: int) -> None: ...
+    async def list_run_artifacts(self, run_id: int, name: str | None = None
+                                 ) -> list[ArtifactInfo]: ...
+    async def download_artifact(self, artifact_id: int,
+                                max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
+                                size_in_bytes: int | None = None) -> bytes: ...

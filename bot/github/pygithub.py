@@ -1,0 +1,642 @@
+"""The PyGithub 2.10 adapter of :class:`bot.github.GitHubPort`, and the clients it runs on.
+
+Each port call runs PyGithub (synchronous, requests-based) in a worker thread, so an event
+loop never blocks.  Only PyGithub's public API is used (``Github.requester`` is its documented
+way to call endpoints it has no method for).
+
+PyGithub traps handled here (read in its 2.10.0 source):
+
+- ``PullRequest.create_review`` asserts a ``github.Commit.Commit``: we pass
+  ``repo.get_commit(sha)`` built lazily (``lazy=True``: no request is made for it).
+- ``Workflow.create_dispatch`` returns ``False`` on failure unless ``throw=True``: we always
+  throw, and ask for ``return_run_details``.
+- PyGithub's default ``GithubRetry`` re-sends POSTs on 5xx: a POST that GitHub performed but
+  answered 502 would post a second comment.  :func:`make_retry` retries only GET/HEAD/OPTIONS;
+  a failed write surfaces as :class:`GitHubRetryableError` and the delivery is retried as a
+  whole, where handlers find their earlier write by its hidden marker instead of repeating it.
+- Secondary rate limits (403/429 with ``Retry-After``): GETs back off (urllib3 honours
+  ``Retry-After``; without it PyGithub waits ``secondary_rate_wait``), bounded by
+  ``max_rate_limit_wait``; writes raise :class:`GitHubRetryableError` carrying ``retry_after``.
+- There is no artifact download helper (PyGithub/PyGithub#1985):
+  :meth:`PyGithubPort.download_artifact` asks for the 302 itself and fetches the short-lived
+  URL without the ``Authorization`` header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import requests
+from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+
+from bot.github.artifacts import ArtifactError, ArtifactTooLarge, Limits, download_zip
+from bot.github.port import (
+    DEFAULT_MAX_ARTIFACT_BYTES,
+    ArtifactInfo,
+    CheckRun,
+    Comment,
+    ContentEntry,
+    DispatchResult,
+    FileChange,
+    GitHubError,
+    GitHubNotFound,
+    GitHubRetryableError,
+    GitHubValidationError,
+    InlineComment,
+    IssueInfo,
+    PullInfo,
+    Review,
+    ReviewComment,
+    WorkflowRunInfo,
+)
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The only methods ever retried by the HTTP layer (writes are never blindly re-sent)."""
+
+
+class BoundedGithubRetry(GithubRetry):
+    """``GithubRetry`` whose ``Retry-After`` sleeps are bounded too.
+
+    PyGithub applies ``max_rate_limit_wait`` to rate-limit resets only; a 403/429 carrying
+    ``Retry-After`` is slept by urllib3 for whatever the header says.  Here a longer wait
+    raises ``RateLimitExceededExceedsMaxWait`` (mapped to :class:`GitHubRetryableError` with
+    ``retry_after``), so the delivery is retried later instead of a worker sleeping.
+    """
+
+    def get_retry_after(self, response: Any) -> float | None:  # type: ignore[override]
+        wait = super().get_retry_after(response)
+        limit = self.max_rate_limit_wait
+        if wait is not None and limit is not None and wait > limit:
+            raise RateLimitExceededExceedsMaxWait(
+                response.status, {"message": "Retry-After exceeds max_rate_limit_wait"},
+                dict(response.headers), wait=wait)
+        return wait
+
+
+def make_retry(
+    *,
+    total: int = 4,
+    backoff_factor: float = 1.0,
+    secondary_rate_wait: float = 60.0,
+    max_rate_limit_wait: float = 120.0,
+) -> GithubRetry:
+    """A :class:`BoundedGithubRetry` that retries reads only.
+
+    ``total`` attempts after the first; ``backoff_factor`` seconds grow exponentially
+    between 5xx retries; a secondary rate limit without ``Retry-After`` waits
+    ``secondary_rate_wait`` s (GitHub: "wait at least one minute", GitHub Docs "Rate limits
+    for the REST API"); a wait longer than ``max_rate_limit_wait`` s raises instead of sleeping
+    (so a webhook worker does not sleep for an hour; the delivery is retried later instead).
+    """
+    return BoundedGithubRetry(
+        total=total,
+        backoff_factor=backoff_factor,
+        allowed_methods=READ_METHODS,
+        secondary_rate_wait=secondary_rate_wait,
+        max_rate_limit_wait=max_rate_limit_wait,
+    )
+
+
+def make_client(
+    base_url: str,
+    auth: Auth.Auth,
+    *,
+    retry: GithubRetry | None = None,
+    throttle: bool = True,
+    timeout: float = 30.0,
+) -> Github:
+    """A PyGithub client: lazy objects, 100 per page, read-only retries.
+
+    ``throttle`` paces requests: 1 s between writes (GitHub's best practices ask for at least
+    1 s between mutating requests: GitHub Docs, "Best practices for using the REST API") and
+    0.05 s between any two requests (PyGithub's default 0.25 s made one review of a 30-file
+    campaign take 18 s, of which 15 s idle; 20 reads/s stays far below the 900 points/min
+    per-endpoint secondary limit).
+    Tests turn it off.
+    """
+    kwargs: dict[str, Any] = {"seconds_between_requests": 0.05, "seconds_between_writes": 1.0}
+    if not throttle:
+        kwargs.update(seconds_between_requests=None, seconds_between_writes=None)
+    return Github(
+        auth=auth,
+        base_url=base_url.rstrip("/"),
+        lazy=True,
+        per_page=100,
+        retry=retry if retry is not None else make_retry(),
+        timeout=int(timeout),
+        **kwargs,
+    )
+
+
+def _retry_after(exc: GithubException) -> float | None:
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    ra = headers.get("retry-after")
+    if ra is not None:
+        try:
+            return float(ra)
+        except ValueError:
+            return None
+    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
+        try:
+            return max(0.0, float(headers["x-ratelimit-reset"]) - time.time()) + 1.0
+        except ValueError:
+            return None
+    return None
+
+
+def map_exception(exc: BaseException, what: str) -> GitHubError:
+    """Translate a PyGithub / requests exception into this module's error types."""
+    if isinstance(exc, GitHubError):
+        return exc
+    if isinstance(exc, RateLimitExceededExceedsMaxWait):
+        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
+                                    retry_after=getattr(exc, "wait", None))
+    if isinstance(exc, RateLimitExceededException):
+        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
+                                    retry_after=_retry_after(exc))
+    if isinstance(exc, GithubException):
+        msg = exc.message or (exc.data.get("message") if isinstance(exc.data, dict) else None)
+        errors = exc.data.get("errors") if isinstance(exc.data, dict) else None
+        text = f"{what}: GitHub answered {exc.status}: {msg or ''}".rstrip(": ")
+        if errors:
+            text += f" ({errors})"
+        if exc.status == 429 or (exc.status is not None and exc.status >= 500):
+            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
+        if exc.status == 403 and _retry_after(exc) is not None:
+            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
+        if exc.status == 404:
+            return GitHubNotFound(text, 404)
+        if exc.status == 422:
+            return GitHubValidationError(text, 422)
+        return GitHubError(text, exc.status)
+    if isinstance(exc, requests.exceptions.RequestException):
+        return GitHubRetryableError(f"{what}: {type(exc).__name__}: {exc}")
+    return GitHubError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class PyGithubPort:
+    """:class:`GitHubPort` on PyGithub for repository ``repo``.
+
+    ``client`` is a :func:`make_client` Github; ``auth`` is the same Auth object (its token
+    authorises the artifact download, which PyGithub has no helper for); ``base_url`` the
+    REST base URL; ``metrics`` counts every request (none counted when None).
+    """
+
+    def __init__(self, client: Github, repo: str, bot_login: str, *, auth: Auth.Auth,
+                 base_url: str, metrics: Metrics | None = None) -> None:
+        self.client = client
+        self.repo = repo
+        self.bot_login = bot_login
+        self._auth = auth
+        self.base_url = base_url.rstrip("/")
+        self.metrics = metrics
+        self._repo_obj: Any = None
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _r(self) -> Any:
+        if self._repo_obj is None:
+            self._repo_obj = self.client.get_repo(self.repo)  # lazy: no request
+        return self._repo_obj
+
+    def _comment(self, comment_id: int) -> Any:
+        """A lazy IssueComment (no GET): PyGithub has no repo-level getter by id."""
+        from github.IssueComment import IssueComment
+
+        return IssueComment(self.client.requester,
+                            url=f"{self._r().url}/issues/comments/{comment_id}")
+
+    async def _call(self, what: str, method: str, fn: Callable[[], T]) -> T:
+        def run() -> T:
+            try:
+                out = fn()
+            except Exception as exc:  # noqa: BLE001 - translated, never swallowed
+                err = map_exception(exc, what)
+                self._count(method)
+                raise err from exc
+            self._count(method)
+            return out
+
+        return await asyncio.to_thread(run)
+
+    def _count(self, method: str) -> None:
+        if self.metrics is None:
+            return
+        remaining = self.client.requester.rate_limiting[0]
+        self.metrics.github_call(method, remaining if remaining >= 0 else None)
+
+    # -- contents --------------------------------------------------------------------------
+
+    async def get_default_branch(self) -> str:
+        """The repository's default branch name."""
+        return await self._call("get repository", "GET", lambda: self._r().default_branch)
+
+    async def get_file(self, path: str, ref: str) -> bytes | None:
+        """File bytes at ``ref`` (branch, tag or SHA); None when absent.  Files over 1 MB
+        (the contents API limit) raise :class:`GitHubError`."""
+
+        def fn() -> bytes | None:
+            try:
+                c = self._r().get_contents(path, ref=ref)
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            if isinstance(c, list):
+                raise GitHubError(f"{path} is a directory at {ref}")
+            if c.encoding != "base64":
+                raise GitHubError(f"{path} at {ref}: {c.size} bytes, too large for the "
+                                  "contents API (1 MB)")
+            return bytes(c.decoded_content)
+
+        return await self._call(f"get {path}@{ref}", "GET", fn)
+
+    async def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
+        """Entries of directory ``path`` at ``ref``; [] when absent."""
+
+        def fn() -> list[ContentEntry]:
+            try:
+                c = self._r().get_contents(path, ref=ref)
+            except GithubException as exc:
+                if exc.status == 404:
+                    return []
+                raise
+            items = c if isinstance(c, list) else [c]
+            return [ContentEntry(i.path, i.type, i.size or 0, i.sha or "") for i in items]
+
+        return await self._call(f"list {path}@{ref}", "GET", fn)
+
+    # -- pulls and issues --------------------------------------------------------------------
+
+    async def get_pull(self, number: int) -> PullInfo:
+        """PR ``number`` (head SHA, base, fork flag)."""
+
+        def fn() -> PullInfo:
+            p = self._r().get_pull(number)
+            head_repo = p.head.repo.full_name if p.head.repo is not None else None
+            base_repo = p.base.repo.full_name
+            return PullInfo(number=p.number, title=p.title or "", author=p.user.login,
+                            state=p.state, head_sha=p.head.sha, head_ref=p.head.ref,
+                            head_repo=head_repo, base_ref=p.base.ref, base_sha=p.base.sha,
+                            base_repo=base_repo, is_fork=head_repo != base_repo)
+
+        return await self._call(f"get PR #{number}", "GET", fn)
+
+    async def list_pull_files(self, number: int) -> list[FileChange]:
+        """Changed files of PR ``number`` with their patches (GitHub lists at most 3000)."""
+        return await self._call(
+            f"list files of PR #{number}", "GET",
+            lambda: [FileChange(f.filename, f.status, f.patch)
+                     for f in self._r().get_pull(number).get_files()])
+
+    async def get_permission(self, login: str) -> str:
+        """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
+        (GitHub REST, "Get repository permissions for a user")."""
+
+        def fn() -> str:
+            try:
+                return str(self._r().get_collaborator_permission(login))
+            except GithubException as exc:
+                if exc.status == 404:
+                    return "none"
+                raise
+
+        return await self._call(f"permission of {login}", "GET", fn)
+
+    async def get_issue(self, number: int) -> IssueInfo:
+        """Issue (or PR) ``number``."""
+
+        def fn() -> IssueInfo:
+            i = self._r().get_issue(number)
+            return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.state,
+                             i.pull_request is not None)
+
+        return await self._call(f"get issue #{number}", "GET", fn)
+
+    async def edit_issue_body(self, number: int, body: str) -> None:
+        """Replace the body of issue ``number`` (PATCH sends only ``body``)."""
+        await self._call(f"edit issue #{number}", "PATCH",
+                         lambda: self._r().get_issue(number).edit(body=body))
+
+    async def list_issue_comments(self, number: int) -> list[Comment]:
+        """Conversation comments of issue/PR ``number``, oldest first."""
+        return await self._call(
+            f"list comments of #{number}", "GET",
+            lambda: [Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
+                     for c in self._r().get_issue(number).get_comments()])
+
+    async def create_issue_comment(self, number: int, body: str) -> Comment:
+        """Post a comment on issue/PR ``number`` (never retried by the HTTP layer)."""
+
+        def fn() -> Comment:
+            c = self._r().get_issue(number).create_comment(body)
+            return Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
+
+        out = await self._call(f"comment on #{number}", "POST", fn)
+        if out.user != self.bot_login:
+            # the bot finds its own comments by login: a wrong setting means duplicates
+            log.error("GitHub says this bot writes as %r but CAMPAIGN_BOT_BOT_LOGIN is %r: "
+                      "set it to %r, or the bot will not find (and so repeat) its comments",
+                      out.user, self.bot_login, out.user)
+        return out
+
+    async def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
+        """Replace comment ``comment_id``'s body."""
+
+        def fn() -> Comment:
+            c = self._comment(comment_id)
+            c.edit(body)
+            return Comment(c.id, body, c.user.login, c.user.type, c.html_url)
+
+        # get_issue_comment is lazy: only the PATCH is sent
+        return await self._call(f"edit comment {comment_id}", "PATCH", fn)
+
+    async def add_reaction(self, comment_id: int, content: str) -> None:
+        """React to a comment (e.g. ``eyes`` to acknowledge a command)."""
+        await self._call(f"react to comment {comment_id}", "POST",
+                         lambda: self._comment(comment_id).create_reaction(content))
+
+    # -- reviews ---------------------------------------------------------------------------
+
+    async def list_reviews(self, number: int) -> list[Review]:
+        """Submitted reviews of PR ``number``."""
+        return await self._call(
+            f"list reviews of PR #{number}", "GET",
+            lambda: [Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
+                            r.state) for r in self._r().get_pull(number).get_reviews()])
+
+    async def list_review_comments(self, number: int) -> list[ReviewComment]:
+        """Inline review comments of PR ``number``."""
+        return await self._call(
+            f"list review comments of PR #{number}", "GET",
+            lambda: [ReviewComment(c.id, c.body or "", c.user.login if c.user else "",
+                                   c.path, c.line, c.commit_id)
+                     for c in self._r().get_pull(number).get_review_comments()])
+
+    async def create_review(self, number: int, commit_sha: str, body: str,
+                            comments: Sequence[InlineComment]) -> Review:
+        """One ``COMMENT`` review pinned to ``commit_sha`` with inline ``comments``.  One
+        comment outside the diff fails the whole call with :class:`GitHubValidationError`."""
+
+        def fn() -> Review:
+            repo = self._r()
+            pr = repo.get_pull(number)
+            commit = repo.get_commit(commit_sha)  # lazy Commit object: PyGithub asserts type
+            payload: list[dict[str, Any]] = []
+            for c in comments:
+                item: dict[str, Any] = {"path": c.path, "line": c.line, "side": c.side,
+                                        "body": c.body}
+                if c.start_line is not None:
+                    item.update(start_line=c.start_line, start_side=c.side)
+                payload.append(item)
+            r = pr.create_review(commit=commit, body=body, event="COMMENT",
+                                 comments=payload)  # type: ignore[arg-type]
+            return Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
+                          r.state)
+
+        return await self._call(f"review PR #{number}", "POST", fn)
+
+    # -- check runs --------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(r: Any) -> CheckRun:
+        out = r.output
+        return CheckRun(r.id, r.name, r.head_sha, r.status, r.conclusion,
+                        out.title if out else None, out.summary if out else None,
+                        r.external_id or None)
+
+    @staticmethod
+    def _output(title: str | None, summary: str | None, text: str | None) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if title is not None:
+            out["title"] = title
+        if summary is not None:
+            out["summary"] = summary
+        if text is not None:
+            out["text"] = text
+        return out
+
+    async def list_check_runs(self, sha: str, name: str) -> list[CheckRun]:
+        """Check runs called ``name`` on commit ``sha``."""
+        return await self._call(
+            f"list check runs {name}@{sha[:12]}", "GET",
+            lambda: [self._check(r) for r in
+                     self._r().get_commit(sha).get_check_runs(check_name=name)])
+
+    async def create_check_run(self, name: str, head_sha: str, *, status: str,
+                               conclusion: str | None = None, title: str | None = None,
+                               summary: str | None = None, text: str | None = None,
+                               external_id: str | None = None, details_url: str | None = None,
+                               started_at: datetime | None = None) -> CheckRun:
+        """Create a check run (needs an App with checks:write); times are UTC."""
+
+        def fn() -> CheckRun:
+            kw: dict[str, Any] = {"status": status}
+            if conclusion is not None:
+                kw.update(conclusion=conclusion, completed_at=datetime.now(UTC))
+            if external_id is not None:
+                kw["external_id"] = external_id
+            if details_url:
+                kw["details_url"] = details_url
+            if started_at is not None:
+                kw["started_at"] = started_at
+            out = self._output(title, summary, text)
+            if out:
+                kw["output"] = out
+            return self._check(self._r().create_check_run(name, head_sha, **kw))
+
+        return await self._call(f"create check run {name}", "POST", fn)
+
+    async def update_check_run(self, check_run_id: int, *, status: str | None = None,
+                               conclusion: str | None = None, title: str | None = None,
+                               summary: str | None = None, text: str | None = None,
+                               details_url: str | None = None) -> CheckRun:
+        """Update check run ``check_run_id`` (a conclusion completes it)."""
+
+        def fn() -> CheckRun:
+            kw: dict[str, Any] = {}
+            if status is not None:
+                kw["status"] = status
+            if conclusion is not None:
+                kw.update(conclusion=conclusion, completed_at=datetime.now(UTC))
+            if details_url:
+                kw["details_url"] = details_url
+            out = self._output(title, summary, text)
+            if out:
+                kw["output"] = out
+            r = self._r().get_check_run(check_run_id)  # lazy: only the PATCH is sent
+            r.edit(**kw)
+            return self._check(r)
+
+        return await self._call(f"update check run {check_run_id}", "PATCH", fn)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    async def dispatch_workflow(self, workflow_file: str, ref: str,
+                                inputs: dict[str, str]) -> DispatchResult:
+        """``workflow_dispatch`` of ``.github/workflows/WORKFLOW_FILE`` on branch/tag ``ref``
+        (GitHub refuses a SHA).  Raises on failure (``throw=True``); returns the run id when
+        GitHub gives run details (``return_run_details``)."""
+
+        def fn() -> DispatchResult:
+            wf = self._r().get_workflow(workflow_file)
+            out = wf.create_dispatch(ref=ref, inputs=inputs, throw=True,
+                                     return_run_details=True)
+            if out is True or out is False or out is None:
+                return DispatchResult(None, None, None)
+            return DispatchResult(out.id, out.url, out.html_url)
+
+        return await self._call(f"dispatch {workflow_file}@{ref}", "POST", fn)
+
+    async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
+        """Workflow run ``run_id``."""
+
+        def fn() -> WorkflowRunInfo:
+            r = self._r().get_workflow_run(run_id)
+            return WorkflowRunInfo(r.id, r.head_sha, r.status, r.conclusion,
+                                   r.display_title or "", r.event, r.run_attempt or 1,
+                                   r.html_url or "", _utc(r.run_started_at), _utc(r.updated_at))
+
+        return await self._call(f"get run {run_id}", "GET", fn)
+
+    async def cancel_workflow_run(self, run_id: int) -> None:
+        """Ask GitHub to cancel workflow run ``run_id`` (one POST; PyGithub's
+        ``WorkflowRun.cancel`` would first GET the run and ignore a refusal)."""
+        await self._call(
+            f"cancel run {run_id}", "POST",
+            lambda: self.client.requester.requestJsonAndCheck(
+                "POST", f"{self._r().url}/actions/runs/{run_id}/cancel"))
+
+    async def list_run_artifacts(self, run_id: int, name: str | None = None
+                                 ) -> list[ArtifactInfo]:
+        """Artifacts of run ``run_id`` (optionally only those called ``name``)."""
+
+        def fn() -> list[ArtifactInfo]:
+            arts = self._r().get_workflow_run(run_id).get_artifacts()
+            return [ArtifactInfo(a.id, a.name, a.size_in_bytes, a.expired) for a in arts
+                    if name is None or a.name == name]
+
+        return await self._call(f"list artifacts of run {run_id}", "GET", fn)
+
+    async def download_artifact(self, artifact_id: int,
+                                max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
+                                size_in_bytes: int | None = None) -> bytes:
+        """The artifact's zip bytes (:func:`bot.github.artifacts.download_zip`: GitHub answers
+        302 to a short-lived URL on another host, fetched without our token).  A zip over
+        ``max_bytes`` (by GitHub's ``size_in_bytes`` when given, else while streaming) raises
+        :class:`GitHubError`; an expired artifact (410) :class:`GitHubNotFound`."""
+
+        def fn() -> bytes:
+            url = f"{self.base_url}/repos/{self.repo}/actions/artifacts/{artifact_id}/zip"
+            token = getattr(self._auth, "token", None)  # Auth.Token / installation auth
+            try:
+                return download_zip(url, token, size_in_bytes, Limits(max_compressed=max_bytes))
+            except ArtifactTooLarge:
+                raise GitHubError(f"artifact {artifact_id} exceeds {max_bytes} bytes") from None
+            except ArtifactError as exc:
+                if exc.status == 410:
+                    raise GitHubNotFound(f"artifact {artifact_id} has expired", 410) from None
+                if (exc.status is not None and exc.status >= 500) or (
+                        exc.status is None and exc.__cause__ is not None):  # transport error
+                    raise GitHubRetryableError(f"artifact {artifact_id}: {exc}",
+                                               exc.status) from None
+                raise GitHubError(f"artifact {artifact_id}: {exc}", exc.status) from None
+
+        return await self._call(f"download artifact {artifact_id}", "GET", fn)
+
+
+def _utc(v: datetime | None) -> datetime | None:
+    if v is None or v.tzinfo is not None:
+        return v
+    return v.replace(tzinfo=UTC)
+
+
+class GitHubClients:
+    """PyGithub ports on one set of credentials: GitHub App installation auth when ``app_id``
+    and a PEM key are given, else ``token``.  Clients are cached per installation (installation
+    tokens refresh themselves) for the lifetime of this object.
+
+    ``throttle`` keeps PyGithub's request pacing (:func:`make_client`); ``retry`` overrides the
+    read retries; every request is counted on ``metrics``.
+    """
+
+    def __init__(self, *, base_url: str, bot_login: str, app_id: int | None = None,
+                 private_key_pem: str | None = None, token: str | None = None,
+                 throttle: bool = True, retry: GithubRetry | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.bot_login = bot_login
+        self.token = token
+        self.throttle = throttle
+        self.retry = retry
+        self.metrics = metrics
+        self.app_auth = (Auth.AppAuth(int(app_id), private_key_pem)
+                         if app_id and private_key_pem else None)
+        self._clients: dict[Any, tuple[Github, Auth.Auth]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def configured(self) -> bool:
+        """True when App credentials or a token are set."""
+        return self.app_auth is not None or bool(self.token)
+
+    def port(self, repo: str, installation_id: int | None = None) -> PyGithubPort:
+        """A port for ``repo`` (blocking: may ask GitHub for the repository's installation).
+
+        Raises :class:`GitHubError` without credentials, or as GitHub answered."""
+        if not self.configured:
+            raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
+                              "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
+        try:
+            client, auth = self._client(repo, installation_id)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise map_exception(exc, f"installation for {repo}") from exc
+        return PyGithubPort(client, repo, self.bot_login, auth=auth, base_url=self.base_url,
+                            metrics=self.metrics)
+
+    def _client(self, repo: str, installation_id: int | None) -> tuple[Github, Auth.Auth]:
+        if self.app_auth is None:
+            key: Any = "token"
+            auth: Auth.Auth = Auth.Token(self.token)  # type: ignore[arg-type]
+        else:
+            if installation_id is None:
+                owner, name = (repo or "/").split("/", 1)
+                gi = GithubIntegration(auth=self.app_auth, base_url=self.base_url)
+                installation_id = gi.get_repo_installation(owner, name).id
+            key = installation_id
+            auth = self.app_auth.get_installation_auth(installation_id)
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = (make_client(self.base_url, auth, retry=self.retry,
+                                                  throttle=self.throttle), auth)
+            return self._clients[key]
+
+
+class NoRepositoryPort:
+    """Port for events that concern no repository (``installation``, ``ping``): every call
+    raises :class:`GitHubError`."""
+
+    repo = ""
+
+    def __init__(self, bot_login: str) -> None:
+        self.bot_login = bot_login
+
+    def __getattr__(self, name: str) -> Any:
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise GitHubError(f"{name}: this event concerns no repository")
+
+        return refuse

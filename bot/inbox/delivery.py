@@ -1,0 +1,91 @@
+"""Webhook delivery primitives shared by the endpoint, the worker and ``replay``:
+signature check, payload parsing, and the serialisation key.
+
+Signature (GitHub Docs, "Validating webhook deliveries"): ``X-Hub-Signature-256:
+sha256=<hex HMAC-SHA256(secret, raw body)>``, compared with :func:`hmac.compare_digest` over
+the raw bytes before any parsing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+SIGNATURE_HEADER = "x-hub-signature-256"
+EVENT_HEADER = "x-github-event"
+DELIVERY_HEADER = "x-github-delivery"
+# Headers never stored with a delivery (GitHub sends none of these; a proxy might).
+DROPPED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+class PayloadError(ValueError):
+    """The (signed) body is not a JSON object, or not a form with a ``payload`` field."""
+
+
+def sign(secret: str | bytes, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub would send for ``body``."""
+    key = secret.encode() if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str | bytes, body: bytes, header: str | None) -> bool:
+    """True when ``header`` is the valid signature of ``body`` (constant-time compare).
+
+    A missing header, another algorithm (e.g. the legacy SHA-1 ``sha1=``) or any mismatch is
+    False."""
+    if not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
+
+
+def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any]:
+    """The delivery's JSON object.
+
+    GitHub sends ``application/json``, or ``application/x-www-form-urlencoded`` with the JSON
+    in the ``payload`` field when the webhook is configured so.  Raises :class:`PayloadError`
+    with a one-line reason."""
+    ct = (content_type or "").split(";")[0].strip().lower()
+    raw: bytes | str = body
+    if ct == "application/x-www-form-urlencoded":
+        try:
+            form = parse_qs(body.decode("utf-8"), strict_parsing=True)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise PayloadError(f"form body unreadable: {exc}") from None
+        if "payload" not in form:
+            raise PayloadError("form body has no 'payload' field")
+        raw = form["payload"][0]
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise PayloadError(f"body is JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def delivery_key(payload: dict[str, Any]) -> str:
+    """The serialisation key of a delivery: deliveries with one key are processed one at a
+    time, in arrival order.
+
+    One key per GitHub App installation (else per repository): GitHub's REST best practices
+    say "make requests serially: one queue per installation" (GitHub Docs, "Best practices
+    for using the REST API"), and it also serialises all writes to any one issue or PR,
+    whatever event touches it."""
+    inst = payload.get("installation")
+    if isinstance(inst, dict) and isinstance(inst.get("id"), int):
+        return f"installation:{inst['id']}"
+    repo = payload.get("repository")
+    if isinstance(repo, dict) and isinstance(repo.get("full_name"), str):
+        return f"repo:{repo['full_name']}"
+    return "global"
+
+
+def repo_of(payload: dict[str, Any]) -> str | None:
+    """``owner/name`` of the payload's repository, if any."""
+    repo = payload.get("repository")
+    if isinstance(repo, dict) and isinstance(repo.get("full_name"), str):
+        return repo["full_name"]
+    return None

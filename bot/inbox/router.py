@@ -1,0 +1,128 @@
+"""Event routing: each feature's ``register()`` adds its handlers to the application's
+:class:`Router`; the worker dispatches each stored delivery to every matching handler, in
+registration order.
+
+Handler signature, everywhere::
+
+    async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None
+
+``gh`` is the narrow GitHub port (:class:`bot.github.GitHubPort`), ``config`` the
+repository's parsed ``.github/campaign-bot.toml`` from the default branch (None when absent or
+broken; a broken config is reported by its own handler).  One failing handler never stops the
+others: a user error becomes one short comment, anything else is logged with the delivery id
+and never shown raw.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Event", Any, Any], Awaitable[None]]
+"""``async def handle(event, gh, config) -> None``."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One webhook delivery as handlers see it.
+
+    ``name`` is the ``X-GitHub-Event`` header (e.g. ``issue_comment``), ``action`` the
+    payload's ``action`` (None for events without one, e.g. ``push``), ``payload`` the parsed
+    JSON body (unknown fields kept).
+    """
+
+    delivery_id: str
+    name: str
+    payload: dict[str, Any]
+
+    @property
+    def action(self) -> str | None:
+        """The payload's ``action`` field, if any."""
+        a = self.payload.get("action")
+        return a if isinstance(a, str) else None
+
+    @property
+    def repo_full_name(self) -> str | None:
+        """``owner/name`` of the repository the event concerns, if any."""
+        repo = self.payload.get("repository") or {}
+        name = repo.get("full_name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def installation_id(self) -> int | None:
+        """GitHub App installation id, if the delivery came to an App."""
+        inst = self.payload.get("installation") or {}
+        iid = inst.get("id")
+        return iid if isinstance(iid, int) else None
+
+    @property
+    def sender_login(self) -> str | None:
+        """Login of the user or bot that caused the event."""
+        s = self.payload.get("sender") or {}
+        login = s.get("login")
+        return login if isinstance(login, str) else None
+
+    @property
+    def sender_is_bot(self) -> bool:
+        """True for ``type: Bot`` senders and ``...[bot]`` logins (their comments are ignored)."""
+        s = self.payload.get("sender") or {}
+        login = s.get("login") or ""
+        return s.get("type") == "Bot" or login.endswith("[bot]")
+
+
+@dataclass
+class HandlerResult:
+    """Outcome of one handler on one delivery; ``error`` is a one-line summary."""
+
+    handler: str
+    ok: bool
+    error: str | None = None
+
+
+@dataclass
+class Router:
+    """Registry of handlers keyed by ``(event name, action)``; action None matches any."""
+
+    _handlers: list[tuple[str, str | None, Handler]] = field(default_factory=list)
+
+    def on(self, event: str, *actions: str) -> Callable[[Handler], Handler]:
+        """Decorator: register a handler for ``event`` with any of ``actions`` (all if none)."""
+
+        def deco(fn: Handler) -> Handler:
+            if actions:
+                for a in actions:
+                    self._handlers.append((event, a, fn))
+            else:
+                self._handlers.append((event, None, fn))
+            return fn
+
+        return deco
+
+    def handlers_for(self, event: Event) -> list[Handler]:
+        """Handlers matching ``event``, in registration order, each once."""
+        out: list[Handler] = []
+        for name, action, fn in self._handlers:
+            if name == event.name and (action is None or action == event.action):
+                if fn not in out:
+                    out.append(fn)
+        return out
+
+    async def dispatch(self, event: Event, gh: Any, config: Any) -> list[HandlerResult]:
+        """Run every matching handler; an exception in one is logged with the delivery id
+        and recorded, and the others still run."""
+        results: list[HandlerResult] = []
+        for fn in self.handlers_for(event):
+            name = f"{fn.__module__}.{fn.__qualname__}"
+            try:
+                await fn(event, gh, config)
+            except Exception as exc:  # noqa: BLE001 - one failing handler never stops others
+                log.exception("handler %s failed on delivery %s", name, event.delivery_id)
+                results.append(HandlerResult(name, False, f"{type(exc).__name__}: {exc}"))
+            else:
+                results.append(HandlerResult(name, True))
+        return results
+

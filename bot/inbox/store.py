@@ -1,0 +1,371 @@
+"""Durable state of the bot: the delivery inbox and handler runs (SQLAlchemy 2).
+
+Tables (declared on :class:`bot.database.Base`, created by the Alembic revision
+``0001_inbox``):
+
+* ``deliveries`` – one row per accepted ``X-GitHub-Delivery`` (unique): event, action,
+  repository, serialisation key, headers (JSON), raw body bytes (what the signature covers),
+  received time, ``status`` (``queued`` → ``processing`` → ``done`` | ``failed``; a failed
+  attempt with attempts left goes back to ``queued`` with ``not_before``), ``attempts``.
+* ``handler_runs`` – one row per handler run on a delivery attempt: handler name, ok, error.
+  Handlers that finished ok are not run again when the delivery is retried or recovered.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.database import Base, utcnow
+
+STATUSES = ("queued", "processing", "done", "failed")
+
+
+class Delivery(Base):
+    """One accepted webhook delivery (see module docstring)."""
+
+    __tablename__ = "deliveries"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    event: Mapped[str] = mapped_column(String(100), nullable=False)
+    action: Mapped[str | None] = mapped_column(String(100))
+    repo: Mapped[str | None] = mapped_column(String(300))
+    key: Mapped[str] = mapped_column(String(300), nullable=False)
+    headers: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False)
+    body: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    not_before: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_deliveries_status_key_seq", "status", "key", "seq"),)
+
+
+class HandlerRun(Base):
+    """One handler run on one attempt of a delivery."""
+
+    __tablename__ = "handler_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_seq: Mapped[int] = mapped_column(
+        ForeignKey("deliveries.seq", ondelete="CASCADE"), nullable=False, index=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    handler: Mapped[str] = mapped_column(String(300), nullable=False)
+    ok: Mapped[bool] = mapped_column(nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# operations
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """What the webhook endpoint stores for one verified delivery."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    repo: str | None
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    received_at: dt.datetime
+
+
+def insert_deliveries(conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
+    """Insert each row unless its ``delivery_id`` exists; returns True per row inserted.
+
+    Uses ``INSERT ... ON CONFLICT DO NOTHING`` on both dialects, so a concurrent duplicate is
+    never an error.  The caller commits.
+    """
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as upsert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as upsert  # type: ignore[assignment]
+    else:  # pragma: no cover - only the two supported dialects
+        raise ValueError(f"unsupported database dialect {dialect!r}")
+    out = []
+    for r in rows:
+        stmt = (
+            upsert(Delivery)
+            .values(
+                delivery_id=r.delivery_id, event=r.event, action=r.action, repo=r.repo,
+                key=r.key, headers=r.headers, body=r.body, received_at=r.received_at,
+                status="queued", attempts=0,
+            )
+            .on_conflict_do_nothing(index_elements=["delivery_id"])
+            .returning(Delivery.seq)
+        )
+        # RETURNING, not rowcount: psycopg reports no rowcount for this statement.
+        out.append(conn.execute(stmt).first() is not None)
+    return out
+
+
+INTERNAL_PREFIX = "internal:"
+
+
+def enqueue_internal(engine: Engine, event: str, payload: dict[str, Any], *,
+                     delivery_id: str | None = None) -> bool:
+    """Queue a delivery the bot makes itself (e.g. a scheduled refresh job), processed by
+    the worker through the router like a GitHub delivery and serialised with the
+    deliveries of the same installation/repository (same :func:`bot.inbox.delivery.delivery_key`).
+
+    ``delivery_id`` (default a new ``internal:<uuid>``) deduplicates like
+    ``X-GitHub-Delivery``; returns False when it was already queued.  The worker process is
+    woken by its poll (at most ``poll_interval`` later)."""
+    import uuid
+
+    from bot.inbox.delivery import delivery_key, repo_of
+
+    did = delivery_id or f"{INTERNAL_PREFIX}{uuid.uuid4()}"
+    action = payload.get("action")
+    row = NewDelivery(
+        delivery_id=did, event=event, action=action if isinstance(action, str) else None,
+        repo=repo_of(payload), key=delivery_key(payload),
+        headers={"x-github-event": event, "x-github-delivery": did,
+                 "content-type": "application/json", "user-agent": "campaign-bot/internal"},
+        body=json.dumps(payload, separators=(",", ":")).encode(), received_at=utcnow(),
+    )
+    with engine.begin() as conn:
+        return insert_deliveries(conn, [row])[0]
+
+
+_SQLITE_INSERT = (
+    "INSERT INTO deliveries (delivery_id, event, action, repo, key, headers, body, received_at,"
+    " status, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0)"
+    " ON CONFLICT (delivery_id) DO NOTHING RETURNING seq"
+)
+
+
+def insert_deliveries_sqlite(dbapi_conn: Any, rows: Sequence[NewDelivery]) -> list[bool]:
+    """:func:`insert_deliveries` for SQLite on a raw ``sqlite3`` connection (the caller
+    commits): the webhook acknowledgement path, where SQLAlchemy's per-statement overhead
+    (~0.55 ms CPU of ~0.67 ms per insert, measured) is most of the cost.  Values are stored
+    exactly as SQLAlchemy's SQLite types store them (JSON text; UTC datetime text), so the
+    ORM reads them back unchanged."""
+    out = []
+    cur = dbapi_conn.cursor()
+    try:
+        for r in rows:
+            t = r.received_at.astimezone(dt.UTC).replace(tzinfo=None)
+            cur.execute(_SQLITE_INSERT, (
+                r.delivery_id, r.event, r.action, r.repo, r.key, json.dumps(r.headers),
+                r.body, t.strftime("%Y-%m-%d %H:%M:%S.%f"),
+            ))
+            out.append(cur.fetchone() is not None)
+    finally:
+        cur.close()
+    return out
+
+
+def recover(engine: Engine) -> int:
+    """Put deliveries left ``processing`` by a crashed or killed process back in the queue.
+
+    Only one ``serve`` process may use a database (README), so at start every ``processing``
+    row is an orphan.  Returns how many were requeued."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery).where(Delivery.status == "processing").values(status="queued")
+        )
+        return res.rowcount or 0
+
+
+def queue_heads(engine: Engine) -> list[Delivery]:
+    """The oldest queued delivery of every key, oldest first (the only ones that may start:
+    deliveries of one key are processed strictly in arrival order)."""
+    with engine.connect() as conn:
+        firsts = (
+            select(func.min(Delivery.seq))
+            .where(Delivery.status == "queued")
+            .group_by(Delivery.key)
+            .scalar_subquery()
+        )
+        rows = conn.execute(
+            select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id,
+                   Delivery.event, Delivery.action)
+            .where(Delivery.seq.in_(firsts))
+            .order_by(Delivery.seq)
+        ).all()
+    return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id,
+                     event=r.event, action=r.action) for r in rows]
+
+
+def queued_of_key(engine: Engine, key: str, limit: int = 500) -> list[Delivery]:
+    """The oldest ``limit`` queued deliveries of ``key`` in order (seq, event, action,
+    not_before, delivery_id only)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Delivery.seq, Delivery.event, Delivery.action, Delivery.not_before,
+                   Delivery.delivery_id)
+            .where(Delivery.status == "queued", Delivery.key == key)
+            .order_by(Delivery.seq)
+            .limit(limit)
+        ).all()
+    return [Delivery(seq=r.seq, key=key, event=r.event, action=r.action,
+                     not_before=r.not_before, delivery_id=r.delivery_id) for r in rows]
+
+
+def complete_unhandled(engine: Engine, seqs: Sequence[int]) -> int:
+    """Mark queued deliveries that no handler matches ``done`` in one statement (each counts
+    one attempt); returns how many were still queued and are now done."""
+    if not seqs:
+        return 0
+    now = utcnow()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq.in_(list(seqs)), Delivery.status == "queued")
+            .values(status="done", attempts=Delivery.attempts + 1, started_at=now,
+                    finished_at=now)
+        )
+        return res.rowcount or 0
+
+
+def claim(engine: Engine, seq: int) -> Delivery | None:
+    """Move delivery ``seq`` from queued to processing and count the attempt; None when it
+    was not queued any more.  Returns the full row (headers, body)."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq, Delivery.status == "queued")
+            .values(status="processing", attempts=Delivery.attempts + 1, started_at=utcnow())
+        )
+        if res.rowcount != 1:
+            return None
+    with engine.connect() as conn:
+        row = conn.execute(select(Delivery.__table__).where(Delivery.seq == seq)).one()
+    return Delivery(**row._asdict())
+
+
+def handlers_done(engine: Engine, seq: int) -> set[str]:
+    """Names of handlers that already finished ok on delivery ``seq`` (any attempt)."""
+    with engine.connect() as conn:
+        return set(
+            conn.execute(
+                select(HandlerRun.handler).where(
+                    HandlerRun.delivery_seq == seq, HandlerRun.ok.is_(True)
+                )
+            ).scalars()
+        )
+
+
+def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: bool,
+                   error: str | None) -> None:
+    """Record one handler run (committed at once, so a crash after it does not repeat it)."""
+    with engine.begin() as conn:
+        conn.execute(
+            insert(HandlerRun).values(
+                delivery_seq=seq, attempt=attempt, handler=handler, ok=ok, error=error,
+                finished_at=utcnow(),
+            )
+        )
+
+
+def finish(engine: Engine, seq: int, status: str, *, error: str | None = None,
+           not_before: dt.datetime | None = None) -> None:
+    """Set the outcome of the current attempt: ``done``, ``failed``, or ``queued`` again
+    (retry after ``not_before``)."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    with engine.begin() as conn:
+        conn.execute(
+            update(Delivery)
+            .where(Delivery.seq == seq)
+            .values(status=status, last_error=error, not_before=not_before,
+                    finished_at=utcnow() if status in ("done", "failed") else None)
+        )
+
+
+def status_counts(engine: Engine) -> dict[str, int]:
+    """Row count per delivery status."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Delivery.status, func.count()).group_by(Delivery.status)).all()
+    return {s: n for s, n in rows}
+
+
+def list_deliveries(engine: Engine, *, failed_only: bool = False, limit: int = 50) -> list[dict]:
+    """Newest deliveries first, as plain dicts (no body), each with its failed handler runs."""
+    with engine.connect() as conn:
+        q = select(
+            Delivery.seq, Delivery.delivery_id, Delivery.event, Delivery.action, Delivery.repo,
+            Delivery.status, Delivery.attempts, Delivery.received_at, Delivery.finished_at,
+            Delivery.last_error,
+        ).order_by(Delivery.seq.desc()).limit(limit)
+        if failed_only:
+            q = q.where(Delivery.status == "failed")
+        rows = [r._asdict() for r in conn.execute(q)]
+        seqs = [r["seq"] for r in rows]
+        fails: dict[int, list[dict]] = {s: [] for s in seqs}
+        if seqs:
+            t = HandlerRun.__table__
+            for f in conn.execute(
+                select(t).where(t.c.delivery_seq.in_(seqs), t.c.ok.is_(False)).order_by(t.c.id)
+            ):
+                fails[f.delivery_seq].append(
+                    {"attempt": f.attempt, "handler": f.handler, "error": f.error,
+                     "at": _iso(f.finished_at)}
+                )
+    for r in rows:
+        r["received_at"] = _iso(r["received_at"])
+        r["finished_at"] = _iso(r["finished_at"])
+        r["failures"] = fails[r["seq"]]
+    return rows
+
+
+def get_delivery(engine: Engine, delivery_id: str) -> Delivery | None:
+    """The stored row of ``delivery_id`` (with headers and body), or None."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(Delivery.__table__).where(Delivery.delivery_id == delivery_id)
+        ).one_or_none()
+    return None if row is None else Delivery(**row._asdict())
+
+
+def export_delivery(d: Delivery) -> dict[str, Any]:
+    """A stored delivery in the replay file format: ``{"delivery_id", "event", "headers",
+    "body"}`` with the body as the exact UTF-8 text the signature covers."""
+    return {
+        "delivery_id": d.delivery_id,
+        "event": d.event,
+        "received_at": _iso(d.received_at),
+        "headers": d.headers,
+        "body": d.body.decode("utf-8", errors="surrogateescape"),
+    }
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    if t is None:
+        return None
+    if t.tzinfo is None:  # SQLite hands back naive datetimes; we only ever store UTC
+        t = t.replace(tzinfo=dt.UTC)
+    return t.isoformat()
+
+

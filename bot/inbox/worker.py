@@ -1,0 +1,335 @@
+"""The background worker: takes stored deliveries in order and dispatches them to handlers.
+
+Guarantees:
+
+* A delivery is marked ``done`` only after every matching handler finished.  Each handler's
+  outcome is committed as it ends (``handler_runs``), so a retry or a restart runs only the
+  handlers that have not yet finished ok on that delivery.
+* After a crash or restart, deliveries left ``processing`` are queued again
+  (:func:`bot.inbox.store.recover`), so no accepted delivery is lost; one killed mid-handler
+  runs that handler again.
+* Deliveries with the same key (:func:`bot.inbox.delivery.delivery_key`: one per
+  installation) run one at a time in arrival order, so writes to one issue or PR are
+  serialised; different keys run concurrently up to ``concurrency``.
+* A failing handler never stops the others (``Router.dispatch``); the failure is logged with the
+  delivery id and kept in the database.  The delivery is retried after ``retry_delays``
+  (failed handlers only) until ``max_attempts``, then marked ``failed``
+  (``campaign-bot deliveries --failed``).
+
+The worker runs in its own process (``bot.inbox.worker_process``, the default) or on its own
+thread with its own event loop, so slow handlers (PyGithub is blocking) never delay the
+webhook acknowledgement on the server's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+import functools
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from bot.inbox import store
+from bot.inbox.delivery import PayloadError, parse_payload
+from bot.inbox.router import Event, Router
+from bot.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ContextFactory = Callable[[Event], Awaitable[tuple[Any, Any]]]
+"""``async def factory(event) -> (gh, config)``: the GitHub port for the event's installation
+or repository and its parsed repo config (or None); built by the composition root
+(:func:`bot.app.github_context`)."""
+
+
+def handler_name(fn: Any) -> str:
+    """The name a handler is recorded under (same as ``Router.dispatch`` reports)."""
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _utc(t: dt.datetime | None) -> dt.datetime | None:
+    if t is not None and t.tzinfo is None:  # SQLite returns naive datetimes; we store UTC
+        return t.replace(tzinfo=dt.UTC)
+    return t
+
+
+class Worker:
+    """Processes the delivery inbox (see the module docstring).
+
+    ``retry_delays`` are seconds before attempt 2, 3, ... (the last repeats);
+    ``handler_timeout`` bounds one handler run in seconds (a timeout is a failure);
+    ``poll_interval`` is how often the queue is re-read without a :meth:`wake`;
+    ``coalesce`` is how long a :meth:`wake` waits for more deliveries before the queue is read
+    (under load one read then serves many deliveries, leaving the CPU to acknowledgements).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        context_factory: ContextFactory,
+        *,
+        router: Router,
+        concurrency: int = 4,
+        max_attempts: int = 3,
+        retry_delays: Sequence[float] = (5.0, 60.0, 300.0),
+        handler_timeout: float = 600.0,
+        poll_interval: float = 1.0,
+        coalesce: float = 0.05,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.engine = engine
+        self.context_factory = context_factory
+        self.router = router
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.retry_delays = list(retry_delays) or [0.0]
+        self.handler_timeout = handler_timeout
+        self.poll_interval = poll_interval
+        self.coalesce = coalesce
+        self.metrics = metrics if metrics is not None else Metrics()
+        self._urgent = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._thread: threading.Thread | None = None
+        # Database calls get their own threads: handlers and other components that block the
+        # default executor (PyGithub calls waiting out a rate limit) must not stall the queue.
+        self._db_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency + 2, thread_name_prefix="campaign-bot-worker-db")
+        self._ready = threading.Event()
+        self._done = threading.Event()
+
+    # -- thread management -----------------------------------------------------------------
+    def start_thread(self) -> None:
+        """Run :meth:`run` on a new daemon thread with its own event loop."""
+        self._thread = threading.Thread(target=self._thread_main, name="campaign-bot-worker",
+                                        daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self.run())
+        except Exception:  # noqa: BLE001 - a dead worker is reported by /healthz
+            log.exception("worker stopped on an unexpected error")
+        finally:
+            self._done.set()
+
+    @property
+    def alive(self) -> bool:
+        """True while the worker loop runs."""
+        return self._ready.is_set() and not self._done.is_set()
+
+    def wake(self) -> None:
+        """Tell the worker new deliveries are stored (thread-safe, never blocks)."""
+        loop, ev = self._loop, self._wake
+        if loop is not None and ev is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(ev.set)
+            except RuntimeError:  # loop closed between the check and the call
+                pass
+
+    def request_stop(self, grace: float = 10.0) -> None:
+        """Ask :meth:`run` to stop: no new deliveries; running ones get ``grace`` seconds,
+        then are cancelled (they stay ``processing`` and are recovered at the next start).
+        Call on the worker's loop or through :meth:`stop`."""
+        self._stopping = True
+        self._grace = grace
+        self.wake()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """:meth:`request_stop`, then wait for the worker thread to end."""
+        self.request_stop(grace)
+        if self._thread is not None:
+            self._thread.join(grace + 5)
+
+    # -- the loop --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Recover orphans, then schedule deliveries until :meth:`stop`."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        n = await self._db(store.recover, self.engine)
+        if n:
+            log.warning("requeued %d deliveries left processing by the previous run", n)
+        self._ready.set()
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                timeout = await self._schedule()
+            except Exception:  # noqa: BLE001 - e.g. the database is briefly unreachable
+                log.exception("worker could not read the queue; retrying")
+                timeout = self.poll_interval
+            if timeout <= 0:
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                continue
+            if not self._urgent and self.coalesce > 0 and not self._stopping:
+                await asyncio.sleep(self.coalesce)
+            self._urgent = False
+        if self._inflight:
+            _, pending = await asyncio.wait(list(self._inflight.values()),
+                                            timeout=getattr(self, "_grace", 10.0))
+            for t in pending:
+                t.cancel()
+
+    async def run_until_idle(self, timeout: float = 30.0) -> None:
+        """Process until nothing is queued or running that is due now (tests, replay)."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        await self._db(store.recover, self.engine)
+        deadline = self._loop.time() + timeout
+        while True:
+            await self._schedule()
+            if self._inflight:
+                await asyncio.wait(list(self._inflight.values()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                continue
+            heads = await self._db(store.queue_heads, self.engine)
+            now = store.utcnow()
+            if not any((_utc(h.not_before) or now) <= now for h in heads):
+                return
+            if self._loop.time() > deadline:
+                raise TimeoutError("worker did not become idle")
+
+    async def _schedule(self) -> float:
+        """Start every startable queue head; returns seconds until the schedule should run
+        again: 0 when it made progress on its own, else until the next due retry (capped at
+        ``poll_interval``)."""
+        heads = await self._db(store.queue_heads, self.engine)
+        now = store.utcnow()
+        wait = self.poll_interval
+        for h in heads:
+            if self._stopping:
+                break
+            if h.key in self._inflight:
+                continue
+            nb = _utc(h.not_before)
+            if nb is not None and nb > now:
+                wait = min(wait, (nb - now).total_seconds())
+                continue
+            if not self._handled(h):
+                # Events no feature handles: the leading run of such deliveries of this key
+                # is done in one statement, then the schedule runs again at once.
+                await self._complete_unhandled_run(h.key)
+                wait = 0.0
+                continue
+            if len(self._inflight) >= self.concurrency:
+                break
+            task = asyncio.create_task(self._process(h.seq), name=f"delivery-{h.delivery_id}")
+            self._inflight[h.key] = task
+            task.add_done_callback(functools.partial(self._finished, h.key))
+        return max(wait, 0.0)
+
+    def _handled(self, d: store.Delivery) -> bool:
+        probe = Event(d.delivery_id, d.event, {"action": d.action} if d.action else {})
+        return bool(self.router.handlers_for(probe))
+
+    async def _complete_unhandled_run(self, key: str) -> None:
+        rows = await self._db(store.queued_of_key, self.engine, key)
+        now = store.utcnow()
+        run: list[int] = []
+        for r in rows:
+            nb = _utc(r.not_before)
+            if self._handled(r) or (nb is not None and nb > now):
+                break
+            run.append(r.seq)
+        n = await self._db(store.complete_unhandled, self.engine, run)
+        if n:
+            self.metrics.inc_processed(failed=False, count=n)
+
+    def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run the blocking database call ``fn(*args, **kwargs)`` on the worker's own
+        threads."""
+        return asyncio.get_running_loop().run_in_executor(
+            self._db_pool, functools.partial(fn, *args, **kwargs))
+
+    def _finished(self, key: str, _task: object = None) -> None:
+        self._inflight.pop(key, None)
+        self._urgent = True  # the next delivery of this key may start at once
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _process(self, seq: int) -> None:
+        d = await self._db(store.claim, self.engine, seq)
+        if d is None:
+            return
+        try:
+            await self._process_claimed(d)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - bookkeeping failed; keep the worker alive
+            log.exception("delivery %s: worker error", d.delivery_id)
+            try:
+                await self._db(self._fail_or_retry, d, f"worker: {exc}", 0)
+            except Exception:  # noqa: BLE001
+                log.exception("delivery %s: could not record the failure", d.delivery_id)
+
+    async def _process_claimed(self, d: store.Delivery) -> None:
+        try:
+            payload = parse_payload(d.body, d.headers.get("content-type"))
+        except PayloadError as exc:
+            # The endpoint refuses such bodies, so only a hand-inserted row gets here; no
+            # attempt can fix it.
+            await self._db(store.record_handler, self.engine, d.seq, d.attempts,
+                                    "bot.inbox.worker.parse", False, str(exc))
+            await self._db(store.finish, self.engine, d.seq, "failed", error=str(exc))
+            self.metrics.inc_processed(failed=True, handler_failures=1)
+            log.error("delivery %s: %s", d.delivery_id, exc)
+            return
+        event = Event(delivery_id=d.delivery_id, name=d.event, payload=payload)
+        done = await self._db(store.handlers_done, self.engine, d.seq)
+        pending = [fn for fn in self.router.handlers_for(event) if handler_name(fn) not in done]
+        failures: list[str] = []
+        if pending:
+            try:
+                gh, config = await self.context_factory(event)
+            except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
+                log.exception("delivery %s: no GitHub context", d.delivery_id)
+                msg = f"{type(exc).__name__}: {exc}"
+                await self._db(store.record_handler, self.engine, d.seq, d.attempts,
+                                        "bot.inbox.worker.context", False, msg)
+                await self._db(self._fail_or_retry, d, f"context: {msg}", 1)
+                return
+            for fn in pending:
+                name = handler_name(fn)
+                one = Router()
+                one.on(event.name)(fn)
+                try:
+                    results = await asyncio.wait_for(one.dispatch(event, gh, config),
+                                                     self.handler_timeout)
+                    ok, err = results[0].ok, results[0].error
+                except TimeoutError:
+                    log.error("handler %s timed out on delivery %s after %.0f s", name,
+                              d.delivery_id, self.handler_timeout)
+                    ok, err = False, f"TimeoutError: no result after {self.handler_timeout:g} s"
+                await self._db(store.record_handler, self.engine, d.seq, d.attempts,
+                                        name, ok, err)
+                if not ok:
+                    failures.append(f"{name}: {err}")
+        if failures:
+            await self._db(self._fail_or_retry, d, "; ".join(failures), len(failures))
+        else:
+            await self._db(store.finish, self.engine, d.seq, "done")
+            self.metrics.inc_processed(failed=False)
+
+    def _fail_or_retry(self, d: store.Delivery, error: str, n_failures: int) -> None:
+        if d.attempts < self.max_attempts:
+            delay = self.retry_delays[min(d.attempts - 1, len(self.retry_delays) - 1)]
+            nb = store.utcnow() + dt.timedelta(seconds=delay)
+            store.finish(self.engine, d.seq, "queued", error=error, not_before=nb)
+            self.metrics.inc_processed(failed=True, handler_failures=n_failures, retry=True)
+            log.warning("delivery %s attempt %d/%d failed, retry in %g s: %s", d.delivery_id,
+                        d.attempts, self.max_attempts, delay, error)
+        else:
+            store.finish(self.engine, d.seq, "failed", error=error)
+            self.metrics.inc_processed(failed=True, handler_failures=n_failures)
+            log.error("delivery %s failed after %d attempts: %s", d.delivery_id, d.attempts,
+                      error)
