@@ -6,13 +6,15 @@ the commands.
 Exit codes (as everywhere): 0 clean; 1 problems found (``deliveries --failed`` found failed
 deliveries, ``replay`` met a bad signature or a failing handler); 2 unreadable input or bad
 usage (missing settings, unreadable delivery file, database unreachable).
+
+A ``campaign_bot.cli`` plug-in: this module imports only the standard library, typer and
+rich at module level (the settings, the store, FastAPI and uvicorn are imported by the
+command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 import shutil
 import sys
@@ -23,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -85,6 +86,8 @@ def serve(
 
 
 def _serve(settings: Settings, access_log: bool) -> None:
+    import logging
+
     import uvicorn
 
     from bot.app import ExtraHandlersError, create_app, extra_features
@@ -121,6 +124,8 @@ def deliveries(
                                     "file")] = None,
 ) -> None:
     """List stored webhook deliveries (newest first) with their status and failures."""
+    from rich.table import Table
+
     from bot.inbox import store
 
     engine = _engine(_settings(need_secret=False))
@@ -164,6 +169,9 @@ def replay(
 ) -> None:
     """Feed one saved delivery through the signature check and the router; print the GitHub
     writes it would make (made only with --apply)."""
+    import asyncio
+    import logging
+
     from bot.app import replay as run_replay
     from bot.inbox import replay as rp
 
