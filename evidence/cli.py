@@ -9,6 +9,7 @@ Exit codes, for every command: 0 clean, 1 problems found, 2 unreadable input or 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -213,12 +214,37 @@ def check_cmd(
     raise typer.Exit(rep.exit_code)
 
 
+@functools.cache
 def _load_plugins() -> None:
     for ep in entry_points(group="campaign_bot.cli"):
         ep.load()(app)
 
 
+def escape_help(cmd: Any) -> Any:
+    """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
+    (command help, short help, epilog, option and argument help) escaped for rich markup, so
+    bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
+    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``).
+    Returns ``cmd``."""
+    for attr in ("help", "short_help", "epilog"):
+        if isinstance(getattr(cmd, attr, None), str):
+            setattr(cmd, attr, escape(getattr(cmd, attr)))
+    for param in getattr(cmd, "params", ()):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands
+        escape_help(sub)
+    return cmd
+
+
+def command() -> Any:
+    """The ``campaign-bot`` click command as the console script runs it: the typer app with
+    its plug-ins (entry-point group ``campaign_bot.cli``), help texts escaped
+    (:func:`escape_help`)."""
+    _load_plugins()
+    return escape_help(typer.main.get_command(app))
+
+
 def main() -> None:
     """Console-script entry point."""
-    _load_plugins()
-    app()
+    command()()
