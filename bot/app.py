@@ -45,7 +45,7 @@ from bot.inbox.worker import ContextFactory, Worker
 from bot.inbox.worker_process import WorkerProcess, die_with_parent, read_settings_fd, run_child
 from bot.inbox.writer import Checkpointer, InboxWriter
 from bot.metrics import Metrics
-from bot.redaction import RedactingFilter, Redactor
+from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
 from bot.scheduler import start_scheduler
@@ -87,9 +87,6 @@ def extra_features(modules: Sequence[str]) -> list[Callable[[Registry], None]]:
 def secret_values(settings: Settings) -> list[str]:
     """Every secret ``settings`` holds, as text: the webhook secret, the token, the App private
     key (an unreadable key file adds nothing) and the database URL's password."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     out = [s.get_secret_value() for s in (settings.webhook_secret, settings.token)
            if s is not None]
     try:
@@ -98,12 +95,9 @@ def secret_values(settings: Settings) -> list[str]:
         pem = None
     if pem:
         out.append(pem)
-    try:
-        password = make_url(settings.database_url).password
-    except (ArgumentError, ValueError):
-        password = None
+    password = url_password(settings.database_url)
     if password:
-        out.append(str(password))
+        out.append(password)
     return out
 
 

@@ -58,15 +58,15 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
 
 def _engine(db: Settings) -> Any:
     from bot import database
-    from bot.redaction import mask_url
+    from bot.redaction import Redactor, mask_url, url_password
 
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
         database.migrate(engine)
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
         raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {mask_url(db.database_url)!r}: "
-                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    ) from None
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                    redact=Redactor([url_password(db.database_url)])) from None
     return engine
 
 

@@ -50,6 +50,18 @@ def mask_url(url: str) -> str:
         return URL_PASSWORD.sub(lambda m: m["head"] + MASK + m["at"], url)
 
 
+def url_password(url: str) -> str | None:
+    """The password of database URL ``url`` (None when it has none or does not parse)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        pw = make_url(url).password
+    except (ArgumentError, ValueError):
+        return None
+    return str(pw) if pw else None
+
+
 class Redactor:
     """Masks ``secrets`` (exact values: tokens, the webhook secret, database passwords, a
     private key's text and each of its long lines) and every :data:`TOKEN`,
