@@ -349,9 +349,35 @@ def _command_of(args: list[str]) -> str | None:
     return None
 
 
-def main() -> None:
-    """Console-script entry point: load the plug-ins unless a core command runs, then run."""
-    if _command_of(sys.argv[1:]) not in CORE_COMMANDS:
+def escape_help(cmd: Any) -> Any:
+    """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
+    (command help, short help, epilog, option and argument help) escaped for rich markup, so
+    bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
+    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``).
+    Returns ``cmd``."""
+    for attr in ("help", "short_help", "epilog"):
+        if isinstance(getattr(cmd, attr, None), str):
+            setattr(cmd, attr, escape(getattr(cmd, attr)))
+    for param in getattr(cmd, "params", ()):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands
+        escape_help(sub)
+    return cmd
+
+
+def command(*, plugins: bool = True) -> Any:
+    """The ``campaign-bot`` click command as the console script runs it: the typer app with
+    (unless ``plugins`` is False) its plug-ins from the entry-point group
+    ``campaign_bot.cli``, help texts escaped (:func:`escape_help`).  A plug-in that cannot be
+    loaded is reported as one warning line on stderr and adds nothing."""
+    if plugins:
         for line in _load_plugins():
             _stderr().print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
-    app()
+    return escape_help(typer.main.get_command(app))
+
+
+def main() -> None:
+    """Console-script entry point: load the plug-ins unless a core command runs, then run
+    the app with its help texts escaped (:func:`escape_help`)."""
+    command(plugins=_command_of(sys.argv[1:]) not in CORE_COMMANDS)()
