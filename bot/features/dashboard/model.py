@@ -553,7 +553,8 @@ def quality_rows(track: Track, scope: CampaignScope, candidates: Sequence[Receip
     checks = [c for r in mine for c in r.structural]
     bad = [c.name for c in checks if not c.passed]
     rows.append(GateRow("structural checks (incl. audio latent rate)",
-                        f"all pass; audio latents at {lat.threshold:g} Hz", lat.source,
+                        "all pass" + (f"; audio latents at {lat.threshold:g} Hz" if lat else ""),
+                        lat.source if lat else "campaign.toml (no audio latent rate gate)",
                         "output identical to control" if same else
                         (f"{len(checks) - len(bad)} of {len(checks)} pass"
                          + (f"; failed: {', '.join(bad)}" if bad else "")) if checks
