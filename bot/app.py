@@ -125,7 +125,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     configs = RepoConfigs()
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
-    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login)
+    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
+                   public_url=settings.public_url)
     config.register(app)
     help.register(app)
     review.register(app)

@@ -42,6 +42,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, select
 from sqlalchemy.engine import Engine
 
+from bot import links as link_scheme
 from bot.features.dashboard import pages
 from bot.features.dashboard.ledger import LedgerError, read_ledger_from
 from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
@@ -53,8 +54,8 @@ RepoPrivate = Callable[[str, str], "bool | None"]
 """``(owner, repo) -> True`` private, ``False`` public, ``None`` no such repository (or the
 App cannot see it)."""
 
-PREFIX = "/c"
-"""URL prefix of the live pages."""
+PREFIX = link_scheme.PREFIX
+"""URL prefix of the live pages (:data:`bot.links.PREFIX`)."""
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 """An owner, repository or campaign id as it may appear in a URL (GitHub's own rules for
 owners and repositories are narrower; ``..`` and ``/`` never pass)."""
