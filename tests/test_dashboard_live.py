@@ -29,8 +29,11 @@ from webhook_helpers import SECRET, threaded_server
 from bot import database
 from bot.app import create_app
 from bot.features.dashboard import live
+from bot.features.header.render import render_header
 from bot.features.header.store import CampaignHeader
 from bot.features.screen.queue import Screen
+from bot.links import campaign_page
+from bot.render import render
 from bot.settings import load_settings
 
 REPO = "org/campaigns"
@@ -254,3 +257,78 @@ def test_every_live_page_loads_in_chromium_without_console_errors(served: Served
             assert errors == [] and failed == []
         finally:
             b.close()
+
+
+# ------------------------------------------------- links from the texts the bot writes
+
+PUBLIC = "https://bot.example.org/"
+
+
+def test_campaign_page_urls() -> None:
+    assert campaign_page(None, REPO, CAMPAIGN) is None
+    assert campaign_page("", REPO, CAMPAIGN) is None
+    assert campaign_page("javascript:alert(1)", REPO, CAMPAIGN) is None
+    assert campaign_page(PUBLIC, REPO, CAMPAIGN, "findings.html") == (
+        f"https://bot.example.org/c/{REPO}/{CAMPAIGN}/findings.html")
+    assert campaign_page(PUBLIC, "o/r", "a b/..") == "https://bot.example.org/c/o/r/a%20b%2F../"
+
+
+def test_header_links_to_the_live_pages_only_when_the_url_is_set() -> None:
+    from evidence.bundle import load_campaign
+    from evidence.header import EvidenceRef, build_header, source_from_campaign
+
+    root = Path(__file__).resolve().parents[1] / "examples" / CAMPAIGN
+    loaded = load_campaign(root)
+    assert loaded.scope is not None
+
+    def content() -> Any:
+        return build_header(loaded.scope.model, [source_from_campaign(loaded, sha="a" * 40)],
+                            EvidenceRef("a" * 40, NOW, None))
+
+    url = campaign_page(PUBLIC, REPO, CAMPAIGN)
+    assert f"[Campaign dashboard]({url})" in render_header(content(), dashboard=url)
+    assert "Campaign dashboard" not in render_header(content())
+
+
+def test_screen_result_links_to_the_live_pages_only_when_the_url_is_set() -> None:
+    from test_screen_templates import receipt
+
+    from bot.features.screen.report import Decision, build_result
+
+    view = build_result(
+        label="S1", name="cache-dit", kind="candidate", campaign=CAMPAIGN,
+        track="5s-lossless", quality_mode="lossless", target_reduction=0.3, head_sha="b" * 40,
+        order="AB", run_url="http://x/run/9", integrity="Manifests: 4 files, signature ok.",
+        receipts=[receipt(0, "control", 100.0), receipt(1, "candidate", 80.0)], media=[],
+        decision=Decision("INCONCLUSIVE", ["one session per arm"]), charged_wall_s=3600,
+        device_count=4, device_left_h=60.0, wall_left_h=15.0, directions_left=1)
+    url = campaign_page(PUBLIC, REPO, CAMPAIGN)
+    with_link = render("screen_result.md.j2", marker_text="m", r=view, dashboard=url)
+    without = render("screen_result.md.j2", marker_text="m", r=view, dashboard=None)
+    assert f"[Campaign dashboard]({url})" in with_link
+    assert "Campaign dashboard" not in without
+
+
+async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> None:
+    from github_helpers import REPO as REVIEW_REPO
+    from github_helpers import clear_configs, example_files, port
+
+    from bot.features.review.review import review_pull
+    from bot.repo_config import RepoConfig
+
+    github_double.add_repo(REVIEW_REPO, example_files())
+    status = "campaigns/h3/results/status.json"
+    text = example_files()[status]
+    text = text.decode() if isinstance(text, bytes) else text
+    pull = github_double.add_pull(REVIEW_REPO, 2, {status: text.replace(
+        '"execution": "queued"', '"execution": "runing"')}, user="dave")
+    clear_configs()
+    await review_pull(port(github_double), RepoConfig(), 2, public_url=PUBLIC)
+    (run,) = github_double.repo(REVIEW_REPO).check_runs.values()
+    assert run["head_sha"] == pull.head_sha
+    url = campaign_page(PUBLIC, REVIEW_REPO, CAMPAIGN, "findings.html")
+    assert f"]({url})" in run["output"]["summary"]
+    github_double.repo(REVIEW_REPO).check_runs.clear()
+    await review_pull(port(github_double), RepoConfig(), 2)  # no public URL: no link
+    assert "Live findings" not in next(iter(
+        github_double.repo(REVIEW_REPO).check_runs.values()))["output"]["summary"]
