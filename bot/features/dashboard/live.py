@@ -23,6 +23,7 @@ dashboard imports no other feature's code.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import posixpath
 import re
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, select
 from sqlalchemy.engine import Engine
 
@@ -69,6 +70,9 @@ TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", "
 MAX_FILE_BYTES = 1024 * 1024
 """Largest evidence file read through the contents API (its own limit)."""
 SITE_CACHE_ENTRIES = 8
+"""Campaign sites (built evidence) kept in memory, most recently used first."""
+PAGE_CACHE_BYTES = 64 * 1024 * 1024
+"""Rendered pages kept in memory (bytes, all campaigns), least recently used dropped."""
 VISIBILITY_TTL_S = 60.0
 TREE_RECHECK_S = 15.0
 """Seconds a repository's visibility, and a campaign directory's tree SHA, are reused before
@@ -279,6 +283,9 @@ class LiveDashboard:
         self.engine, self.load_campaign_dir, self.repo_private, self.clock = (
             engine, load_campaign_dir, repo_private, clock)
         self._sites: OrderedDict[tuple[str, Path], Site] = OrderedDict()
+        self._budgeted: dict[tuple[str, Path], tuple[str, Site]] = {}
+        self._pages: OrderedDict[tuple[str, str], tuple[bytes, str]] = OrderedDict()
+        self._page_bytes = 0
         self._visibility: dict[tuple[str, str], tuple[float, bool | None]] = {}
         self._lock = threading.Lock()
 
@@ -293,10 +300,12 @@ class LiveDashboard:
             self._visibility[key] = hit
         return hit[1] is False
 
-    def site(self, owner: str, repo: str, campaign: str) -> tuple[Site, Path]:
+    def site(self, owner: str, repo: str, campaign: str) -> tuple[Site, Path, str]:
         """The campaign's :class:`Site` with the budget from the bot's ledger as it is now,
-        and its directory.  Raises :class:`CampaignNotFound` and
-        :class:`~bot.features.dashboard.model.CampaignUnreadable`."""
+        its directory, and a fingerprint of (directory, ledger) that changes whenever a page
+        could.  Raises :class:`CampaignNotFound`,
+        :class:`~bot.features.dashboard.model.CampaignUnreadable` and
+        :class:`~bot.features.dashboard.ledger.LedgerError`."""
         root = self.load_campaign_dir(owner, repo, campaign)
         key = (f"{owner}/{repo}/{campaign}", root)
         with self._lock:
@@ -310,18 +319,29 @@ class LiveDashboard:
                 self._sites.move_to_end(key)
         ledger = read_ledger_from(self.engine(), site.scope.id, f"{owner}/{repo}",
                                   shown="the bot's database")
-        return dataclasses.replace(site, budget=budget_view(site.scope, site.screens,
-                                                            ledger)), root
+        fp = hashlib.sha256(repr((key, ledger.entries, ledger.screens)).encode()).hexdigest()
+        with self._lock:
+            hit = self._budgeted.get(key)
+            if hit is not None and hit[0] == fp:
+                return hit[1], root, fp
+        budgeted = dataclasses.replace(site, budget=budget_view(site.scope, site.screens,
+                                                                ledger))
+        with self._lock:
+            self._budgeted[key] = (fp, budgeted)
+            while len(self._budgeted) > SITE_CACHE_ENTRIES:
+                self._budgeted.pop(next(iter(self._budgeted)))
+        return budgeted, root, fp
 
     def page(self, owner: str, repo: str, campaign: str, name: str) -> Response:
         """The response for page ``name`` (``""`` is the overview); 404 for anything not
-        public or not there."""
+        public or not there.  Pages are kept (at most :data:`PAGE_CACHE_BYTES`) until the
+        evidence or the ledger changes; the queue page is rendered for every request."""
         if not all(NAME.match(x) for x in (owner, repo, campaign)):
             return PlainTextResponse(NOT_FOUND, 404)
         try:
             if not self.public(owner, repo):
                 return PlainTextResponse(NOT_FOUND, 404)
-            site, root = self.site(owner, repo, campaign)
+            site, root, fp = self.site(owner, repo, campaign)
         except (CampaignNotFound, CampaignUnreadable, FileNotFoundError):
             return PlainTextResponse(NOT_FOUND, 404)
         except GitHubError as exc:
@@ -330,44 +350,62 @@ class LiveDashboard:
         except LedgerError as exc:
             log.warning("live page %s/%s/%s: %s", owner, repo, campaign, exc)
             return PlainTextResponse("The bot's database cannot be read now.\n", 503)
+        name = name or "index.html"
+        cache_key = (fp, name)
+        with self._lock:
+            hit = self._pages.get(cache_key)
+            if hit is not None:
+                self._pages.move_to_end(cache_key)
+                return Response(hit[0], media_type=hit[1])
         links = pages.Links(f"{PREFIX}/{owner}/{repo}/{campaign}/", live=True)
-        html = self._render(site, root, links, name or "index.html", f"{owner}/{repo}",
-                            campaign)
-        if html is None:
+        out = self._render(site, root, links, name, f"{owner}/{repo}", campaign)
+        if out is None:
             return PlainTextResponse(NOT_FOUND, 404)
-        return html
+        body, media_type = out
+        if name != "queue.html":
+            with self._lock:
+                self._pages[cache_key] = (body, media_type)
+                self._page_bytes += len(body)
+                while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
+                    _, (old, _t) = self._pages.popitem(last=False)
+                    self._page_bytes -= len(old)
+        return Response(body, media_type=media_type)
 
     def _render(self, site: Site, root: Path, links: pages.Links, name: str, repo: str,
-                campaign: str) -> Response | None:
+                campaign: str) -> tuple[bytes, str] | None:
+        """``(body, media type)`` of page ``name``; None when there is no such page."""
+        html = "text/html; charset=utf-8"
         if name == "index.html":
-            return HTMLResponse(pages.render_index(site, links))
+            return pages.render_index(site, links).encode(), html
         if name == "budget.html":
-            return HTMLResponse(pages.render_budget(site, links))
+            return pages.render_budget(site, links).encode(), html
         if name == "findings.html":
-            return HTMLResponse(pages.render_findings(site, links))
+            return pages.render_findings(site, links).encode(), html
         if name == pages.STYLESHEET:
-            return Response(pages.stylesheet(), media_type="text/css")
+            return pages.stylesheet().encode(), "text/css; charset=utf-8"
         if name == "queue.html":
             now = self.clock()
-            return HTMLResponse(pages.render_page(
+            return pages.render_page(
                 "queue.html.j2", site, links, now=now,
                 pools=read_queue(self.engine(), repo, campaign, now),
                 stuck_rule=f"{STUCK_FACTOR:g} × its estimate (at least "
-                           f"{STUCK_GRACE_S / 60:.0f} min more than the estimate)"))
+                           f"{STUCK_GRACE_S / 60:.0f} min more than the estimate)").encode(), html
         for p in site.pools:
             if name == f"pool-{p.slug}.html":
-                return HTMLResponse(pages.render_pool(site, p, links))
+                return pages.render_pool(site, p, links).encode(), html
         for s in site.screens:
             if name == f"screen-{s.slug}.html":
-                return HTMLResponse(pages.render_screen(site, s, links))
+                return pages.render_screen(site, s, links).encode(), html
         for d in site.documents:
             if name == d.site_path:
                 try:
                     data = (root / d.path).read_bytes()
                 except OSError:
                     return None
+                if hashlib.sha256(data).hexdigest() != d.sha256:
+                    return None  # changed since it was read: not the document the page shows
                 kind = "application/json" if d.path.endswith(".json") else "text/plain"
-                return Response(data, media_type=f"{kind}; charset=utf-8")
+                return data, f"{kind}; charset=utf-8"
         return None
 
     def router(self) -> APIRouter:
