@@ -6,7 +6,9 @@ Checked: every page answers 200 and, in Chromium, loads with no console error an
 request; every link on every page resolves; the queue page flags the stuck screen (and only
 it); a private repository, an unknown repository, an unknown campaign and a path outside the
 campaign all get the same 404; unchanged evidence is read from GitHub once (tree SHA cache);
-changed evidence is shown after the recheck interval.
+an injected loader replaces GitHub, and a new folder from it (new evidence) is a new site;
+the status header, a screen result and the check run link to the pages only when
+``CAMPAIGN_BOT_PUBLIC_URL`` is set.
 """
 
 from __future__ import annotations
