@@ -334,3 +334,46 @@ async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> 
     await review_pull(port(github_double), RepoConfig(), 2)  # no public URL: no link
     assert "Live findings" not in next(iter(
         github_double.repo(REVIEW_REPO).check_runs.values()))["output"]["summary"]
+
+
+def test_github_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
+        github_double: Any, tmp_path: Path) -> None:
+    from github import Auth
+
+    from bot.github.pygithub import PyGithubPort, make_client
+
+    plan = write_campaign(tmp_path / "c", screens=2)
+    files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()
+             for p in plan.root.rglob("*") if p.is_file()}
+    files["README.md"] = "outside the campaign\n"
+    github_double.add_repo(REPO, files)
+    engine = database.make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
+    database.migrate(engine)
+    with Session(engine) as db:
+        db.add(CampaignHeader(repo=REPO, path=ROOT, campaign_id=CAMPAIGN, issue=320,
+                              default_branch="main", evidence_paths=[], inserted=False))
+        db.commit()
+    auth = Auth.Token("test-token")
+
+    def port_for(full: str) -> PyGithubPort:
+        return PyGithubPort(make_client(github_double.base_url, auth, throttle=False), full,
+                            "campaign-bot[bot]", auth=auth, base_url=github_double.base_url)
+
+    now = [1000.0]
+    dirs = live.GitHubCampaignDirs(lambda: engine, port_for, tmp_path / "cache",
+                                   clock=lambda: now[0])
+    owner, name = REPO.split("/")
+    first = dirs(owner, name, CAMPAIGN)
+    assert (first / "campaign.toml").read_bytes() == files[f"{ROOT}/campaign.toml"]
+    assert not (first / "README.md").exists() and first.parent == tmp_path / "cache" / REPO
+    calls = len(github_double.calls)
+    assert dirs(owner, name, CAMPAIGN) == first and len(github_double.calls) == calls
+    github_double.set_branch(REPO, "main", {f"{ROOT}/notes.md": "new evidence\n"},
+                             parent="main")
+    assert dirs(owner, name, CAMPAIGN) == first  # within the recheck interval
+    now[0] += live.TREE_RECHECK_S + 1
+    second = dirs(owner, name, CAMPAIGN)
+    assert second != first and (second / "notes.md").read_text() == "new evidence\n"
+    with pytest.raises(live.CampaignNotFound):
+        dirs(owner, name, "no-such-campaign")
+    engine.dispose()
