@@ -92,8 +92,8 @@ def main() -> None:
     t = Table(title=f"live pages: {a.screens} screens x {a.sessions} sessions, "
                     f"{a.requests} warm requests per kind (target p95 < {TARGET_S * 1000:.0f} "
                     "ms)", title_justify="left")
-    for c in ("page", "p50 ms", "p95 ms", "max ms", "bytes", "target"):
-        t.add_column(c, justify="left" if c in ("page", "target") else "right")
+    for col in ("page", "p50 ms", "p95 ms", "max ms", "bytes", "target"):
+        t.add_column(col, justify="left" if col in ("page", "target") else "right")
     with threaded_server(app) as url, httpx.Client(base_url=url, timeout=120) as c:
         t0 = time.perf_counter()
         r = c.get(base + "index.html")

@@ -282,9 +282,10 @@ def test_header_links_to_the_live_pages_only_when_the_url_is_set() -> None:
     root = Path(__file__).resolve().parents[1] / "examples" / CAMPAIGN
     loaded = load_campaign(root)
     assert loaded.scope is not None
+    scope = loaded.scope.model
 
     def content() -> Any:
-        return build_header(loaded.scope.model, [source_from_campaign(loaded, sha="a" * 40)],
+        return build_header(scope, [source_from_campaign(loaded, sha="a" * 40)],
                             EvidenceRef("a" * 40, NOW, None))
 
     url = campaign_page(PUBLIC, REPO, CAMPAIGN)
@@ -320,8 +321,8 @@ async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> 
 
     github_double.add_repo(REVIEW_REPO, example_files())
     status = "campaigns/h3/results/status.json"
-    text = example_files()[status]
-    text = text.decode() if isinstance(text, bytes) else text
+    raw = example_files()[status]
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
     pull = github_double.add_pull(REVIEW_REPO, 2, {status: text.replace(
         '"execution": "queued"', '"execution": "runing"')}, user="dave")
     clear_configs()
@@ -345,7 +346,7 @@ def test_github_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
     plan = write_campaign(tmp_path / "c", screens=2)
     files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()
              for p in plan.root.rglob("*") if p.is_file()}
-    files["README.md"] = "outside the campaign\n"
+    files["README.md"] = b"outside the campaign\n"
     github_double.add_repo(REPO, files)
     engine = database.make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
     database.migrate(engine)
