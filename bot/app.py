@@ -27,6 +27,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -35,6 +36,7 @@ from sqlalchemy.engine import Engine
 
 from bot import database
 from bot.features import config, header, help, review, screen
+from bot.features.dashboard import live
 from bot.features.screen.campaign_state import campaign_state
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
@@ -167,7 +169,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     configs = RepoConfigs()
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
-    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login)
+    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
+                   public_url=settings.public_url)
     config.register(app)
     help.register(app)
     review.register(app)
@@ -290,6 +293,7 @@ def create_app(
         secret=secret, max_body=settings.max_body_bytes, submit=submit, metrics=metrics,
         problems=problems, queue_counts=lambda: store.status_counts(state["engine"]),
     ))
+    live.add_routes(app, live_dashboard(settings, lambda: state["engine"], metrics=metrics))
     return app
 
 
@@ -304,6 +308,47 @@ def offline_context(settings: Settings, configs: RepoConfigs) -> ContextFactory:
         return port, (await configs.load(port)).config
 
     return context
+
+
+def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
+                   metrics: Metrics | None = None,
+                   load_campaign_dir: live.LoadCampaignDir | None = None) -> live.LiveDashboard:
+    """The live campaign pages (``/c/OWNER/REPO/CAMPAIGN/``) on the bot's database and the
+    GitHub port factory: evidence from ``load_campaign_dir`` (default: the contents API,
+    cached by tree SHA in a temporary folder removed at exit), repository visibility from
+    ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
+    from bot.github import GitHubError, GitHubNotFound
+    from bot.github.pygithub import GitHubClients, map_exception
+
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    clients = GitHubClients(
+        base_url=settings.github_api_url, bot_login=settings.bot_login,
+        app_id=settings.app_id, private_key_pem=settings.private_key_pem(), token=token,
+        throttle=settings.github_throttle, metrics=metrics)
+
+    def repo_private(owner: str, repo: str) -> bool | None:
+        full = f"{owner}/{repo}"
+        try:
+            port = clients.port(full)
+        except GitHubNotFound:
+            return None  # no such repository, or the App is not installed on it
+        except GitHubError:
+            if not clients.configured:
+                return None
+            raise
+        try:
+            return bool(port.client.get_repo(full).private)
+        except Exception as exc:  # noqa: BLE001 - translated
+            err = map_exception(exc, f"repository {full}")
+            if isinstance(err, GitHubNotFound):
+                return None
+            raise err from exc
+
+    if load_campaign_dir is None:
+        cache = tempfile.TemporaryDirectory(prefix="campaign-bot-evidence-")
+        load_campaign_dir = live.GitHubCampaignDirs(engine, clients.port, Path(cache.name),
+                                                    keep=cache)
+    return live.LiveDashboard(engine, load_campaign_dir, repo_private)
 
 
 async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,

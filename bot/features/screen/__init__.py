@@ -37,6 +37,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         silence_factor=settings.silence_factor, silence_margin_s=settings.silence_margin_s,
         limits=Limits(max_compressed=settings.max_artifact_bytes,
                       max_uncompressed=settings.max_unpacked_bytes),
+        public_url=app.public_url,
     )
     rt = flow.Runtime(app.engine, options,
                       gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)))

@@ -81,6 +81,7 @@ from bot.github import (
     run_blocking,
 )
 from bot.github.artifacts import Limits
+from bot.links import campaign_page
 from bot.render import marker, render, utc
 from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
 from evidence.models import CampaignScope
@@ -122,6 +123,8 @@ class ScreenOptions:
     silence_margin_s: float = 3600.0
     limits: Limits = field(default_factory=Limits)
     campaign_paths: tuple[str, ...] = ()
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
 @dataclass
@@ -797,7 +800,8 @@ def finish_screen(
                 directions_left=st.directions_left,
             )
             body = render("screen_result.md.j2",
-                          marker_text=marker("screen-result", screen=s.label), r=view)
+                          marker_text=marker("screen-result", screen=s.label), r=view,
+                          dashboard=campaign_page(rt.options.public_url, s.repo, s.campaign))
     if body is None:
         body = render(
             "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
