@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.github import Comment, GitHubError, GitHubPort
+from bot.github.port import Comment, GitHubError, GitHubPort
 from bot.render import marker
 
 

@@ -3,9 +3,10 @@ follow it (``workflow_job``, ``workflow_run``), verify what it left, and report 
 
 Command grammar: :mod:`bot.features.screen.grammar`.  Tables:
 :mod:`bot.features.screen.queue` (queue) and :mod:`bot.features.screen.budget` (ledger).
-Text: ``templates/screen_*.md.j2``.  GitHub: the one port, :class:`bot.github.GitHubPort`,
-called from the flow's thread (the flow blocks on the database: handlers run it with
-``asyncio.to_thread``), each call through :func:`_wait`.
+Bundle checks: :mod:`bot.features.screen.bundle`.  Text: ``templates/screen_*.md.j2``.
+GitHub: the one port, :class:`bot.github.GitHubPort`, called from the flow's thread (the flow
+blocks on the database: handlers run it with ``asyncio.to_thread``), each call through
+:func:`_wait`.
 
 The flow, for ``/screen candidate NAME`` on a PR:
 
@@ -40,8 +41,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import stat
-import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Coroutine, Iterator
@@ -57,6 +56,15 @@ from sqlalchemy.orm import Session
 
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
+from bot.features.screen.bundle import (
+    TRUSTED_KEYS_FILE,
+    BundleDocuments,
+    FetchedBundle,
+    fetch_bundle,
+    judge_screen,
+    read_bundle,
+    verify_bundle,
+)
 from bot.features.screen.grammar import (
     FULL_SHA_RE,
     USAGE,
@@ -71,7 +79,6 @@ from bot.features.screen.grammar import (
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
 from bot.github import (
-    ArtifactInfo,
     CheckRun,
     Comment,
     DispatchResult,
@@ -80,31 +87,24 @@ from bot.github import (
     GitHubPort,
     PullInfo,
     WorkflowRunInfo,
+    run_blocking,
 )
-from bot.github.artifacts import ArtifactError, Limits, safe_extract
+from bot.github.artifacts import Limits
+from bot.links import campaign_page
 from bot.render import marker, render, utc
 from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
-from evidence.manifest import DEFAULT_MAX_DOCUMENT_BYTES
-from evidence.models import CampaignScope, MediaReport, Receipt
+from evidence.models import CampaignScope
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHECK_PREFIX = "campaign-bot/screen: "
 """Check run name prefix; the full name is ``campaign-bot/screen: NAME``."""
 CAMPAIGN_FILE = "campaign.toml"
-TRUSTED_KEYS_FILE = "trusted-keys.pem"
-"""Runner public keys a campaign trusts (PEM ed25519 public key blocks, ``#`` comments; the
-format of ``campaign-bot check --trusted-keys``), beside its campaign.toml on the default
-branch: keys in a PR are never trusted."""
 WRITE_PERMISSIONS = ("admin", "write")
 
-T = TypeVar("T")
-
-
-def _wait(call: Coroutine[Any, Any, T]) -> T:
-    """Run one GitHub port call from the flow's thread, which has no event loop of its own
-    (a handler's ``asyncio.to_thread``, a scheduler job, a test); ports hold no loop."""
-    return asyncio.run(call)
+_wait = run_blocking
+"""Each GitHub port call of the flow (which runs in a thread without an event loop)."""
 
 
 def _read(gh: GitHubPort, path: str, ref: str) -> bytes | None:
@@ -141,6 +141,8 @@ class ScreenOptions:
     write_retries: int = 3
     write_backoff_s: float = 1.0
     max_write_wait_s: float = 60.0
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
 @dataclass
@@ -935,7 +937,7 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
         raise UserError("unauthorised", who_login=ctx.login,
                         message="only the campaign's requesters may extend its budget",
-                        requesters=list(camp.scope.requesters))
+                        requesters=list(camp.scope.requesters), requesters_only=True)
     with rt.db() as db:
         text = " ".join(["/campaign budget extend", args]).strip()
         if ctx.comment_id is not None and not screens.claim_command(
@@ -1108,7 +1110,7 @@ def finish_screen(
             reasons.append(bundle.problem)
         if camp is not None and bundle.root is not None:
             verdict, reasons, body = _judge_bundle(db, s, camp, bundle.root, verdict, reasons,
-                                                   conclusion, wall)
+                                                   conclusion, wall, rt.options.public_url)
     except GitHubError as exc:
         if exc.retryable:
             raise  # transient: the delivery is retried, nothing was written
@@ -1154,7 +1156,7 @@ def finish_screen(
 
 def _judge_bundle(
     db: Session, s: Screen, camp: Campaign, root: Path, verdict: str, reasons: list[str],
-    conclusion: str, wall: float,
+    conclusion: str, wall: float, public_url: str | None = None,
 ) -> tuple[str, list[str], str | None]:
     """Verify, read and judge the unpacked bundle at ``root``: ``(verdict, reasons, result
     comment body or None)``.  None: the bundle did not verify (only why is shown)."""
@@ -1186,8 +1188,9 @@ def _judge_bundle(
         device_left_h=st.device_left_h, wall_left_h=st.wall_left_h,
         directions_left=st.directions_left,
     )
-    return verdict, reasons, render("screen_result.md.j2",
-                                    marker_text=marker("screen-result", screen=s.label), r=view)
+    return verdict, reasons, render(
+        "screen_result.md.j2", marker_text=marker("screen-result", screen=s.label), r=view,
+        dashboard=campaign_page(public_url, s.repo, s.campaign))
 
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:
@@ -1202,220 +1205,6 @@ def check_conclusion(run_conclusion: str, verdict: str) -> str:
     return {"SUPPORTED": "success", "FAILED": "failure", "REJECTED": "failure"}.get(
         verdict, "neutral"
     )
-
-
-# ------------------------------------------------------------------- bundle: fetch, verify
-
-
-@dataclass
-class FetchedBundle:
-    """The unpacked artifact (``root``) or why there is none (``problem``)."""
-
-    root: Path | None
-    problem: str | None
-    _tmp: tempfile.TemporaryDirectory[str] | None = None
-
-    def cleanup(self) -> None:
-        """Remove the unpacked files."""
-        if self._tmp is not None:
-            self._tmp.cleanup()
-
-
-def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
-    """Download the run's bundle artifact (the one named after the request id, else the only
-    one) and unpack it safely into a temporary directory."""
-    if s.run_id is None:
-        return FetchedBundle(None, "no workflow run")
-    try:
-        arts = [a for a in _wait(gh.list_run_artifacts(s.run_id)) if not a.expired]
-    except Exception as exc:  # noqa: BLE001
-        return FetchedBundle(None, f"cannot list artifacts: {type(exc).__name__}")
-    pick: ArtifactInfo | None = None
-    for a in arts:
-        if s.request_id in a.name:
-            pick = a
-    if pick is None and len(arts) == 1:
-        pick = arts[0]
-    if pick is None:
-        return FetchedBundle(None, f"the run left no bundle artifact ({len(arts)} artifacts)")
-    tmp = tempfile.TemporaryDirectory(prefix="campaign-bot-bundle-")
-    try:
-        data = _wait(gh.download_artifact(pick.id, limits.max_compressed, pick.size_in_bytes))
-        safe_extract(data, Path(tmp.name) / "bundle", limits)
-    except (ArtifactError, GitHubError) as exc:
-        tmp.cleanup()
-        if isinstance(exc, GitHubError) and exc.retryable:
-            raise  # transient: the delivery is retried
-        return FetchedBundle(None, f"artifact {pick.name!r} refused: {exc}")
-    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp)
-
-
-@dataclass
-class BundleCheck:
-    """Integrity of an unpacked bundle: ``ok``, one-line ``summary``, ``problems``, and the
-    JSON documents the signature covers (``documents``, bundle-relative POSIX paths listed in
-    the signed payload manifest; empty unless ``ok``): the only files the bot reads."""
-
-    ok: bool
-    summary: str
-    problems: list[str]
-    documents: list[str] = field(default_factory=list)
-
-
-def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
-    """Verify every manifest under ``root`` (:func:`evidence.manifest.verify_tree`) and the
-    runner's DSSE signature against the campaign's trusted keys
-    (:func:`evidence.signing.check_signed_bundle`: the signature covers every file present,
-    in every directory).
-
-    Any failure (mismatch, missing or extra file, a file the signature does not cover, bad or
-    untrusted signature, no trusted keys) makes ``ok`` False with the reasons, and then no
-    document is listed: nothing of a refused bundle is read.
-    """
-    from evidence.manifest import verify_tree
-
-    problems: list[str] = []
-    res = verify_tree(root)
-    if res.hashes_checked == 0:
-        problems.append("the bundle carries no manifest")
-    if res.errors or res.extra:
-        problems.append(
-            f"manifest check failed: {res.mismatched} mismatched, {res.missing} missing, "
-            f"{res.extra} extra, {res.unsafe} unsafe, {res.malformed} malformed"
-        )
-        for f in res.findings[:5]:
-            if f.severity in ("P0", "P1"):
-                problems.append(f"{f.path}: {f.message}")
-    sig_text = "signature not checked"
-    documents: list[str] = []
-    if trusted_keys is None:
-        problems.append(f"the campaign has no {TRUSTED_KEYS_FILE} on the default branch")
-    else:
-        sig_text, sig_problems, documents = _verify_signature(root, trusted_keys)
-        problems += sig_problems
-    summary = (
-        f"Manifests: {res.hashes_ok} of {res.hashes_checked} hashes verified; {sig_text}."
-    )
-    # paths relative to the bundle: the bot's temporary directory means nothing to readers
-    problems = [p.replace(f"{root}/", "").replace(str(root), ".") for p in problems]
-    return BundleCheck(not problems, summary, problems, documents if not problems else [])
-
-
-def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str], list[str]]:
-    """DSSE signature of the bundle against the campaign's trusted keys: returns (summary,
-    problems, the signed JSON documents) (:func:`evidence.signing.verified_documents`)."""
-    from evidence import signing
-
-    with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
-        kf = Path(tmp) / TRUSTED_KEYS_FILE
-        kf.write_bytes(trusted_keys)
-        try:
-            keys = signing.load_trusted_keys(kf)
-        except signing.KeyFileError as exc:
-            return "signature not checked", [
-                f"{TRUSTED_KEYS_FILE} of the campaign: {str(exc).split(': ', 1)[-1]}"
-            ], []
-    res = signing.check_signed_bundle(root, keys)
-    if not res.ok:
-        return "signature REFUSED", [f"signature: {p}" for p in res.messages()], []
-    return f"signed by trusted runner key {str(res.key_id)[:19]}", [], res.documents()
-
-
-MAX_DOCUMENT_BYTES = DEFAULT_MAX_DOCUMENT_BYTES
-"""Largest receipt or media report read from a bundle (bytes, 8 MiB: the cap of
-``campaign-bot check --max-document-bytes``); a larger signed document is a load problem."""
-
-
-@dataclass
-class BundleDocuments:
-    """What :func:`read_bundle` took from a verified bundle: ``receipts``, ``media`` reports
-    (with their paths), ``problems`` of documents that claim a schema they do not follow, and
-    ``unreadable``: documents that could not be read at all (too large, not a regular file,
-    not UTF-8 JSON, nested too deeply), each naming the file."""
-
-    receipts: list[Receipt] = field(default_factory=list)
-    media: list[tuple[str, MediaReport]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
-
-
-def read_bundle(root: Path, documents: list[str],
-                max_document_bytes: int = MAX_DOCUMENT_BYTES) -> BundleDocuments:
-    """Receipts and media reports among ``documents`` (bundle-relative paths the signature
-    covers, :attr:`BundleCheck.documents`; nothing else under ``root`` is opened), told apart
-    by their ``schema`` field.  Each document is read whole only when it is a regular file
-    of at most ``max_document_bytes``, and parsed with :func:`evidence.safejson.loads`
-    (nesting limit :data:`evidence.safejson.MAX_JSON_DEPTH`)."""
-    from evidence import safejson
-
-    out = BundleDocuments()
-    for rel in documents:
-        p = root / rel
-        try:
-            st = p.lstat()
-            if not stat.S_ISREG(st.st_mode):
-                out.unreadable.append(f"{rel}: not a regular file; not read")
-                continue
-            if st.st_size > max_document_bytes:
-                out.unreadable.append(f"{rel}: {st.st_size} bytes, over the "
-                                      f"{max_document_bytes}-byte document limit; not read")
-                continue
-            obj = safejson.loads(p.read_bytes())
-        except OSError as exc:
-            out.unreadable.append(f"{rel}: cannot read: {exc.strerror or exc}")
-            continue
-        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply
-            out.unreadable.append(f"{rel}: not readable JSON: {str(exc)[:200]}")
-            continue
-        if not isinstance(obj, dict):
-            continue
-        schema = obj.get("schema")
-        try:
-            if schema == "campaign-bot/receipt@1":
-                out.receipts.append(Receipt.model_validate(obj))
-            elif schema == "campaign-bot/media-report@1":
-                out.media.append((rel, MediaReport.model_validate(obj)))
-        except ValidationError as exc:
-            e = exc.errors()[0]
-            out.problems.append(f"{rel}: field {'.'.join(map(str, e['loc']))}: {e['msg']}")
-    return out
-
-
-def judge_screen(
-    scope: CampaignScope, s: Screen, receipts: list[Receipt],
-    media: list[tuple[str, MediaReport]], load_problems: list[str],
-) -> Decision:
-    """The verdict of this screen alone, by :func:`evidence.verdicts.judge` (exact bounds,
-    gates, reasons); load problems make it INCONCLUSIVE.  A control-vs-control screen is
-    judged on repeatability instead (:func:`evidence.verdicts.control_repeatability`):
-    REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
-    from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
-
-    mine = [r for r in receipts if r.track == s.track]
-    if not mine:
-        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle",
-                                         *load_problems])
-    if s.kind == "control":
-        controls = [r for r in mine if r.arm == "control"]
-        state, why = control_repeatability(controls, [m for _, m in media])
-        problems = [f"session {r.slot + 1}: {p}" for r in controls
-                    for p in r.lifecycle.problems()]
-        verdict = {"established": "REPEATABLE", "differs": "NOT REPEATABLE"}.get(
-            state, "UNPROVEN")
-        if problems and verdict == "REPEATABLE":
-            verdict = "UNPROVEN"
-        return Decision(verdict, [why, *problems, *load_problems],
-                        no_ratio_reason="a control-vs-control screen has no candidate arm")
-    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
-    verdicts = [v for v in judge(ev) if v.track == s.track and v.candidate == s.candidate]
-    if not verdicts:
-        return Decision("INCONCLUSIVE", [f"no candidate-arm receipts of {s.candidate}",
-                                         *load_problems])
-    v = verdicts[0]
-    reasons = [f"{r.code}: {r.text}" for r in v.reasons] + load_problems
-    verdict = "INCONCLUSIVE" if load_problems else v.verdict
-    return Decision(verdict, reasons, v.ratio, v.lower, v.upper,
-                    no_ratio_reason="no qualified session median in one arm")
 
 
 # ---------------------------------------------------------------------------- the watchdog
