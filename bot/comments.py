@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.github import GitHubPort
+from bot.github.port import GitHubPort
 from bot.render import marker
 
 

@@ -9,6 +9,7 @@ table declares it on :class:`Base` in its own package and adds a revision under
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ class ServiceLock:
         self.engine = engine
         self._fh: Any = None
         self._conn: Any = None
+        self._schema: Any = None
         self.where = ""
 
     def acquire(self) -> bool:
@@ -131,6 +133,7 @@ class ServiceLock:
         self._conn = self.engine.connect()
         schema = self._conn.execute(text("SELECT current_schema()")).scalar()
         self.where = f"PostgreSQL advisory lock on schema {schema}"
+        self._schema = schema
         got = self._conn.execute(
             text("SELECT pg_try_advisory_lock(hashtext('campaign-bot serve ' || :s))"),
             {"s": schema},
@@ -147,6 +150,14 @@ class ServiceLock:
             self._fh.close()
             self._fh = None
         if self._conn is not None:
+            from sqlalchemy import text
+
+            # unlock now: a closed session's locks go only when the server notices, so a
+            # second acquire right after could still find this one held
+            with contextlib.suppress(Exception):
+                self._conn.execute(
+                    text("SELECT pg_advisory_unlock(hashtext('campaign-bot serve ' || :s))"),
+                    {"s": self._schema})
             # a pooled connection would keep the session, and with it the lock
             self._conn.invalidate()
             self._conn.close()

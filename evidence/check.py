@@ -27,6 +27,8 @@ from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
+from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
+from evidence.hashing import HashPool
 from evidence.manifest import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
@@ -101,6 +103,11 @@ class CheckReport(BaseModel):
         description="Screening decisions: never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
+    probes: list[ProbeRow] = Field(
+        default_factory=list, description="Operator probes: listed, never verdict inputs.")
+    trace_summaries: list[TraceRow] = Field(
+        default_factory=list, description="Trace summaries per rank: diagnostic, never a "
+        "speedup.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -160,7 +167,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    base_ref: str | None = None,
                    claims_file: Path | None = None,
                    prior_noise: bool = False,
-                   trusted_keys: dict[str, Any] | None = None) -> CheckReport:
+                   trusted_keys: dict[str, Any] | None = None,
+                   loaded: LoadedCampaign | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
@@ -178,6 +186,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
     for an unreadable ``base_ref`` and ValueError for ``claims_file`` without a campaign
     scope; every other problem is a finding.
+
+    ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
+    same ``max_file_bytes``), reused instead of reading every document again.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -185,16 +196,36 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
-    idx = index_tree(root)
     sig_findings: list[Finding] = []
-    readable = None
-    if trusted_keys is not None:
-        sig_findings, readable = _signed_bundles(root, trusted_keys)
-    lc = load_campaign(root, max_file_bytes=max_file_bytes,
-                       max_document_bytes=max_document_bytes, index=idx, readable=readable)
-    vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
-                                   workers=workers, index=idx, json_docs=lc.json_docs,
-                                   max_document_bytes=max_document_bytes)
+    docs: dict[str, tuple[Any, str]] | Callable[[], dict[str, tuple[Any, str]]]
+    got: list[LoadedCampaign] = []
+    if trusted_keys is None and loaded is not None and loaded.index is not None:
+        # a campaign the caller already loaded (the same limits, no signature restriction)
+        idx = loaded.index
+        got.append(loaded)
+        docs = loaded.json_docs
+    else:
+        idx = index_tree(root)
+        readable = None
+        if trusted_keys is not None:  # signatures first: a refused bundle is never read
+            sig_findings, readable = _signed_bundles(root, trusted_keys)
+
+        # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
+        # soon as it reads the manifest, then calls `load` (every document parsed and
+        # validated on this thread while the pool hashes), then reads the integrity maps
+        # `load` parsed.
+        def load() -> dict[str, tuple[Any, str]]:
+            got.append(load_campaign(root, max_file_bytes=max_file_bytes,
+                                     max_document_bytes=max_document_bytes, index=idx,
+                                     readable=readable))
+            return got[0].json_docs
+
+        docs = load
+    with HashPool(workers, progress=progress) as pool:
+        vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
+                                       json_docs=docs, max_document_bytes=max_document_bytes,
+                                       hasher=pool)
+    lc = got[0]
     findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:
@@ -218,6 +249,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
+    if lc.scope is not None:
+        from evidence.reference_rules import reference_findings
+
+        findings += reference_findings(root, lc.scope.path, lc.scope.text,
+                                       lc.scope.model.inputs)
     # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 
@@ -230,6 +266,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         campaign=lc.scope.model.id if lc.scope else None,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
+                   "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
                    "json_files": len(lc.json_docs)},
         hashes_checked=vr.hashes_checked,
         hash_errors=vr.errors,
@@ -244,6 +281,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         verdicts=reviewed.verdicts,
         screening=reviewed.screening,
         claims=reviewed.claims,
+        probes=probe_rows(root, lc.probes),
+        trace_summaries=trace_rows(root, lc.trace_summaries),
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -379,7 +418,9 @@ def render_summary(rep: CheckReport, console: Any) -> None:
     d = rep.documents
     line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-         f"{d.get('media_reports', 0)} media reports")
+         f"{d.get('media_reports', 0)} media reports"
+         + (f", {d['probes']} operator probes" if d.get("probes") else "")
+         + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     counts = {s: sum(f.severity == s for f in rep.findings) for s in SEVERITY_ORDER}
     line("findings: " + ", ".join(f"[{SEVERITY_STYLE[s]}]{s}[/] {n}" for s, n in counts.items())
          + "  (P0-P2 fail the check; P3 are notes)")
@@ -453,7 +494,9 @@ def render_details(rep: CheckReport, console: Any) -> None:
     console.print(
         f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-        f"{d.get('media_reports', 0)} media reports valid")
+        f"{d.get('media_reports', 0)} media reports valid"
+        + (f", {d['probes']} operator probes" if d.get("probes") else "")
+        + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     console.print(
         f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
@@ -492,7 +535,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.diagnostics import render_rows
     from evidence.review import render_review
+
+    render_rows(rep.probes, rep.trace_summaries, console)
 
     render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:

@@ -74,7 +74,7 @@ def test_readme_command_one_runs_and_documents_its_exit_code() -> None:
     assert "Traceback" not in res.stderr
     assert "checked 24 hashes in 11 manifests, 0 errors" in res.stdout
     readme = (ROOT / "README.md").read_text()
-    assert f"README command 1 exits **{res.returncode}**" in readme
+    assert f"Command 1 exits **{res.returncode}**" in readme
 
 
 def test_json_output_is_one_document() -> None:

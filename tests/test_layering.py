@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bot", "evidence", "runners")
@@ -217,6 +218,8 @@ def _immutable(v: object) -> bool:
         return all(_immutable(x) for x in v)
     if isinstance(v, types.MappingProxyType):  # a read-only view of a private dict
         return all(_immutable(k) and _immutable(x) for k, x in v.items())
+    if isinstance(v, sqlalchemy.Table | sqlalchemy.MetaData):
+        return True  # a schema declaration, like the ORM classes (types) of the other tables
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return bool(v.__dataclass_params__.frozen)  # type: ignore[attr-defined]
     # typing constructs: Callable[...], unions, aliases

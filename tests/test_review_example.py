@@ -1,5 +1,6 @@
-"""The example campaign through ``campaign-bot check``: verdicts, screening and findings as the
-README states them; ``--base``, ``--claims`` and the status/manifest resolution paths."""
+"""The example campaign through ``campaign-bot check``: verdicts, screening and findings as
+docs/evidence-guide.md states them; ``--base``, ``--claims`` and the status/manifest
+resolution paths."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ RECEIPT = "bundles/screen-resident-layers-24-5s/data/receipts/s1-candidate.json"
 
 
 def _readme_table(name: str) -> list[list[str]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "evidence-guide.md").read_text()
     m = re.search(rf"<!-- example-{name}:start -->\n(.*?)<!-- example-{name}:end -->", text, re.S)
-    assert m, f"README lacks the example-{name} table"
+    assert m, f"docs/evidence-guide.md lacks the example-{name} table"
     rows = [r.strip().strip("|").split("|") for r in m.group(1).strip().split("\n")[2:]]
     return [[c.strip() for c in r] for r in rows]
 

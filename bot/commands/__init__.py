@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from bot.commands.parser import Command, new_commands, parse
 from bot.comments import upsert_comment
-from bot.github import GitHubPort
+from bot.github.port import GitHubPort
 from bot.inbox.payloads import IssueCommentPayload
 from bot.inbox.router import Event, Router
 from bot.render import marker, render

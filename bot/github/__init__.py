@@ -25,6 +25,7 @@ from bot.github.port import (
     Review,
     ReviewComment,
     WorkflowRunInfo,
+    run_blocking,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "Review",
     "ReviewComment",
     "WorkflowRunInfo",
+    "run_blocking",
 ]

@@ -10,13 +10,23 @@ not on an event loop (a worker thread, a scheduled job) runs a port coroutine wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 """Largest artifact zip downloaded (bytes); artifacts are untrusted data."""
+
+T = TypeVar("T")
+
+
+def run_blocking(call: Coroutine[Any, Any, T]) -> T:
+    """The result of one port call made from a thread with no running event loop (a worker
+    thread, a scheduled job): ``asyncio.run``; ports hold no loop.  Raises what the call
+    raises, and RuntimeError when called on an event loop's thread."""
+    return asyncio.run(call)
 
 
 # ------------------------------------------------------------------------------ errors

@@ -3,7 +3,8 @@
 ``/screen`` on a PR queues screens per hardware pool, dispatches the screen workflow when the
 pool is free, follows the run and reports verdicts (:mod:`.flow`); ``/campaign budget extend``
 raises a campaign's budget (:mod:`.budget`).  Parts: command grammar (:mod:`.grammar`), tables
-(:mod:`.queue`, :mod:`.budget`), result view (:mod:`.report`), handlers (:mod:`.handlers`),
+(:mod:`.queue`, :mod:`.budget`), bundle checks (:mod:`.bundle`), result view (:mod:`.report`),
+handlers (:mod:`.handlers`),
 periodic jobs (:mod:`.jobs`), settings section (:mod:`.settings`,
 ``CAMPAIGN_BOT_SCREEN_*``), and what the campaign status header shows of the screens
 (:mod:`.campaign_state`).
@@ -36,6 +37,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         silence_factor=settings.silence_factor, silence_margin_s=settings.silence_margin_s,
         limits=Limits(max_compressed=settings.max_artifact_bytes,
                       max_uncompressed=settings.max_unpacked_bytes),
+        public_url=app.public_url,
     )
     rt = flow.Runtime(app.engine, options,
                       gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)))

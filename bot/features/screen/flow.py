@@ -3,9 +3,10 @@ follow it (``workflow_job``, ``workflow_run``), verify what it left, and report 
 
 Command grammar: :mod:`bot.features.screen.grammar`.  Tables:
 :mod:`bot.features.screen.queue` (queue) and :mod:`bot.features.screen.budget` (ledger).
-Text: ``templates/screen_*.md.j2``.  GitHub: the one port, :class:`bot.github.GitHubPort`,
-called from the flow's thread (the flow blocks on the database: handlers run it with
-``asyncio.to_thread``), each call through :func:`_wait`.
+Bundle checks: :mod:`bot.features.screen.bundle`.  Text: ``templates/screen_*.md.j2``.
+GitHub: the one port, :class:`bot.github.GitHubPort`, called from the flow's thread (the flow
+blocks on the database: handlers run it with ``asyncio.to_thread``), each call through
+:func:`_wait`.
 
 The flow, for ``/screen candidate NAME`` on a PR:
 
@@ -38,17 +39,14 @@ rate limit for content creation (GitHub Docs, "Rate limits for the REST API").
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
-import tempfile
 import tomllib
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
@@ -56,6 +54,13 @@ from sqlalchemy.orm import Session
 
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
+from bot.features.screen.bundle import (
+    TRUSTED_KEYS_FILE,
+    fetch_bundle,
+    judge_screen,
+    read_bundle,
+    verify_bundle,
+)
 from bot.features.screen.grammar import (
     USAGE,
     ScreenCancel,
@@ -68,36 +73,28 @@ from bot.features.screen.grammar import (
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
 from bot.github import (
-    ArtifactInfo,
     GitHubError,
     GitHubNotFound,
     GitHubPort,
     PullInfo,
     WorkflowRunInfo,
+    run_blocking,
 )
-from bot.github.artifacts import ArtifactError, Limits, safe_extract
+from bot.github.artifacts import Limits
+from bot.links import campaign_page
 from bot.render import marker, render, utc
 from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
-from evidence.models import CampaignScope, MediaReport, Receipt
+from evidence.models import CampaignScope
 
 log = logging.getLogger(__name__)
 
 CHECK_PREFIX = "campaign-bot/screen: "
 """Check run name prefix; the full name is ``campaign-bot/screen: NAME``."""
 CAMPAIGN_FILE = "campaign.toml"
-TRUSTED_KEYS_FILE = "trusted-keys.pem"
-"""Runner public keys a campaign trusts (PEM ed25519 public key blocks, ``#`` comments; the
-format of ``campaign-bot check --trusted-keys``), beside its campaign.toml on the default
-branch: keys in a PR are never trusted."""
 WRITE_PERMISSIONS = ("admin", "write")
 
-T = TypeVar("T")
-
-
-def _wait(call: Coroutine[Any, Any, T]) -> T:
-    """Run one GitHub port call from the flow's thread, which has no event loop of its own
-    (a handler's ``asyncio.to_thread``, a scheduler job, a test); ports hold no loop."""
-    return asyncio.run(call)
+_wait = run_blocking
+"""Each GitHub port call of the flow (which runs in a thread without an event loop)."""
 
 
 def _read(gh: GitHubPort, path: str, ref: str) -> bytes | None:
@@ -126,6 +123,8 @@ class ScreenOptions:
     silence_margin_s: float = 3600.0
     limits: Limits = field(default_factory=Limits)
     campaign_paths: tuple[str, ...] = ()
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
 @dataclass
@@ -680,7 +679,7 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
         raise UserError("unauthorised", who_login=ctx.login,
                         message="only the campaign's requesters may extend its budget",
-                        requesters=list(camp.scope.requesters))
+                        requesters=list(camp.scope.requesters), requesters_only=True)
     with rt.db() as db:
         budget.record(
             db, ctx.repo, camp.scope.id, "extend", ctx.login, ext.reason or "(no reason given)",
@@ -817,7 +816,8 @@ def finish_screen(
                 directions_left=st.directions_left,
             )
             body = render("screen_result.md.j2",
-                          marker_text=marker("screen-result", screen=s.label), r=view)
+                          marker_text=marker("screen-result", screen=s.label), r=view,
+                          dashboard=campaign_page(rt.options.public_url, s.repo, s.campaign))
     if body is None:
         body = render(
             "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
@@ -859,191 +859,6 @@ def check_conclusion(run_conclusion: str, verdict: str) -> str:
     return {"SUPPORTED": "success", "FAILED": "failure", "REJECTED": "failure"}.get(
         verdict, "neutral"
     )
-
-
-# ------------------------------------------------------------------- bundle: fetch, verify
-
-
-@dataclass
-class FetchedBundle:
-    """The unpacked artifact (``root``) or why there is none (``problem``)."""
-
-    root: Path | None
-    problem: str | None
-    _tmp: tempfile.TemporaryDirectory[str] | None = None
-
-    def cleanup(self) -> None:
-        """Remove the unpacked files."""
-        if self._tmp is not None:
-            self._tmp.cleanup()
-
-
-def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
-    """Download the run's bundle artifact (the one named after the request id, else the only
-    one) and unpack it safely into a temporary directory."""
-    if s.run_id is None:
-        return FetchedBundle(None, "no workflow run")
-    try:
-        arts = [a for a in _wait(gh.list_run_artifacts(s.run_id)) if not a.expired]
-    except Exception as exc:  # noqa: BLE001
-        return FetchedBundle(None, f"cannot list artifacts: {type(exc).__name__}")
-    pick: ArtifactInfo | None = None
-    for a in arts:
-        if s.request_id in a.name:
-            pick = a
-    if pick is None and len(arts) == 1:
-        pick = arts[0]
-    if pick is None:
-        return FetchedBundle(None, f"the run left no bundle artifact ({len(arts)} artifacts)")
-    tmp = tempfile.TemporaryDirectory(prefix="campaign-bot-bundle-")
-    try:
-        data = _wait(gh.download_artifact(pick.id, limits.max_compressed, pick.size_in_bytes))
-        safe_extract(data, Path(tmp.name) / "bundle", limits)
-    except (ArtifactError, GitHubError) as exc:
-        tmp.cleanup()
-        if isinstance(exc, GitHubError) and exc.retryable:
-            raise  # transient: the delivery is retried
-        return FetchedBundle(None, f"artifact {pick.name!r} refused: {exc}")
-    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp)
-
-
-@dataclass
-class BundleCheck:
-    """Integrity of an unpacked bundle: ``ok``, one-line ``summary``, ``problems``."""
-
-    ok: bool
-    summary: str
-    problems: list[str]
-
-
-def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
-    """Verify every manifest under ``root`` (:func:`evidence.manifest.verify_tree`) and the
-    runner's DSSE signature against the campaign's trusted keys (:mod:`evidence.signing`).
-
-    Any failure (mismatch, missing or extra file, bad or untrusted signature, no trusted keys)
-    makes ``ok`` False with the reasons.
-    """
-    from evidence.manifest import verify_tree
-
-    problems: list[str] = []
-    res = verify_tree(root)
-    if res.hashes_checked == 0:
-        problems.append("the bundle carries no manifest")
-    if res.errors or res.extra:
-        problems.append(
-            f"manifest check failed: {res.mismatched} mismatched, {res.missing} missing, "
-            f"{res.extra} extra, {res.unsafe} unsafe, {res.malformed} malformed"
-        )
-        for f in res.findings[:5]:
-            if f.severity in ("P0", "P1"):
-                problems.append(f"{f.path}: {f.message}")
-    sig_text = "signature not checked"
-    if trusted_keys is None:
-        problems.append(f"the campaign has no {TRUSTED_KEYS_FILE} on the default branch")
-    else:
-        try:
-            sig_text, sig_problems = _verify_signature(root, trusted_keys)
-        except Exception as exc:  # noqa: BLE001 - a bad signature file is a refusal
-            sig_problems = [f"signature check failed: {type(exc).__name__}: {exc}"]
-            sig_text = "signature REFUSED"
-        problems += sig_problems
-    summary = (
-        f"Manifests: {res.hashes_ok} of {res.hashes_checked} hashes verified; {sig_text}."
-    )
-    # paths relative to the bundle: the bot's temporary directory means nothing to readers
-    problems = [p.replace(f"{root}/", "").replace(str(root), ".") for p in problems]
-    return BundleCheck(not problems, summary, problems)
-
-
-def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str]]:
-    """DSSE signature of the bundle against the campaign's trusted keys
-    (:func:`evidence.signing.verify_bundle`): returns (summary, problems)."""
-    from evidence import signing
-
-    with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
-        kf = Path(tmp) / TRUSTED_KEYS_FILE
-        kf.write_bytes(trusted_keys)
-        try:
-            keys = signing.load_trusted_keys(kf)
-        except signing.KeyFileError as exc:
-            return "signature not checked", [
-                f"{TRUSTED_KEYS_FILE} of the campaign: {str(exc).split(': ', 1)[-1]}"
-            ]
-    problems = signing.verify_bundle(root, keys)
-    if problems:
-        return "signature REFUSED", [f"signature: {p}" for p in problems]
-    try:
-        env = json.loads((root / signing.ATTESTATION_FILE).read_text())
-        kid = next((x.get("keyid") for x in env.get("signatures", []) if x.get("keyid") in keys),
-                   None)
-    except (OSError, ValueError, AttributeError):
-        kid = None
-    return f"signed by trusted runner key {str(kid)[:19]}", []
-
-
-def read_bundle(root: Path) -> tuple[list[Receipt], list[tuple[str, MediaReport]], list[str]]:
-    """Receipts and media reports found under ``root`` (by their ``schema`` field), and the
-    problems of documents that claim a schema but do not validate."""
-    receipts: list[Receipt] = []
-    media: list[tuple[str, MediaReport]] = []
-    problems: list[str] = []
-    for p in sorted(root.rglob("*.json")):
-        if p.is_symlink() or p.stat().st_size > 16 * 1024 * 1024:
-            continue
-        try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(obj, dict):
-            continue
-        rel = p.relative_to(root).as_posix()
-        schema = obj.get("schema")
-        try:
-            if schema == "campaign-bot/receipt@1":
-                receipts.append(Receipt.model_validate(obj))
-            elif schema == "campaign-bot/media-report@1":
-                media.append((rel, MediaReport.model_validate(obj)))
-        except ValidationError as exc:
-            e = exc.errors()[0]
-            problems.append(f"{rel}: field {'.'.join(map(str, e['loc']))}: {e['msg']}")
-    return receipts, media, problems
-
-
-def judge_screen(
-    scope: CampaignScope, s: Screen, receipts: list[Receipt],
-    media: list[tuple[str, MediaReport]], load_problems: list[str],
-) -> Decision:
-    """The verdict of this screen alone, by :func:`evidence.verdicts.judge` (exact bounds,
-    gates, reasons); load problems make it INCONCLUSIVE.  A control-vs-control screen is
-    judged on repeatability instead (:func:`evidence.verdicts.control_repeatability`):
-    REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
-    from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
-
-    mine = [r for r in receipts if r.track == s.track]
-    if not mine:
-        return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle",
-                                         *load_problems])
-    if s.kind == "control":
-        controls = [r for r in mine if r.arm == "control"]
-        state, why = control_repeatability(controls, [m for _, m in media])
-        problems = [f"session {r.slot + 1}: {p}" for r in controls
-                    for p in r.lifecycle.problems()]
-        verdict = {"established": "REPEATABLE", "differs": "NOT REPEATABLE"}.get(
-            state, "UNPROVEN")
-        if problems and verdict == "REPEATABLE":
-            verdict = "UNPROVEN"
-        return Decision(verdict, [why, *problems, *load_problems],
-                        no_ratio_reason="a control-vs-control screen has no candidate arm")
-    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
-    verdicts = [v for v in judge(ev) if v.track == s.track and v.candidate == s.candidate]
-    if not verdicts:
-        return Decision("INCONCLUSIVE", [f"no candidate-arm receipts of {s.candidate}",
-                                         *load_problems])
-    v = verdicts[0]
-    reasons = [f"{r.code}: {r.text}" for r in v.reasons] + load_problems
-    verdict = "INCONCLUSIVE" if load_problems else v.verdict
-    return Decision(verdict, reasons, v.ratio, v.lower, v.upper,
-                    no_ratio_reason="no qualified session median in one arm")
 
 
 # ---------------------------------------------------------------------------- the watchdog

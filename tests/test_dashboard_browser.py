@@ -1,0 +1,241 @@
+"""The campaign dashboard as a person sees it: every page in headless Chromium (Debian's
+``/usr/bin/chromium``, driven by Playwright), served over HTTP by a local ``http.server`` and
+opened from ``file://``.
+
+Checked on every page: no console error, no failed request, one ``h1``, every table with a
+caption and every header cell with a scope, every chart an image with a title; each chart
+has one mark per data point of its data; every link resolves; a hostile screen id opens no
+dialog; the tables read the same with JavaScript off.  Screenshots of the overview and of a
+screen page at 1280x800 are written to the test's folder.
+
+Skips only when ``/usr/bin/chromium`` is absent and ``CAMPAIGN_BOT_REQUIRE_BROWSER`` is
+unset; CI sets it, so a missing browser fails there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urldefrag, urlsplit
+
+import pytest
+from _report_campaign import Plan, write_campaign
+
+from bot.features.dashboard.model import Site, build_site
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+EXE = Path(sys.executable).parent / "campaign-bot"
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    required = bool(os.environ.get("CAMPAIGN_BOT_REQUIRE_BROWSER"))
+    if not CHROMIUM.exists():
+        if required:
+            pytest.fail(f"{CHROMIUM} is missing and CAMPAIGN_BOT_REQUIRE_BROWSER is set "
+                        "(apt-get install chromium)")
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Chromium is installed but Playwright for Python is not: install the "
+                    "[dev] extra")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Path, Site]:
+    """12 screens, one with a hostile screen id, rendered with the bot's ledger."""
+    root = tmp_path_factory.mktemp("browser")
+    plan = write_campaign(root / "c", screens=12)
+    for f in (plan.root / "receipts" / plan.screens[4]).glob("*.json"):
+        doc = json.loads(f.read_text())
+        doc["screen_id"] = HOSTILE
+        f.write_text(json.dumps(doc, indent=2))
+    plan.measured_timed[HOSTILE] = plan.measured_timed.pop(plan.screens[4])
+    plan.screens[4] = HOSTILE
+    out = root / "site"
+    env = {**os.environ, "COLUMNS": "2000"}
+    res = subprocess.run([str(EXE), "report", str(plan.root), "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 1, res.stderr  # failed sessions on purpose: site written
+    return plan, out, build_site(plan.root)
+
+
+@pytest.fixture(scope="module")
+def server(campaign: tuple[Plan, Path, Site]) -> Iterator[str]:
+    handler = functools.partial(_Quiet, directory=str(campaign[1]))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+class Watch:
+    """Console errors, page errors, dialogs and failed requests of one page."""
+
+    def __init__(self, page: Any) -> None:
+        self.problems: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(
+            f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.problems.append(f"pageerror: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
+        page.on("response", lambda r: r.status >= 400 and self.problems.append(
+            f"HTTP {r.status}: {r.url}"))
+        page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"),
+                                     d.dismiss()))
+
+
+def _pages(out: Path) -> list[str]:
+    return sorted(p.name for p in out.glob("*.html"))
+
+
+def _structure(page: Any, name: str) -> None:
+    assert page.locator("h1").count() == 1, name
+    assert page.evaluate("document.documentElement.lang") == "en", name
+    assert page.title().strip(), name
+    assert page.locator("th:not([scope])").count() == 0, name
+    assert page.locator("table:not(:has(> caption))").count() == 0, name
+    assert page.locator("script").count() == 0, name
+    for svg in page.locator("svg.chart").all():
+        assert svg.get_attribute("role") == "img", name
+        ids = (svg.get_attribute("aria-labelledby") or "").split()
+        assert len(ids) == 2, name
+        texts = [page.evaluate("id => document.getElementById(id).textContent", i)
+                 for i in ids]
+        assert all(t.strip() for t in texts), (name, ids)
+        assert svg.locator(":scope > title").count() == 1, name
+
+
+def test_every_page_loads_cleanly_and_is_structured(browser: Any, server: str,
+                                                    campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, out, _site = campaign
+    names = _pages(out)
+    assert len(names) == 3 + 1 + 12
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    watch = Watch(page)
+    for name in names:
+        page.goto(server + name, wait_until="load")
+        _structure(page, name)
+        # the stylesheet loaded (system font stack, not the browser default)
+        assert "system-ui" in page.evaluate("getComputedStyle(document.body).fontFamily")
+    page.close()
+    assert watch.problems == []
+
+
+def test_charts_have_one_mark_per_data_point(browser: Any, server: str,
+                                             campaign: tuple[Plan, Path, Site]) -> None:
+    plan, out, site = campaign
+    page = browser.new_page()
+    watch = Watch(page)
+    for sc in site.screens:
+        page.goto(server + f"screen-{sc.slug}.html")
+        want = plan.measured_timed[sc.screen_id]
+        marks = page.locator("svg.chart .mark")
+        assert marks.count() == want["control"] + want["candidate"], sc.screen_id
+        assert page.locator('svg.chart .mark[data-series="control"]').count() == \
+            want["control"]
+        # every mark names its session, and every session drawn is a session of the screen
+        sessions = {s.session_id for s in sc.sessions}
+        drawn = {m.get_attribute("data-session") for m in marks.all()}
+        assert drawn <= sessions
+    pool = site.pools[0]
+    page.goto(server + f"pool-{pool.slug}.html")
+    assert page.locator("svg.chart .mark").count() == len(
+        plan.control_sessions["ascend910b1-x4"])
+    page.goto(server + "budget.html")
+    charts = page.locator("svg.chart")
+    assert charts.count() == 3
+    for i in range(3):
+        assert charts.nth(i).locator('.mark[data-series="receipts"]').count() == 12
+    page.close()
+    assert watch.problems == []
+
+
+def test_every_link_resolves(browser: Any, server: str,
+                             campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, out, site = campaign
+    page = browser.new_page()
+    hrefs: dict[str, str] = {}
+    for name in _pages(out):
+        page.goto(server + name)
+        for h in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+            hrefs.setdefault(h, name)
+    receipts = [h for h in hrefs if "/evidence/" in h]
+    assert len(receipts) == sum(len(s.sessions) for s in site.screens) + 1  # + campaign.toml
+    for href, where in sorted(hrefs.items()):
+        assert urlsplit(href).netloc == urlsplit(server).netloc, (where, href)
+        url, frag = urldefrag(href)
+        resp = page.request.get(url)
+        assert resp.status == 200, (where, href)
+        if frag:
+            assert f'id="{frag}"' in resp.text(), (where, href)
+        if url.endswith(".json"):
+            json.loads(resp.body())  # the copy of a receipt is the receipt
+    page.close()
+
+
+def test_pages_open_from_files_and_read_without_javascript(
+        browser: Any, campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, out, site = campaign
+    ctx = browser.new_context(java_script_enabled=False)
+    page = ctx.new_page()
+    watch = Watch(page)
+    page.goto((out / "index.html").as_uri())
+    rows = page.locator("table").first.locator("tbody tr")
+    assert rows.count() == len(site.scope.tracks)
+    assert page.locator("text=Screening decisions (not verdicts)").count() >= 1
+    sc = site.screens[0]
+    page.goto((out / f"screen-{sc.slug}.html").as_uri())
+    assert page.locator("table").first.locator("tbody tr").count() == len(sc.sessions)
+    link = page.locator('a[href^="evidence/"]').first.get_attribute("href")
+    assert link is not None and (out / link).is_file()
+    ctx.close()
+    assert watch.problems == []
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", head[16:24])
+    return int(w), int(h)
+
+
+def test_screenshots_of_the_overview_and_a_screen(browser: Any, server: str, tmp_path: Path,
+                                                  campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, _out, site = campaign
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    watch = Watch(page)
+    page.goto(server + "index.html")
+    page.screenshot(path=str(tmp_path / "index.png"))
+    hostile = next(s for s in site.screens if s.screen_id == HOSTILE)
+    page.goto(server + f"screen-{hostile.slug}.html")
+    assert page.locator("h1").inner_text() == f"Screen {HOSTILE}"  # shown as text
+    page.screenshot(path=str(tmp_path / "screen.png"))
+    page.close()
+    assert watch.problems == []  # the hostile id opened no dialog
+    for name in ("index.png", "screen.png"):
+        assert _png_size(tmp_path / name) == (1280, 800)
