@@ -290,6 +290,8 @@ def init(
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
     campaign skeleton.  Idempotent; a file that differs from this version's is kept unless
     --force."""
+    from rich.table import Table
+
     from bot import scaffold
 
     out = Console(highlight=False, soft_wrap=True)

@@ -328,9 +328,11 @@ def _group(app_: typer.Typer, name: str) -> typer.Typer | None:
 def _load_plugins() -> list[str]:
     """Add every ``campaign_bot.cli`` plug-in's commands to :data:`app`, once per process.
 
-    Each plug-in registers into a scratch app first, so one that fails adds nothing.
-    Returns the problems as one line each (import error, exception in ``register``, a
-    command name already taken); the caller prints them.  A second call does nothing and
+    Each plug-in registers into a scratch app first, so one that fails adds nothing.  A
+    command group that an earlier plug-in added (``doctor``, made with :func:`command_group`)
+    takes the later plug-in's sub-commands when none of their names is taken.  Returns the
+    problems as one line each (import error, exception in ``register``, a command name
+    already taken); the caller prints them.  A second call does nothing and
     returns the first call's problems.
     """
     global _plugin_problems
@@ -358,16 +360,17 @@ def _load_plugins() -> list[str]:
                 shared = _group(app, name)
                 sub = getattr(info, "typer_instance", None)
                 if shared is not None and sub is not None:
-                    # one group filled by several plug-ins (``doctor runner``, ``doctor bot``)
+                    # one group filled by several plug-ins (``doctor runner``, ``doctor bot``):
+                    # its sub-commands join the group unless one of them is taken
                     have = set(_names(shared))
-                    for sub_name, sub_info in zip(_names(sub), sub.registered_commands,
-                                                  strict=False):
-                        if sub_name in have:
-                            problems.append(f"plug-in {ep.name!r} ({ep.value}): command "
-                                            f"{name} {sub_name!r} is already taken; not added")
-                            continue
-                        have.add(sub_name)
-                        shared.registered_commands.append(sub_info)
+                    clash = [n for n in _names(sub) if not n or n in have]
+                    if not clash:
+                        shared.registered_commands.extend(sub.registered_commands)
+                        shared.registered_groups.extend(sub.registered_groups)
+                        continue
+                    problems.append(f"plug-in {ep.name!r} ({ep.value}): command {name!r} "
+                                    f"is already taken, and its sub-command(s) "
+                                    f"{', '.join(repr(n) for n in clash)} too; not added")
                     continue
             if not name or name in taken:
                 problems.append(f"plug-in {ep.name!r} ({ep.value}): command "

@@ -39,6 +39,7 @@ rate limit for content creation (GitHub Docs, "Rate limits for the REST API").
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import tomllib
