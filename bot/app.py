@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
@@ -51,7 +52,13 @@ from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
 from bot.scheduler import start_scheduler
-from bot.settings import Settings, SettingsError, dump_settings, restore_settings
+from bot.settings import (
+    ENV_PREFIX,
+    Settings,
+    SettingsError,
+    dump_settings,
+    restore_settings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +188,26 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     return app
 
 
+def app_manifest(settings: Settings, url: str, *, name: str | None = None,
+                 public: bool = False) -> dict[str, Any]:
+    """The GitHub App manifest for this bot served at ``url``: the events the composed
+    features' handlers subscribe to and the permissions the GitHub port's calls need
+    (:func:`bot.manifest.build_manifest`).  Composes the features on a throw-away in-memory
+    database (nothing is read or written).  Raises :class:`bot.manifest.ManifestError`."""
+    from bot.manifest import DEFAULT_APP_NAME, build_manifest
+
+    engine = database.make_engine("sqlite://", sqlite_synchronous="NORMAL")
+    try:
+        async def no_github(event: Event) -> tuple[Any, Any]:
+            raise RuntimeError("the manifest needs no GitHub access")
+
+        bot = compose(settings, engine, context=no_github)
+        return build_manifest(url, bot.router.subscriptions(), name=name or DEFAULT_APP_NAME,
+                              public=public)
+    finally:
+        engine.dispose()
+
+
 def create_app(
     settings: Settings,
     *,
@@ -190,6 +217,7 @@ def create_app(
     metrics: Metrics | None = None,
     router: Router | None = None,
     poll_interval: float = 1.0,
+    setup_token: str | None = None,
 ) -> FastAPI:
     """The application for ``settings``.
 
@@ -199,7 +227,12 @@ def create_app(
     ``run_worker`` is False) the worker: a child process (``worker_mode="process"``, which
     composes the features itself) or a thread of this process with the features and their
     one scheduler.  On shutdown it stops them, leaving unfinished deliveries for the next
-    start.  Raises :class:`bot.settings.SettingsError` without a webhook secret.
+    start.
+
+    Without a webhook secret the service starts in setup mode when ``setup_token`` is given
+    (:mod:`bot.setup`: ``/setup?token=...`` creates the GitHub App, ``/webhook`` answers 503
+    until then, and the worker starts once the App's credentials are stored); otherwise it
+    raises :class:`bot.settings.SettingsError`.  Setup mode needs ``settings.public_url``.
     """
     if run_worker is None:
         run_worker = settings.run_worker
@@ -207,9 +240,54 @@ def create_app(
     if mode == "process" and (context_factory is not None or router is not None):
         raise ValueError("worker_mode 'process' composes its handlers and GitHub context from "
                          "the settings; pass worker_mode='thread' to inject them")
-    secret = settings.secret()
+    configured = settings.webhook_secret is not None
+    if not configured and setup_token is None:
+        settings.secret()  # raises SettingsError naming the variable
+    if not configured and not settings.public_url:
+        raise SettingsError(f"{ENV_PREFIX}PUBLIC_URL is not set: the App setup needs the "
+                            "https URL GitHub reaches this service at")
     metrics = metrics if metrics is not None else Metrics()
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"settings": settings,
+                             "secret": settings.secret() if configured else None}
+
+    async def start_worker(current: Settings) -> None:
+        """The worker (and, in thread mode, the features' scheduler) on ``current``."""
+        eng = state["engine"]
+        worker: Worker | WorkerProcess
+        if mode == "process":
+            worker = WorkerProcess(WORKER_MODULE, dump_settings(current),
+                                   on_exit=metrics.process_gone)
+        else:
+            context = context_factory or github_context(current, metrics=metrics)
+            if router is None:
+                bot = compose(current, eng, context=context, metrics=metrics)
+                handlers, jobs = bot.router, bot.jobs
+            else:
+                handlers, jobs = router, []
+            state["scheduler"] = start_scheduler(jobs) if jobs else None
+            worker = Worker(
+                eng, context, concurrency=current.worker_concurrency,
+                max_attempts=current.max_attempts, retry_delays=current.retry_delay_seconds,
+                metrics=metrics, router=handlers, poll_interval=poll_interval,
+            )
+        state["writer"].on_commit = worker.wake
+        if isinstance(worker, WorkerProcess):
+            worker.start()
+            worker.wake()
+            state["supervisor"] = asyncio.create_task(worker.supervise())
+        else:
+            worker.start_thread()
+        state["worker"] = worker
+
+    async def configured_as(app_: Any) -> None:
+        """The setup page stored an App: continue as it, without a restart."""
+        current = state["settings"].model_copy(update={
+            "app_id": app_.app_id, "private_key": SecretStr(app_.private_key),
+            "webhook_secret": SecretStr(app_.webhook_secret), "bot_login": app_.bot_login})
+        state["settings"] = current
+        state["secret"] = current.secret()
+        if run_worker and state.get("worker") is None:
+            await start_worker(current)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -217,56 +295,37 @@ def create_app(
         eng = engine or database.make_engine(settings.database_url,
                                              sqlite_synchronous=settings.sqlite_synchronous)
         await asyncio.to_thread(database.migrate, eng)
-        # the worker: here (GitHub port factory -> features -> one scheduler), or a child
-        # process that composes the same from the settings it is handed
-        worker: Worker | WorkerProcess | None = None
-        scheduler = None
-        if run_worker and mode == "process":
-            worker = WorkerProcess(WORKER_MODULE, dump_settings(settings),
-                                   on_exit=metrics.process_gone)
-        elif run_worker:
-            context = context_factory or github_context(settings, metrics=metrics)
-            if router is None:
-                bot = compose(settings, eng, context=context, metrics=metrics)
-                handlers, jobs = bot.router, bot.jobs
-            else:
-                handlers, jobs = router, []
-            scheduler = start_scheduler(jobs) if jobs else None
-            worker = Worker(
-                eng, context, concurrency=settings.worker_concurrency,
-                max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
-                metrics=metrics, router=handlers, poll_interval=poll_interval,
-            )
         # the inbox: deliveries stored, then the worker woken
-        writer = InboxWriter(eng, on_commit=worker.wake if worker else None,
+        writer = InboxWriter(eng, on_commit=None,
                              inline=settings.sqlite_synchronous == "NORMAL")
         writer.start()
         checkpointer = Checkpointer(eng) if eng.dialect.name == "sqlite" else None
         if checkpointer is not None:
             checkpointer.start()
-        supervisor = None
-        if isinstance(worker, WorkerProcess):
-            worker.start()
-            worker.wake()
-            supervisor = asyncio.create_task(worker.supervise())
-        elif worker is not None:
-            worker.start_thread()
-        state.update(engine=eng, writer=writer, worker=worker, scheduler=scheduler)
-        log.info("campaign-bot ready (database %s)", eng.url.render_as_string(hide_password=True))
+        state.update(engine=eng, writer=writer, worker=None, scheduler=None, supervisor=None)
+        # the worker: here (GitHub port factory -> features -> one scheduler), or a child
+        # process that composes the same from the settings it is handed; in setup mode it
+        # starts once the App exists
+        if run_worker and state["secret"] is not None:
+            await start_worker(settings)
+        log.info("campaign-bot ready (database %s)%s",
+                 eng.url.render_as_string(hide_password=True),
+                 "" if state["secret"] is not None else ": waiting for the App setup")
         try:
             yield
         finally:
-            if scheduler is not None:
-                scheduler.shutdown(wait=False)
+            if state.get("scheduler") is not None:
+                state["scheduler"].shutdown(wait=False)
             writer.stop()
             if checkpointer is not None:
                 checkpointer.stop()
-            if supervisor is not None:
-                supervisor.cancel()
-            if isinstance(worker, WorkerProcess):
-                await worker.stop()
-            elif worker is not None:
-                await asyncio.to_thread(worker.stop)
+            if state.get("supervisor") is not None:
+                state["supervisor"].cancel()
+            w = state.get("worker")
+            if isinstance(w, WorkerProcess):
+                await w.stop()
+            elif w is not None:
+                await asyncio.to_thread(w.stop)
 
     def problems() -> list[str]:
         out = []
@@ -278,7 +337,7 @@ def create_app(
         if not state["writer"].alive:
             out.append("inbox writer: not running")
         w = state.get("worker")
-        if run_worker and (w is None or not w.alive):
+        if run_worker and state["secret"] is not None and (w is None or not w.alive):
             out.append("worker: not running")
         return out
 
@@ -290,9 +349,21 @@ def create_app(
                   openapi_url=None)
     app.state.bot = state
     add_routes(app, Inbox(
-        secret=secret, max_body=settings.max_body_bytes, submit=submit, metrics=metrics,
-        problems=problems, queue_counts=lambda: store.status_counts(state["engine"]),
+        secret=state["secret"] or b"", max_body=settings.max_body_bytes, submit=submit,
+        metrics=metrics, problems=problems,
+        queue_counts=lambda: store.status_counts(state["engine"]),
+        secret_source=lambda: state["secret"],
     ))
+    if not configured:
+        from bot.setup import SetupFlow, add_setup_routes
+
+        assert setup_token is not None and settings.public_url
+        flow = SetupFlow(token=setup_token,
+                         manifest=app_manifest(settings, settings.public_url),
+                         github_url=settings.github_url, api_url=settings.github_api_url,
+                         credentials_file=settings.credentials_file, on_configured=configured_as)
+        state["setup"] = flow
+        add_setup_routes(app, flow)
     live.add_routes(app, live_dashboard(settings, lambda: state["engine"], metrics=metrics))
     return app
 

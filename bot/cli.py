@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -78,8 +79,22 @@ def serve(
                                                   "or 8080]")] = None,
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request")] = False,
 ) -> None:
-    """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM."""
-    settings = _settings(host=host, port=port)
+    """Run the webhook service (FastAPI under uvicorn) until SIGINT/SIGTERM.
+
+    With no webhook secret and no App credentials it starts in setup mode and prints a
+    one-time URL whose page creates the GitHub App (CAMPAIGN_BOT_PUBLIC_URL must be set)."""
+    settings = _settings(host=host, port=port, need_secret=False)
+    setup_token = None
+    if settings.webhook_secret is None:
+        if settings.has_github_credentials or not settings.public_url:
+            raise _fail(f"{ENV_PREFIX}WEBHOOK_SECRET is not set (environment variable or .env "
+                        "file)" + ("" if settings.has_github_credentials else
+                                   f"; to create the GitHub App from this service instead, set "
+                                   f"{ENV_PREFIX}PUBLIC_URL to the https URL GitHub reaches "
+                                   "it at"))
+        from bot.setup import SetupFlow
+
+        setup_token = SetupFlow.new_token()
     metrics_dir = None
     if settings.run_worker and settings.worker_mode == "process":
         # prometheus-client's multiprocess mode: chosen when it is first imported, so set
@@ -87,14 +102,13 @@ def serve(
         metrics_dir = tempfile.mkdtemp(prefix="campaign-bot-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     try:
-        _serve(settings, access_log)
+        _serve(settings, access_log, setup_token)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _serve(settings: Settings, access_log: bool) -> None:
-
+def _serve(settings: Settings, access_log: bool, setup_token: str | None = None) -> None:
     import uvicorn
 
     from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
@@ -114,7 +128,24 @@ def _serve(settings: Settings, access_log: bool) -> None:
         raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
                     f"{mask_url(settings.database_url)}; lock: {lock.where})")
     try:
-        app = create_app(settings, engine=engine)
+        from bot.github.permissions import UnknownEvent
+        from bot.manifest import ManifestError
+        from bot.settings import SettingsError
+
+        try:
+            app = create_app(settings, engine=engine, setup_token=setup_token)
+        except (SettingsError, ManifestError, UnknownEvent) as exc:
+            raise _fail(f"{ENV_PREFIX}PUBLIC_URL: {exc}" if isinstance(exc, ManifestError)
+                        else str(exc)) from None
+        if setup_token is not None:
+            from bot.setup import SetupFlow
+
+            url = app.state.bot["setup"].setup_url(settings.public_url or "")
+            assert isinstance(app.state.bot["setup"], SetupFlow)
+            Console(soft_wrap=True, highlight=False).print(
+                "No GitHub App is configured yet. Open this one-time setup URL in a browser "
+                f"to create it (GitHub asks you to confirm):\n\n    {url}\n", markup=False)
+            sys.stdout.flush()
         # log_config=None: uvicorn's loggers propagate to the root handler, whose filter masks
         # secrets (configure_logging)
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
@@ -215,8 +246,155 @@ def replay(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+def app_manifest(
+    url: Annotated[str, typer.Option("--url", help="Public base URL of this service, e.g. "
+                                     "https://bot.example.org (webhooks go to URL/webhook)")],
+    name: Annotated[str | None, typer.Option(help="App name (GitHub App names are unique; "
+                                             "it can be changed on GitHub's page)")] = None,
+    public: Annotated[bool, typer.Option(help="Let other accounts install the App")] = False,
+    table: Annotated[bool, typer.Option(
+        "--table", help="Print the permission and event tables (Markdown) for registering "
+                        "the App by hand, instead of the JSON manifest")] = False,
+) -> None:
+    """Print the GitHub App manifest (JSON): the events the registered handlers subscribe to
+    and the permissions the GitHub calls need."""
+    from bot.app import ExtraHandlersError
+    from bot.app import app_manifest as build
+    from bot.github.permissions import UnknownEvent
+    from bot.manifest import ManifestError, permission_table
+
+    settings = _settings(need_secret=False)
+    try:
+        manifest = build(settings, url, name=name, public=public)
+    except (ManifestError, ExtraHandlersError, UnknownEvent) as exc:
+        raise _fail(f"--url {url}: {exc}" if isinstance(exc, ManifestError) else str(exc)
+                    ) from None
+    sys.stdout.write(permission_table(manifest) if table else
+                     json.dumps(manifest, indent=2) + "\n")
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="The repository checkout")] = Path("."),
+    campaign: Annotated[str | None, typer.Option(
+        "--campaign", help="Campaign name: its id and directory campaigns/NAME")] = None,
+    runner_labels: Annotated[str | None, typer.Option(
+        "--runner-labels", help="The pool's self-hosted runner labels, comma separated "
+                                "(else a blank in campaign.toml)")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files that differ from this version's")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Write nothing: report how the repository's screen workflow differs "
+                        "from this version's template, and problems of its "
+                        ".github/campaign-bot.toml (exit 1 when anything differs)")] = False,
+) -> None:
+    """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
+    campaign skeleton.  Idempotent; a file that differs from this version's is kept unless
+    --force."""
+    from rich.table import Table
+
+    from bot import scaffold
+
+    out = Console(highlight=False, soft_wrap=True)
+    if check:
+        if not directory.is_dir():
+            raise _fail(f"{directory}: not a directory")
+        rep = scaffold.check_repository(directory)
+        wf = f"{scaffold.WORKFLOWS_DIR}/{rep.workflow}"
+        if rep.state == "same":
+            out.print(f"[green]{escape(wf)} is this version's template[/]")
+        elif rep.state == "missing":
+            out.print(f"[red]{escape(wf)} is missing[/]: run `campaign-bot init` to write it")
+        else:
+            out.print(f"[yellow]{escape(wf)} differs from this version's template[/] (run "
+                      "`campaign-bot init --force` to replace it):")
+            for n in rep.notes:
+                out.print(f"  - {escape(n)}")
+            for line in rep.diff:
+                out.print(escape(line))
+        for prob in rep.config_problems:
+            out.print(f"[red]config:[/] {escape(str(prob))}")
+        raise typer.Exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
+    if campaign is None:
+        raise _fail("--campaign NAME is required (or --check)")
+    labels = [x for x in (runner_labels or "").split(",") if x.strip()]
+    try:
+        rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels, force=force)
+    except scaffold.InitError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"{directory}: {exc}") from None
+    t = Table(title=f"campaign-bot init {directory}", title_justify="left")
+    t.add_column("file")
+    t.add_column("action")
+    for rel, action in rep2.actions.items():
+        t.add_row(rel, action)
+    out.print(t)
+    for rel in rep2.kept:
+        out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file (yours "
+                  "is kept; --force replaces it" + ("; `campaign-bot init --check` shows the "
+                  "difference" if rel.endswith(".yml") else "") + ")")
+    camp = f"{rep2.campaign_path}/campaign.toml"
+    if rep2.blanks:
+        out.print(f"\nFill these blanks in {camp}, then run `campaign-bot check "
+                  f"{rep2.campaign_path}`:")
+        for b in rep2.blanks:
+            out.print(f"  line {b.line:>3}  {b.key}: {escape(b.hint)}")
+    else:
+        out.print(f"\n{camp} has no blanks left; `campaign-bot check {rep2.campaign_path}` "
+                  "validates it.")
+    out.print(f"Add each runner's public key to {rep2.campaign_path}/trusted-keys.pem (see "
+              "the file), commit, and push to the default branch.")
+
+
+def doctor_bot(
+    repo: Annotated[str | None, typer.Option(
+        help="OWNER/NAME: mint the token of the App's installation on this repository "
+             "[default: its first installation]")] = None,
+) -> None:
+    """Check the service's settings: App credentials mint an installation token, webhook
+    secret set, database reachable and migrated, CAMPAIGN_BOT_PUBLIC_URL/healthz answers.
+    Exit 0 all passed, 1 a check failed, 2 unreadable settings."""
+    from bot.doctor import run_checks
+    from evidence.doctor import print_checks
+
+    if repo is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+        raise _fail(f"--repo {repo!r}: use OWNER/NAME")
+    settings = _settings(need_secret=False)
+    raise typer.Exit(print_checks(Console(highlight=False), "campaign-bot doctor bot",
+                                  run_checks(settings, repo)))
+
+
+def migrate() -> None:
+    """Upgrade the database to this version's newest migration (idempotent; the container
+    runs it before serve).  Exit 0 done, 2 database unreachable or bad settings."""
+    from bot import database
+    from bot.redaction import mask_url
+
+    settings = _settings(need_secret=False)
+    try:
+        engine = database.make_engine(settings.database_url,
+                                      sqlite_synchronous=settings.sqlite_synchronous)
+        before, head = database.revisions(engine)
+        rev = database.migrate(engine)
+    except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot migrate "
+                    f"{mask_url(settings.database_url)!r}: "
+                    f"{type(exc).__name__}: {first}") from None
+    Console(highlight=False).print(
+        f"database at {rev}" + (" (already current)" if before == head else
+                                f" (was {before or 'empty'})"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``deliveries`` and ``replay`` to ``app``."""
+    """Add ``serve``, ``deliveries``, ``replay``, ``app-manifest``, ``init``, ``migrate``
+    and ``doctor bot`` to ``app``."""
+    from evidence.cli import DOCTOR_HELP, command_group
+
+    app.command("app-manifest")(app_manifest)
+    app.command("init")(init)
+    app.command("migrate")(migrate)
+    command_group(app, "doctor", DOCTOR_HELP).command("bot")(doctor_bot)
     app.command("serve")(serve)
     app.command("deliveries")(deliveries)
     app.command("replay")(replay)

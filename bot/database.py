@@ -82,6 +82,22 @@ def migrate(engine: Engine) -> str:
     return rev or ""
 
 
+def revisions(engine: Engine) -> tuple[str | None, str]:
+    """``(current, head)``: the database's migration revision (None: never migrated) and the
+    newest one this version ships.  Reads only; raises the driver's error when the database
+    cannot be reached."""
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    head = ScriptDirectory.from_config(cfg).get_current_head() or ""
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    return current, head
+
+
 class ServiceLock:
     """Held by the one ``campaign-bot serve`` that may use a database (see
     :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``, or a

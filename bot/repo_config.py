@@ -15,14 +15,14 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
     allow_requesters = true          # the campaign's requesters (campaign.toml on the
                                      # default branch) may /screen
 
-    [pools.ascend-910b1-4x]          # one table per hardware pool
-    runner_labels = ["self-hosted", "ascend-910b1"]
-    description = "4x Ascend 910B1, 64 GiB"
-
     [review]
     enabled = true                   # review evidence on PRs
     check_run = true                 # report as check run campaign-bot/evidence
     max_inline_comments = 50         # further findings go into the review body
+
+Runner labels are not configured here: the campaign's ``campaign.toml`` ``[pool]
+runner_labels`` names them and the bot passes them to the screen workflow (its ``runs_on``
+input).  A ``[pools]`` table, which older versions read, is reported as a problem that says so.
 
 An absent file means all defaults.  A broken file yields ``None`` from :func:`load` together
 with :class:`ConfigProblem` entries that say exactly what to fix (file, line, key, reason).
@@ -48,6 +48,10 @@ SCREEN_WORKFLOW = "screen.yml"
 """The screen workflow's file name: ``.github/workflows/screen.yml``, as shipped in this
 repository (and its copy ``examples/workflows/screen.yml``); ``[screen] workflow`` names
 another one."""
+REMOVED_POOLS = (
+    "is no longer read: runner labels come from the campaign's campaign.toml [pool] "
+    "runner_labels (the bot passes them to the screen workflow as its runs_on input); delete "
+    "the [pools] tables, and the CAMPAIGN_BOT_POOL_LABELS repository variable if you set one")
 CACHE_TTL_S = 60.0
 """Seconds a loaded config is reused (a push to the default branch shows within a minute)."""
 
@@ -71,13 +75,6 @@ class CampaignsSection(_Strict):
     @classmethod
     def _paths(cls, v: list[str]) -> list[str]:
         return [_relative_glob(p) for p in v]
-
-
-class PoolSection(_Strict):
-    """A hardware pool: the self-hosted runner labels that select its machines."""
-
-    runner_labels: list[str] = Field(min_length=1)
-    description: str = ""
 
 
 class ScreenSection(_Strict):
@@ -109,7 +106,6 @@ class RepoConfig(_Strict):
 
     campaigns: CampaignsSection = Field(default_factory=CampaignsSection)
     screen: ScreenSection = Field(default_factory=ScreenSection)
-    pools: dict[str, PoolSection] = Field(default_factory=dict)
     review: ReviewSection = Field(default_factory=ReviewSection)
 
 
@@ -163,12 +159,6 @@ def _allowed_keys(model: type[BaseModel] | None) -> str:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: Any = RepoConfig
     for part in loc[:-1]:
-        if model is RepoConfig and part == "pools":
-            model = "pools"
-            continue
-        if model == "pools":
-            model = PoolSection
-            continue
         is_model = isinstance(model, type) and issubclass(model, BaseModel)
         f = model.model_fields.get(part) if is_model else None
         if f is None:
@@ -185,11 +175,15 @@ def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
         m = re.search(r"line (\d+)", str(exc))
         return None, [ConfigProblem("", int(m.group(1)) if m else None,
                                     f"not valid TOML: {exc}")]
+    lines = _key_lines(text)
+    problems: list[ConfigProblem] = []
+    if "pools" in data:
+        data = {k: v for k, v in data.items() if k != "pools"}
+        problems.append(ConfigProblem("pools", lines.get("pools") or next(
+            (n for k, n in lines.items() if k.startswith("pools.")), None), REMOVED_POOLS))
     try:
-        return RepoConfig.model_validate(data), []
+        cfg = RepoConfig.model_validate(data)
     except ValidationError as exc:
-        lines = _key_lines(text)
-        problems = []
         for e in exc.errors():
             loc = tuple(e["loc"])
             key = ".".join(str(p) for p in loc)
@@ -209,6 +203,7 @@ def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
                     msg += f" (got {e['input']!r})"
             problems.append(ConfigProblem(key, line, msg))
         return None, problems
+    return (None, problems) if problems else (cfg, [])
 
 
 class RepoConfigs:

@@ -13,6 +13,11 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_PRIVATE_KEY_FILE    ... or a path to it
     CAMPAIGN_BOT_TOKEN               a token for a single repository instead of an App
     CAMPAIGN_BOT_GITHUB_API_URL      REST base URL (default https://api.github.com)
+    CAMPAIGN_BOT_GITHUB_URL          web base URL, for the App manifest flow (default
+                                     https://github.com)
+    CAMPAIGN_BOT_CREDENTIALS_FILE    where the App created by the setup page is stored (mode
+                                     0600; default campaign-bot-app.json); read at start,
+                                     the variables above win over it
     CAMPAIGN_BOT_DATABASE_URL        SQLAlchemy URL (default sqlite file in the working dir)
     CAMPAIGN_BOT_PUBLIC_URL          public base URL of this service: the status header, screen
                                      results and the check run link to its live campaign pages
@@ -32,6 +37,10 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 
+Any of them can instead be a file in the directory named by ``CAMPAIGN_BOT_SECRETS_DIR``, named
+like the variable in lower case (``campaign_bot_webhook_secret``): container secrets and
+systemd credentials (deploy/).
+
 Feature sections are nested models named after their feature, read from
 ``CAMPAIGN_BOT_<SECTION>_<FIELD>``: ``CAMPAIGN_BOT_SCREEN_*`` is
 :class:`bot.features.screen.settings.ScreenSettings`.
@@ -40,6 +49,7 @@ Feature sections are nested models named after their feature, read from
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +64,13 @@ DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
 # webhook is not fired": GitHub Docs, "Webhook events and payloads"), so nothing genuine is
 # larger.
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+SECRETS_DIR_ENV = "CAMPAIGN_BOT_SECRETS_DIR"
+"""A directory of secret files, one per setting, named like the variable in lower case
+(``campaign_bot_webhook_secret``, ``campaign_bot_database_url``...): how container secrets
+(``/run/secrets``) and systemd credentials (``$CREDENTIALS_DIRECTORY``) reach the settings.
+Environment variables win over the files."""
 
 
 class SettingsError(Exception):
@@ -78,6 +95,8 @@ class Settings(BaseSettings):
     private_key_file: Path | None = None
     token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"
+    github_url: str = "https://github.com"
+    credentials_file: Path = Path("campaign-bot-app.json")
     public_url: str | None = None
     bot_login: str = "campaign-bot[bot]"
     host: str = "127.0.0.1"
@@ -136,6 +155,37 @@ class Settings(BaseSettings):
         """``extra_handlers`` split on commas."""
         return [m.strip() for m in self.extra_handlers.split(",") if m.strip()]
 
+    @property
+    def has_github_credentials(self) -> bool:
+        """True when App credentials (id and key) or a token are set."""
+        return self.token is not None or (
+            self.app_id is not None and (self.private_key is not None
+                                         or self.private_key_file is not None))
+
+    def with_stored_app(self) -> Settings:
+        """These settings completed from the credentials file the setup page wrote
+        (:mod:`bot.setup`): App id, key and webhook secret where the environment sets none,
+        and the bot login ``SLUG[bot]`` unless ``CAMPAIGN_BOT_BOT_LOGIN`` is set.  Unchanged
+        when credentials are configured otherwise or no file exists.  Raises
+        :class:`SettingsError` for an unreadable file."""
+        if self.has_github_credentials:
+            return self
+        from bot.setup import CredentialsError, load_credentials
+
+        try:
+            stored = load_credentials(self.credentials_file)
+        except CredentialsError as exc:
+            raise SettingsError(f"{ENV_PREFIX}CREDENTIALS_FILE: {exc}") from None
+        if stored is None:
+            return self
+        update: dict[str, Any] = {"app_id": stored.app_id,
+                                  "private_key": SecretStr(stored.private_key)}
+        if self.webhook_secret is None:
+            update["webhook_secret"] = SecretStr(stored.webhook_secret)
+        if "bot_login" not in self.model_fields_set:
+            update["bot_login"] = stored.bot_login
+        return self.model_copy(update=update)
+
     def private_key_pem(self) -> str | None:
         """The App private key text, from ``PRIVATE_KEY`` or ``PRIVATE_KEY_FILE``.
 
@@ -159,8 +209,11 @@ def load_settings(*, need_secret: bool = True, **overrides: object) -> Settings:
     ``CAMPAIGN_BOT_WEBHOOK_SECRET is not set``; the secret may be missing only when
     ``need_secret`` is False (commands that only read the database).
     """
+    secrets_dir = os.environ.get(SECRETS_DIR_ENV, "").strip() or None
+    if secrets_dir is not None and not Path(secrets_dir).is_dir():
+        raise SettingsError(f"{SECRETS_DIR_ENV}: {secrets_dir} is not a directory")
     try:
-        settings = Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
     except ValidationError as exc:
         problems = []
         for e in exc.errors():
@@ -170,6 +223,7 @@ def load_settings(*, need_secret: bool = True, **overrides: object) -> Settings:
             else:
                 problems.append(f"{var}: {e['msg']}")
         raise SettingsError("; ".join(problems)) from None
+    settings = settings.with_stored_app()
     if need_secret:
         settings.secret()
     return settings

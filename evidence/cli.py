@@ -282,6 +282,23 @@ def check_cmd(
     raise typer.Exit(rep.exit_code)
 
 
+def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer:
+    """The sub-command group ``name`` of ``parent``, created on first use, so that several
+    plug-ins can add commands to one group (``doctor runner`` from runners/, ``doctor bot``
+    from bot/)."""
+    for info in parent.registered_groups:
+        if info.name == name and info.typer_instance is not None:
+            return info.typer_instance
+    group = typer.Typer(name=name, help=help_text, no_args_is_help=True,
+                        add_completion=False, pretty_exceptions_enable=False)
+    parent.add_typer(group, name=name)
+    return group
+
+
+DOCTOR_HELP = "Check a runner host or the bot service; print a fix for each failure."
+
+
+
 _plugin_problems: list[str] | None = None
 
 
@@ -298,12 +315,24 @@ def _names(app_: typer.Typer) -> list[str]:
     return out
 
 
+def _group(app_: typer.Typer, name: str) -> typer.Typer | None:
+    """The command group ``name`` registered on ``app_`` (None: no such group)."""
+    from typer.main import solve_typer_info_defaults
+
+    for g in app_.registered_groups:
+        if solve_typer_info_defaults(g).name == name and g.typer_instance is not None:
+            return g.typer_instance
+    return None
+
+
 def _load_plugins() -> list[str]:
     """Add every ``campaign_bot.cli`` plug-in's commands to :data:`app`, once per process.
 
-    Each plug-in registers into a scratch app first, so one that fails adds nothing.
-    Returns the problems as one line each (import error, exception in ``register``, a
-    command name already taken); the caller prints them.  A second call does nothing and
+    Each plug-in registers into a scratch app first, so one that fails adds nothing.  A
+    command group that an earlier plug-in added (``doctor``, made with :func:`command_group`)
+    takes the later plug-in's sub-commands when none of their names is taken.  Returns the
+    problems as one line each (import error, exception in ``register``, a command name
+    already taken); the caller prints them.  A second call does nothing and
     returns the first call's problems.
     """
     global _plugin_problems
@@ -327,6 +356,22 @@ def _load_plugins() -> list[str]:
         for i, (name, info) in enumerate(zip(
                 cmd_names, [*scratch.registered_commands, *scratch.registered_groups],
                 strict=True)):
+            if name and name in taken and i >= n_cmds:
+                shared = _group(app, name)
+                sub = getattr(info, "typer_instance", None)
+                if shared is not None and sub is not None:
+                    # one group filled by several plug-ins (``doctor runner``, ``doctor bot``):
+                    # its sub-commands join the group unless one of them is taken
+                    have = set(_names(shared))
+                    clash = [n for n in _names(sub) if not n or n in have]
+                    if not clash:
+                        shared.registered_commands.extend(sub.registered_commands)
+                        shared.registered_groups.extend(sub.registered_groups)
+                        continue
+                    problems.append(f"plug-in {ep.name!r} ({ep.value}): command {name!r} "
+                                    f"is already taken, and its sub-command(s) "
+                                    f"{', '.join(repr(n) for n in clash)} too; not added")
+                    continue
             if not name or name in taken:
                 problems.append(f"plug-in {ep.name!r} ({ep.value}): command "
                                 f"{name or '(unnamed)'!r} is already taken; not added")

@@ -15,16 +15,12 @@ paths = ["campaigns/*"]
 [screen]
 workflow = "campaign-screen.yml"
 allowed = ["alice"]
-
-[pools.ascend-910b1-4x]
-runner_labels = ["self-hosted", "ascend-910b1"]
 """
 
 
 def test_good_config() -> None:
     cfg, problems = parse(GOOD)
     assert problems == [] and cfg is not None
-    assert cfg.pools["ascend-910b1-4x"].runner_labels == ["self-hosted", "ascend-910b1"]
     assert cfg.screen.allowed == ["alice"] and cfg.review.enabled
 
 
@@ -34,14 +30,15 @@ def test_good_config() -> None:
      "workflow, allowed, allow_requesters"),
     ("[screen]\nworkflow = 'screen.sh'\n",
      ".github/campaign-bot.toml line 2, `screen.workflow`: String should match pattern"),
-    ("[pools.a]\ndescription = 'x'\n",
-     ".github/campaign-bot.toml line 1, `pools.a.runner_labels`: required key is missing"),
+    ("[screen]\nallowed = ['alice']\n\n[pools.a]\nrunner_labels = ['self-hosted']\n",
+     ".github/campaign-bot.toml line 4, `pools`: is no longer read: runner labels come from "
+     "the campaign's campaign.toml [pool] runner_labels"),
     ("[campaigns]\npaths = ['../other']\n",
      ".github/campaign-bot.toml line 2, `campaigns.paths`: '../other' must be a relative path"),
     ("[screeen]\n", ".github/campaign-bot.toml line 1, `screeen`: unknown key; allowed here: "
-                    "campaigns, screen, pools, review"),
+                    "campaigns, screen, review"),
     ("[screen\nworkflow = 1\n", ".github/campaign-bot.toml line 1, not valid TOML"),
-], ids=["typo-key", "bad-workflow", "missing-labels", "escaping-path", "typo-section", "toml"])
+], ids=["typo-key", "bad-workflow", "old-pools", "escaping-path", "typo-section", "toml"])
 def test_broken_config_says_what_to_fix(text: str, expected: str) -> None:
     cfg, problems = parse(text)
     assert cfg is None
@@ -82,7 +79,7 @@ async def test_pr_changing_config_gets_one_validation_comment(github_double) -> 
     assert c["user"] == BOT and "<!-- campaign-bot:config pr=2 -->" in c["body"]
     assert "line 2, `screen.workflw`: unknown key" in c["body"] and "not valid" in c["body"]
     # the fix is pushed: the same comment is edited, not a second one posted
-    fixed = GOOD + '\n[pools.h200]\nrunner_labels = ["self-hosted", "h200"]\n'
+    fixed = GOOD + '\n[review]\nmax_inline_comments = 10\n'
     sha = github_double.push(REPO, 2, {CONFIG_PATH: fixed})
     await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
     assert [w[0] for w in github_double.write_summary()] == [

@@ -94,7 +94,9 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
     assert run["inputs"] == {"campaign": "campaigns/h3", "candidate": "cache-dit",
                              "track": "5s-lossless", "pr": "5",
                              "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id,
-                             "sessions": "6"}
+                             "sessions": "6",
+                             # the campaign pool's labels: the one place runner labels live
+                             "runs_on": '["self-hosted","ascend-4x910b1"]'}
     assert run["head_branch"] == "main"
     check = next(iter(d.repo(REPO).check_runs.values()))
     assert (check["name"], check["status"], check["external_id"]) == (

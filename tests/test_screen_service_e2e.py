@@ -334,8 +334,7 @@ def campaign_files(budget: dict[str, float], pub: bytes) -> dict[str, bytes | st
     scope["budget"].update(budget)
     return {
         ".github/campaign-bot.toml": (
-            '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n\n'
-            '[pools.standin-x2]\nrunner_labels = ["self-hosted", "standin"]\n'),
+            '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n'),
         ".github/workflows/screen.yml": (ROOT / ".github/workflows/screen.yml").read_text(),
         f"{CAMP_DIR}/campaign.toml": toml_dumps(scope),
         f"{CAMP_DIR}/ref.mp4": (CAMPAIGN_SRC / "ref.mp4").read_bytes(),

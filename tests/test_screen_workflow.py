@@ -1,5 +1,7 @@
-"""The screen workflow (.github/workflows/screen.yml and its copy under examples/): actionlint
-clean, inputs only through env:, the PR head checked against the pinned SHA."""
+"""The screen workflow (the template packaged in templates/repo/screen.yml, which `campaign-bot
+init` writes, and its copies .github/workflows/screen.yml and examples/workflows/screen.yml):
+actionlint clean, inputs only through env:, the PR head checked against the pinned SHA, runner
+labels only from the dispatch, nothing specific to a runner host."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "screen.yml"
 EXAMPLE = ROOT / "examples" / "workflows" / "screen.yml"
+TEMPLATE = ROOT / "templates" / "repo" / "screen.yml"
 INPUTS = ("campaign", "candidate", "track", "pr", "head_sha", "request_id")
 
 
@@ -23,7 +26,29 @@ def _actionlint() -> str | None:
 
 
 def test_example_copy_is_identical() -> None:
-    assert EXAMPLE.read_bytes() == WORKFLOW.read_bytes()
+    assert EXAMPLE.read_bytes() == WORKFLOW.read_bytes() == TEMPLATE.read_bytes()
+
+
+def test_runner_labels_come_only_from_the_dispatch() -> None:
+    """One rule for runner labels: the campaign's pool names them, the bot passes them as the
+    runs_on input; no repository variable or fallback label list duplicates them."""
+    text = WORKFLOW.read_text()
+    assert "runs-on: ${{ fromJSON(inputs.runs_on) }}" in text
+    assert "      runs_on:\n" in text
+    assert "vars." not in text and "CAMPAIGN_BOT_POOL_LABELS" not in text.split("\n#")[-1]
+    assert not re.search(r"\[\s*\"self-hosted\"", text)  # no hard-coded label list
+
+
+def test_nothing_host_specific_is_passed() -> None:
+    """The runner config on the host (/etc/campaign-bot/runner.toml) holds the signing key,
+    LPIPS weights, devices, server command and output folder: the workflow names none."""
+    body = "\n".join(line for line in WORKFLOW.read_text().splitlines()
+                     if not line.lstrip().startswith("#"))
+    for host_specific in ("/etc/", "SIGNING_KEY", "--signing-key", "--lpips", "--media-device",
+                          "--device-tool", "--server-cmd", "SERVER_CMD", "--out "):
+        assert host_specific not in body, host_specific
+    assert '--bundle-name "$REQUEST_ID"' in body
+    assert "path: ${{ steps.screen.outputs.bundle_dir }}" in body
 
 
 def test_actionlint_is_clean() -> None:

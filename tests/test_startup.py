@@ -212,6 +212,26 @@ def test_a_broken_plugin_warns_and_the_others_still_load(
     assert cli._names(app) == names
 
 
+def test_plugins_share_a_command_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``doctor runner`` (runners/) and ``doctor bot`` (bot/) land in one ``doctor`` group."""
+    def runner(app: typer.Typer) -> None:
+        cli.command_group(app, "doctor", cli.DOCTOR_HELP).command("runner")(lambda: None)
+
+    def bot(app: typer.Typer) -> None:
+        cli.command_group(app, "doctor", cli.DOCTOR_HELP).command("bot")(lambda: None)
+
+    def bot_again(app: typer.Typer) -> None:
+        cli.command_group(app, "doctor", cli.DOCTOR_HELP).command("bot")(lambda: None)
+
+    app = _fresh(monkeypatch, [_EP("a-runner", runner), _EP("b-bot", bot),
+                               _EP("c-bot-again", bot_again)])
+    problems = cli._load_plugins()
+    assert cli._names(app) == ["check", "schema", "doctor"]
+    doctor = cli._group(app, "doctor")
+    assert doctor is not None and cli._names(doctor) == ["runner", "bot"]
+    assert len(problems) == 1 and "'c-bot-again'" in problems[0] and "'bot'" in problems[0]
+
+
 def test_main_prints_plugin_problems_and_runs_the_rest(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _fresh(monkeypatch, [_EP("broken", error=ImportError("cannot import name 'x'"))])

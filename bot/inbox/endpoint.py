@@ -65,12 +65,15 @@ class Inbox:
     metrics: Metrics
     problems: Callable[[], list[str]]
     queue_counts: Callable[[], Mapping[str, int]]
+    secret_source: Callable[[], bytes | None] | None = None
+    """When set, the secret is asked of it per delivery (the App setup page sets it while the
+    service runs); None or empty from it answers 503: the bot is not set up yet."""
 
 
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
     """Add ``POST /webhook``, ``GET /healthz`` and ``GET /metrics`` to ``app``."""
     m = inbox.metrics
-    secret, max_body = inbox.secret, inbox.max_body
+    max_body = inbox.max_body
 
     def reject(reason: str, status: int, detail: str, delivery: str | None) -> Response:
         m.inc_rejected(reason)
@@ -84,6 +87,10 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
         sig = h.get(SIGNATURE_HEADER)
         if not sig:
             return reject("signature", 401, "missing X-Hub-Signature-256", delivery)
+        secret = inbox.secret_source() if inbox.secret_source is not None else inbox.secret
+        if not secret:
+            return reject("not_set_up", 503, "the bot has no webhook secret yet: finish the "
+                          "GitHub App setup", delivery)
         cl = h.get("content-length")
         if cl is not None:
             try:

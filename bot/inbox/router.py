@@ -102,6 +102,18 @@ class Router:
 
         return deco
 
+    def subscriptions(self) -> dict[str, tuple[str, ...] | None]:
+        """``{event name: actions}`` the registered handlers listen to, sorted by event;
+        actions None when some handler takes every action (what a GitHub App must subscribe
+        to: App manifests subscribe by event, not action)."""
+        out: dict[str, set[str] | None] = {}
+        for name, action, _fn in self._handlers:
+            if action is None:
+                out[name] = None
+            elif name not in out or out[name] is not None:
+                out.setdefault(name, set()).add(action)  # type: ignore[union-attr]
+        return {k: (None if v is None else tuple(sorted(v))) for k, v in sorted(out.items())}
+
     def handlers_for(self, event: Event) -> list[Handler]:
         """Handlers matching ``event``, in registration order, each once."""
         out: list[Handler] = []

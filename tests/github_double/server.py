@@ -59,6 +59,13 @@ SECONDARY_MESSAGE = (
 )
 WRITE_METHODS = {"POST", "PATCH", "PUT", "DELETE"}
 UNVALIDATED_PATH = re.compile(r"^/repos/[^/]+/[^/]+/actions/runs/\d+/cancel$")
+WEB_PATH = re.compile(r"^/(settings/apps/new|organizations/[^/]+/settings/apps/new)(/confirm)?$")
+"""github.com pages of the App manifest flow (HTML forms, not REST; never validated)."""
+APP_JWT_PATH = re.compile(r"^/repos/[^/]+/[^/]+/installation$")
+"""Repository operations GitHub serves to the App itself (a JWT), not only to tokens."""
+MANIFEST_CODE_TTL_S = 3600.0
+"""A manifest flow code is valid for one hour (GitHub Docs, "Registering a GitHub App from a
+manifest": "You must complete all three steps ... within one hour")."""
 """Operations the double serves that openapi-subset.json lacks (GitHub answers 202 ``{}``)."""
 
 
@@ -192,6 +199,8 @@ class RepoState:
 ROUTES: list[tuple[str, str, str]] = [
     # (method, OpenAPI path template, handler method suffix)
     ("POST", "/app/installations/{installation_id}/access_tokens", "access_token"),
+    ("GET", "/app/installations", "list_installations"),
+    ("POST", "/app-manifests/{code}/conversions", "manifest_conversion"),
     ("GET", "/rate_limit", "rate_limit"),
     ("GET", "/repos/{owner}/{repo}", "get_repo"),
     ("GET", "/repos/{owner}/{repo}/installation", "get_installation"),
@@ -317,6 +326,11 @@ class GitHubDouble:
             self.cancel_hooks: list[Any] = []
             self.rate_remaining = 5000
             self._ids = itertools.count(1000)
+            # GitHub Apps registered through the manifest flow: id -> app record, and the
+            # one-hour, single-use codes of the flow's redirect
+            self.apps: dict[int, dict[str, Any]] = {}
+            self.manifest_codes: dict[str, tuple[int, float]] = {}
+            self.token_apps: dict[str, int] = {}  # installation token -> App id
 
     # ---------------------------------------------------------------------- seeding
 
@@ -502,7 +516,8 @@ class GitHubDouble:
         beyond the GitHub error shape)."""
         problems = []
         for c in list(self.calls):
-            if c.path.startswith("/_blob/") or UNVALIDATED_PATH.match(c.path):
+            if c.path.startswith("/_blob/") or UNVALIDATED_PATH.match(c.path) \
+                    or WEB_PATH.match(c.path):
                 continue
             if c.injected:
                 if not (isinstance(c.response, dict) and "message" in c.response):
@@ -521,6 +536,10 @@ class GitHubDouble:
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         req = Request(method, path, query, headers, body)
+        if WEB_PATH.match(path):
+            return self._web(req)
+        if path == "/favicon.ico":  # a browser on the manifest pages asks; GitHub has one
+            return 404, {"Content-Type": "text/plain"}, b""
         if path.startswith("/_blob/"):
             data = self.blobs.get(path.split("/")[-1])
             with self._lock:
@@ -613,9 +632,13 @@ class GitHubDouble:
 
     def _check_auth(self, req: Request) -> None:
         auth = req.headers.get("authorization", "")
-        if req.path.startswith("/app/"):
+        if req.path.startswith("/app-manifests/"):
+            return  # the conversion needs no authentication: the code is the secret
+        if req.path.startswith("/app/") or (APP_JWT_PATH.match(req.path)
+                                            and auth.count(".") == 2):
             if not auth.startswith("Bearer ") or auth.count(".") != 2:
                 raise HTTPError(401, "A JSON web token could not be decoded")
+            self._verify_app_jwt(auth.split(" ", 1)[1])
             return
         scheme, _, token = auth.partition(" ")
         if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
@@ -844,11 +867,171 @@ class GitHubDouble:
     def _op_access_token(self, req: Request, installation_id: str) -> tuple[int, Any]:
         token = f"ghs_double_{next(self._ids)}"
         self.tokens.add(token)
+        app_id = self._jwt_app(req)
+        if app_id is not None:
+            self.token_apps[token] = app_id
         b = self.ex("installation-token")
         exp = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         b.update(token=token, expires_at=exp)
         b.pop("repositories", None)
         return 201, b
+
+    def _jwt_app(self, req: Request) -> int | None:
+        """The registered App whose (verified) JWT authorised ``req``, if any."""
+        import jwt
+
+        token = req.headers.get("authorization", "").partition(" ")[2]
+        try:
+            iss = str(jwt.decode(token, options={"verify_signature": False}).get("iss", ""))
+        except jwt.PyJWTError:
+            return None
+        return int(iss) if iss.isdigit() and int(iss) in self.apps else None
+
+    def _verify_app_jwt(self, token: str) -> None:
+        """A JWT whose ``iss`` is an App registered here must carry a valid RS256 signature
+        of that App's key (other issuers are accepted unchecked, as before Apps existed
+        here)."""
+        import jwt
+
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError as exc:
+            raise HTTPError(401, "A JSON web token could not be decoded") from exc
+        app = self.apps.get(int(claims.get("iss", 0) or 0)) if str(
+            claims.get("iss", "")).isdigit() else None
+        if app is None:
+            return
+        try:
+            jwt.decode(token, app["public_pem"], algorithms=["RS256"])
+        except jwt.PyJWTError as exc:
+            raise HTTPError(401, f"'Expiration time' claim ('exp') or signature invalid: "
+                            f"{type(exc).__name__}") from exc
+
+    def _op_list_installations(self, req: Request) -> tuple[int, Any, dict[str, str]]:
+        ids = sorted({r.installation_id for r in self.repos.values()})
+        items = []
+        for iid in ids:
+            b = self.ex("installation")
+            b["id"] = iid
+            items.append(b)
+        return self._paginate(req, items, None)
+
+    def _op_manifest_conversion(self, req: Request, code: str) -> tuple[int, Any]:
+        entry = self.manifest_codes.pop(code, None)
+        if entry is None or time.time() - entry[1] > MANIFEST_CODE_TTL_S:
+            raise HTTPError(404, "Not Found")
+        app = self.apps[entry[0]]
+        b = self.ex("integration-from-manifest")
+        b.update(id=app["id"], slug=app["slug"], name=app["name"], client_id=app["client_id"],
+                 client_secret=app["client_secret"], webhook_secret=app["webhook_secret"],
+                 pem=app["pem"], html_url=f"https://github.com/apps/{app['slug']}",
+                 permissions=app["permissions"], events=app["events"],
+                 description=app["manifest"].get("description") or "",
+                 external_url=app["manifest"].get("url") or "https://example.com",
+                 node_id=f"A_{app['id']}", created_at=_now(), updated_at=_now())
+        b["owner"] = self._user(app["owner"], "Organization" if app["org"] else "User")
+        return 201, b
+
+    # ----------------------------------------------------- github.com: the manifest flow
+
+    def _web(self, req: Request) -> tuple[int, dict[str, str], bytes]:
+        """The two github.com pages of the manifest flow: ``POST /settings/apps/new?state=S``
+        (or ``/organizations/ORG/settings/apps/new``) with the form field ``manifest`` shows
+        the "Create GitHub App" page; its button posts to ``.../new/confirm``, which registers
+        the App and redirects to the manifest's ``redirect_url`` with ``code`` and ``state``.
+        """
+        import html
+
+        with self._lock:
+            self.calls.append(Call(req.method, req.path, req.query, None, 200, None, None,
+                                   "text/html"))
+        if req.method != "POST":
+            return 405, {"Content-Type": "text/plain"}, b"POST the manifest form\n"
+        form = {k: v[-1] for k, v in parse_qs(req.body.decode(errors="replace")).items()}
+        org = req.path.split("/")[2] if req.path.startswith("/organizations/") else None
+        owner = org or form.get("owner") or "octocat"
+        try:
+            manifest = json.loads(form.get("manifest", ""))
+            if not isinstance(manifest, dict) or not manifest.get("url"):
+                raise ValueError("the manifest needs a url")
+        except ValueError as exc:
+            page = f"<h1>Invalid GitHub App manifest</h1><p>{html.escape(str(exc))}</p>"
+            return 422, {"Content-Type": "text/html; charset=utf-8"}, page.encode()
+        state = req.query.get("state", "")
+        if not req.path.endswith("/confirm"):
+            action = req.path + "/confirm?" + (f"state={state}" if state else "")
+            page = (
+                "<!doctype html><title>Create GitHub App</title>"
+                f"<h1>Create GitHub App for {html.escape(owner)}</h1>"
+                f'<form method="post" action="{html.escape(action)}">'
+                f'<input type="hidden" name="manifest" value="{html.escape(json.dumps(manifest))}">'
+                f'<input type="hidden" name="owner" value="{html.escape(owner)}">'
+                '<label>GitHub App name <input name="name" value="'
+                f'{html.escape(str(manifest.get("name") or ""))}"></label>'
+                '<button type="submit">Create GitHub App</button></form>')
+            return 200, {"Content-Type": "text/html; charset=utf-8"}, page.encode()
+        app = self.register_app(manifest, owner=owner, org=org is not None,
+                                name=form.get("name") or None)
+        code = hashlib.sha1(f"{app['id']}-{time.time()}-{len(self.apps)}".encode()).hexdigest()
+        with self._lock:
+            self.manifest_codes[code] = (app["id"], time.time())
+        target = manifest.get("redirect_url") or manifest["url"]
+        sep = "&" if "?" in target else "?"
+        loc = f"{target}{sep}code={code}" + (f"&state={state}" if state else "")
+        return 302, {"Location": loc, "Content-Type": "text/html"}, b""
+
+    def register_app(self, manifest: dict[str, Any], *, owner: str = "octocat",
+                     org: bool = False, name: str | None = None) -> dict[str, Any]:
+        """Register a GitHub App from ``manifest`` (as the manifest flow's confirm does): a
+        fresh RSA key, webhook secret and client secret; returns the App record."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+        pub = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+        with self._lock:
+            app_id = next(self._ids)
+            title = name or str(manifest.get("name") or f"app-{app_id}")
+            slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"app-{app_id}"
+            app = {"id": app_id, "slug": slug, "name": title, "owner": owner, "org": org,
+                   "manifest": manifest, "pem": pem, "public_pem": pub,
+                   "webhook_secret": hashlib.sha256(pem.encode()).hexdigest()[:40],
+                   "client_id": f"Iv1.{hashlib.sha1(pem.encode()).hexdigest()[:16]}",
+                   "client_secret": hashlib.sha1(pem[::-1].encode()).hexdigest(),
+                   "hook_url": (manifest.get("hook_attributes") or {}).get("url"),
+                   "permissions": dict(manifest.get("default_permissions") or {}),
+                   "events": list(manifest.get("default_events") or [])}
+            self.apps[app_id] = app
+            return app
+
+    def deliver(self, app_id: int, event: str, payload: dict[str, Any],
+                delivery: str | None = None) -> int:
+        """Send a webhook delivery to App ``app_id``'s hook URL as GitHub does: the JSON body
+        signed with the App's webhook secret (``X-Hub-Signature-256``), ``X-GitHub-Event``,
+        ``X-GitHub-Delivery``; an event the App is not subscribed to is not sent (returns 0).
+        Returns the HTTP status the hook answered."""
+        import hmac
+        import uuid
+
+        import httpx
+
+        app = self.apps[app_id]
+        if event not in app["events"] and event not in ("ping", "installation"):
+            return 0
+        body = json.dumps(payload).encode()
+        sig = "sha256=" + hmac.new(app["webhook_secret"].encode(), body,
+                                   hashlib.sha256).hexdigest()
+        headers = {"Content-Type": "application/json", "X-GitHub-Event": event,
+                   "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+                   "X-Hub-Signature-256": sig, "User-Agent": "GitHub-Hookshot/double",
+                   "X-GitHub-Hook-Installation-Target-Type": "integration",
+                   "X-GitHub-Hook-Installation-Target-ID": str(app_id)}
+        r = httpx.post(app["hook_url"], content=body, headers=headers, timeout=30)
+        return r.status_code
 
     def _op_rate_limit(self, req: Request) -> tuple[int, Any]:
         b = self.ex("rate-limit-overview")
@@ -937,6 +1120,8 @@ class GitHubDouble:
     def _author(self, req: Request) -> tuple[str, str]:
         """The login writes are attributed to: the bot for installation tokens."""
         token = req.headers.get("authorization", "").partition(" ")[2]
+        if token in self.token_apps:  # minted for an App registered here: SLUG[bot]
+            return f"{self.apps[self.token_apps[token]]['slug']}[bot]", "Bot"
         if token.startswith("ghs_"):
             return self.app_login, "Bot"
         return self.token_login, "User" if not self.token_login.endswith("[bot]") else "Bot"

@@ -2,7 +2,8 @@
 comment (``<!-- campaign-bot:config pr=N -->``, edited in place on later pushes) that says
 whether the file is valid and, if not, exactly what to fix (file, line, key, reason).  The
 change takes effect once merged: the bot reads the file from the default branch only
-(:mod:`bot.repo_config`).
+(:mod:`bot.repo_config`).  A push to the default branch whose screen workflow differs from
+this version's template gets a warning on the campaign issues (:mod:`.drift`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from bot.repo_config import CONFIG_PATH, ConfigProblem, parse
 
 
 def register(app: Registry) -> None:
-    """Add the validation handler (``pull_request`` opened, synchronize, reopened)."""
+    """Add the validation handler (``pull_request`` opened, synchronize, reopened) and the
+    screen-workflow drift warning (``push`` to the default branch, :mod:`.drift`)."""
+    from bot.features.config import drift
+
     app.router.on("pull_request", "opened", "synchronize", "reopened")(validate_config_change)
+    app.router.on("push")(drift.on_push)
 
 
 async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> None:

@@ -39,6 +39,7 @@ rate limit for content creation (GitHub Docs, "Rate limits for the REST API").
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -663,6 +664,18 @@ def recheck(gh: GitHubPort, s: Screen, ref: str) -> None:
                             f"of campaign {scope.id}; ask again")
 
 
+def runner_labels(scope: CampaignScope, where: str) -> list[str]:
+    """The self-hosted runner labels a screen of ``scope`` runs on: its ``[pool]
+    runner_labels`` (the one place they are named; the workflow gets them as its ``runs_on``
+    input).  Raises :class:`UserError` when the pool names none."""
+    labels = [x for x in scope.pool.runner_labels if x.strip()]
+    if not labels:
+        raise UserError("message", message=f"{where}: [pool] runner_labels is empty; name the "
+                        "self-hosted runner labels of the pool (e.g. [\"self-hosted\", "
+                        "\"ascend910b1\", \"x4\"]) so the screen workflow can be routed")
+    return labels
+
+
 class NotDispatched(Exception):
     """A claimed screen that must not be dispatched: ``state`` (``failed`` or
     ``cancelled``) and the status comment's ``detail``."""
@@ -727,6 +740,13 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
     try:
         ref = _wait(gh.get_default_branch())
         head = _check_before_dispatch(gh, s, ref)
+        # the labels as the default branch names them now (a PR cannot route its own screen)
+        camp = load_campaign(gh, s.repo, ref, s.campaign_path or "")
+        try:
+            labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
+        except UserError as exc:
+            raise NotDispatched(screens.FAILED, f"Not dispatched: "
+                                f"{exc.ctx.get('message', exc.kind)}") from None
         inputs = {
             "campaign": s.campaign_path or ".",
             "candidate": s.candidate if s.kind == "candidate" else "control",
@@ -735,6 +755,7 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             "head_sha": head,
             "request_id": s.request_id,
             "sessions": str(len(s.session_order)),
+            "runs_on": json.dumps(labels, separators=(",", ":")),
         }
 
         def lookup() -> DispatchResult | None:

@@ -1,0 +1,231 @@
+"""``campaign-bot init``: the files a campaign repository needs, from templates packaged with
+this version (``templates/repo/``), and the drift check between a repository's screen
+workflow and this version's template.
+
+Files written (paths relative to the repository)::
+
+    .github/campaign-bot.toml          every key present, commented, at its default
+    .github/workflows/screen.yml       the screen workflow of this version, byte for byte
+    campaigns/NAME/campaign.toml       a skeleton: values marked ``# FILL`` are blanks
+    campaigns/NAME/trusted-keys.pem    how to add runner keys (no key)
+
+Rules: a file that does not exist is created; one with the same bytes is left alone
+("unchanged"); one that differs is kept ("kept") unless ``force``, so running init twice is
+harmless and a filled-in campaign.toml or a customised config is never overwritten.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from jinja2 import Environment, StrictUndefined
+
+from bot.repo_config import CONFIG_PATH, SCREEN_WORKFLOW, ConfigProblem, parse
+
+CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+WORKFLOWS_DIR = ".github/workflows"
+FILL = re.compile(r"#\s*FILL:?\s*(.*)$")
+OLD_WORKFLOW_SIGNS = (
+    ("vars.CAMPAIGN_BOT_POOL_LABELS",
+     "it reads the CAMPAIGN_BOT_POOL_LABELS repository variable, which this version no longer "
+     "uses: runner labels now come from the campaign's [pool] runner_labels as the runs_on "
+     "input (delete the variable once the workflow is replaced)"),
+    ("CAMPAIGN_BOT_SIGNING_KEY:",
+     "it sets CAMPAIGN_BOT_SIGNING_KEY: host settings now live in each runner's runner config "
+     "(/etc/campaign-bot/runner.toml)"),
+)
+
+
+class InitError(Exception):
+    """Bad usage (campaign name, target directory); the message says what to fix."""
+
+
+def template_bytes(name: str) -> bytes:
+    """A file of ``templates/repo/`` as packaged with this version."""
+    return resources.files("templates").joinpath("repo", name).read_bytes()
+
+
+def workflow_template() -> bytes:
+    """The screen workflow of this version (``templates/repo/screen.yml``)."""
+    return template_bytes(SCREEN_WORKFLOW)
+
+
+def _render(name: str, **ctx: object) -> bytes:
+    env = Environment(undefined=StrictUndefined, keep_trailing_newline=True,
+                      autoescape=False)  # TOML and PEM text, not HTML
+    return env.from_string(template_bytes(name).decode()).render(**ctx).encode()
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join('"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                           for x in items) + "]"
+
+
+def repository_files(campaign: str, runner_labels: list[str] | None = None) -> dict[str, bytes]:
+    """``{path: bytes}`` that init writes for campaign ``campaign``.  Raises
+    :class:`InitError` for a name that cannot be a campaign id or directory."""
+    if not CAMPAIGN_NAME.match(campaign) or campaign in (".", ".."):
+        raise InitError(f"--campaign {campaign!r}: use 1-100 of A-Z a-z 0-9 . _ - (it becomes "
+                        "the campaign id and its directory under campaigns/)")
+    labels = [x.strip() for x in runner_labels or [] if x.strip()]
+    path = f"campaigns/{campaign}"
+    return {
+        CONFIG_PATH: template_bytes("campaign-bot.toml"),
+        f"{WORKFLOWS_DIR}/{SCREEN_WORKFLOW}": workflow_template(),
+        f"{path}/campaign.toml": _render("campaign.toml.j2", campaign=campaign, path=path,
+                                         runner_labels=_toml_list(labels) if labels else ""),
+        f"{path}/trusted-keys.pem": _render("trusted-keys.pem.j2", campaign=campaign),
+    }
+
+
+@dataclass(frozen=True)
+class Blank:
+    """A value of the campaign.toml skeleton to fill: dotted ``key``, 1-based ``line``, and
+    what to put there."""
+
+    key: str
+    line: int
+    hint: str
+
+
+def blanks(text: str) -> list[Blank]:
+    """The ``# FILL`` lines of a campaign.toml, in file order (none once all are filled and
+    their markers removed)."""
+    out: list[Blank] = []
+    table = ""
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", line)
+        if m:
+            table = m.group(1)
+            continue
+        m = re.match(r"^([A-Za-z0-9_-]+)\s*=", line)
+        f = FILL.search(line)
+        if m and f:
+            key = f"{table}.{m.group(1)}" if table else m.group(1)
+            out.append(Blank(key, n, f.group(1).strip()))
+    return out
+
+
+@dataclass
+class InitReport:
+    """What init did: ``{path: created | unchanged | kept | overwritten}`` and the blanks of
+    the campaign.toml it wrote (or found)."""
+
+    root: Path
+    actions: dict[str, str] = field(default_factory=dict)
+    blanks: list[Blank] = field(default_factory=list)
+    campaign_path: str = ""
+
+    @property
+    def kept(self) -> list[str]:
+        """Files that differ from this version's and were not overwritten."""
+        return [p for p, a in self.actions.items() if a == "kept"]
+
+
+def init_repository(root: Path, campaign: str, *, runner_labels: list[str] | None = None,
+                    force: bool = False) -> InitReport:
+    """Write the files of :func:`repository_files` under ``root`` (created if missing).
+
+    Never follows a symlink out of ``root`` and never overwrites a differing file unless
+    ``force``.  Raises :class:`InitError` for a bad name or an unusable ``root``, and
+    ``OSError`` as the filesystem does."""
+    files = repository_files(campaign, runner_labels)
+    if root.exists() and not root.is_dir():
+        raise InitError(f"{root}: exists and is not a directory")
+    root.mkdir(parents=True, exist_ok=True)
+    real_root = root.resolve()
+    rep = InitReport(root, campaign_path=f"campaigns/{campaign}")
+    for rel, data in files.items():
+        target = root / rel
+        if target.is_symlink() or not str(target.resolve()).startswith(str(real_root) + "/"):
+            raise InitError(f"{target}: is a symlink or leads outside {root}; not writing it")
+        if target.exists() and not target.is_file():
+            raise InitError(f"{target}: exists and is not a file")
+        if target.is_file():
+            old = target.read_bytes()
+            if old == data:
+                rep.actions[rel] = "unchanged"
+                continue
+            if not force:
+                rep.actions[rel] = "kept"
+                continue
+            rep.actions[rel] = "overwritten"
+        else:
+            rep.actions[rel] = "created"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.campaign-bot-init")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    camp = root / rep.campaign_path / "campaign.toml"
+    rep.blanks = blanks(camp.read_text(encoding="utf-8", errors="replace"))
+    return rep
+
+
+@dataclass
+class DriftReport:
+    """``init --check``: the repository's workflow against this version's template.
+
+    ``state``: ``same``, ``differs`` or ``missing``; ``diff``: unified diff lines (repository
+    -> template); ``notes``: known old forms recognised in the repository's file;
+    ``config_problems``: what is wrong with .github/campaign-bot.toml (old ``[pools]`` tables
+    included)."""
+
+    workflow: str
+    state: str
+    diff: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    config_problems: list[ConfigProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the workflow is this version's and the config has no problem."""
+        return self.state == "same" and not self.config_problems
+
+
+def workflow_drift(text: bytes | None, workflow: str = SCREEN_WORKFLOW) -> DriftReport:
+    """Compare a repository's workflow bytes (None: absent) with the template."""
+    if text is None:
+        return DriftReport(workflow, "missing")
+    want = workflow_template()
+    if text == want:
+        return DriftReport(workflow, "same")
+    have = text.decode("utf-8", errors="replace")
+    diff = list(difflib.unified_diff(have.splitlines(), want.decode().splitlines(),
+                                     f"{WORKFLOWS_DIR}/{workflow} (repository)",
+                                     f"{WORKFLOWS_DIR}/{workflow} (this version)", lineterm=""))
+    notes = [why for sign, why in OLD_WORKFLOW_SIGNS if sign in have]
+    if not re.search(r"^\s+runs_on:\s*$", have, re.M):  # the workflow_dispatch input
+        notes.append("it has no runs_on input: this version's bot dispatches every screen with "
+                     "runs_on (the campaign pool's runner labels), which GitHub refuses for a "
+                     "workflow that does not declare it")
+    return DriftReport(workflow, "differs", diff, notes)
+
+
+def check_repository(root: Path) -> DriftReport:
+    """``init --check`` on a checkout at ``root``: the configured screen workflow (``[screen]
+    workflow``, default screen.yml) against the template, and the repository config's
+    problems."""
+    cfg_file = root / CONFIG_PATH
+    problems: list[ConfigProblem] = []
+    workflow = SCREEN_WORKFLOW
+    if cfg_file.is_file():
+        cfg, problems = parse(cfg_file.read_text(encoding="utf-8", errors="replace"))
+        if cfg is not None:
+            workflow = cfg.screen.workflow
+        else:
+            try:
+                workflow = tomllib.loads(cfg_file.read_text())["screen"]["workflow"]
+            except (tomllib.TOMLDecodeError, KeyError, TypeError, UnicodeDecodeError):
+                workflow = SCREEN_WORKFLOW
+            if not isinstance(workflow, str) or "/" in workflow:
+                workflow = SCREEN_WORKFLOW
+    wf = root / WORKFLOWS_DIR / workflow
+    rep = workflow_drift(wf.read_bytes() if wf.is_file() else None, workflow)
+    rep.config_problems = problems
+    return rep

@@ -1,0 +1,158 @@
+"""``campaign-bot init``: the repository files of this version, idempotent, never overwriting a
+changed file without --force, a campaign skeleton whose blanks are exactly what `campaign-bot
+check` refuses, and --check for a workflow that drifted from this version's template."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from scaffold_helpers import fill
+
+from bot.repo_config import RepoConfig, parse
+from bot.scaffold import blanks, init_repository, workflow_template
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "from evidence.cli import main; main()"]
+DATA = ROOT / "tests" / "data" / "screen-campaign"
+FILES = [".github/campaign-bot.toml", ".github/workflows/screen.yml",
+         "campaigns/h3/campaign.toml", "campaigns/h3/trusted-keys.pem"]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd or ROOT, env=env)
+
+
+def row(out: str, file: str, action: str) -> bool:
+    """True when the init table has ``file`` with ``action``."""
+    return re.search(rf"{re.escape(file)}\s*│ {action}\s", out) is not None
+
+
+def _keys(model: type, prefix: str = "") -> set[str]:
+    out = set()
+    for name, f in model.model_fields.items():  # type: ignore[attr-defined]
+        ann = f.annotation
+        if isinstance(ann, type) and hasattr(ann, "model_fields"):
+            out.add(prefix + name)
+            out |= _keys(ann, f"{prefix}{name}.")
+        else:
+            out.add(prefix + name)
+    return out
+
+
+def test_init_writes_the_files_of_this_version(tmp_path: Path) -> None:
+    res = cli("init", str(tmp_path), "--campaign", "h3")
+    assert res.returncode == 0, res.stderr
+    for f in FILES:
+        assert row(res.stdout, f, "created"), res.stdout
+        assert (tmp_path / f).is_file()
+    assert (tmp_path / ".github/workflows/screen.yml").read_bytes() == workflow_template() \
+        == (ROOT / ".github/workflows/screen.yml").read_bytes()
+    pem = (tmp_path / "campaigns/h3/trusted-keys.pem").read_text()
+    assert "BEGIN PUBLIC KEY" not in pem.replace('"-----BEGIN PUBLIC KEY-----"', "")
+    assert "campaign-bot keygen" in pem and "doctor runner" in pem
+
+
+def test_the_repository_config_shows_every_key_with_a_comment(tmp_path: Path) -> None:
+    init_repository(tmp_path, "h3")
+    text = (tmp_path / ".github/campaign-bot.toml").read_text()
+    cfg, problems = parse(text)
+    assert problems == [] and cfg == RepoConfig()  # every value at its default
+    data = tomllib.loads(text)
+    present = {k for k, v in data.items()} | {f"{k}.{kk}" for k, v in data.items()
+                                              if isinstance(v, dict) for kk in v}
+    assert present == _keys(RepoConfig)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^[a-z_]+ = ", line):
+            assert lines[i - 1].startswith("#"), f"no comment above {line!r}"
+
+
+def test_init_is_idempotent_and_keeps_changed_files(tmp_path: Path) -> None:
+    first = init_repository(tmp_path, "h3", runner_labels=["self-hosted", "x4"])
+    assert set(first.actions.values()) == {"created"}
+    again = init_repository(tmp_path, "h3", runner_labels=["self-hosted", "x4"])
+    assert set(again.actions.values()) == {"unchanged"}
+    cfg = tmp_path / ".github/campaign-bot.toml"
+    cfg.write_text(cfg.read_text().replace("allowed = []", 'allowed = ["alice"]'))
+    wf = tmp_path / ".github/workflows/screen.yml"
+    wf.write_text(wf.read_text() + "# local note\n")
+    res = cli("init", str(tmp_path), "--campaign", "h3", "--runner-labels", "self-hosted,x4")
+    assert res.returncode == 0
+    assert row(res.stdout, ".github/campaign-bot.toml", "kept")
+    assert "kept .github/workflows/screen.yml: it differs from this version's file" in \
+        res.stdout and "init --check` shows the difference" in res.stdout
+    assert 'allowed = ["alice"]' in cfg.read_text() and wf.read_text().endswith("note\n")
+    forced = init_repository(tmp_path, "h3", runner_labels=["self-hosted", "x4"], force=True)
+    assert forced.actions[".github/workflows/screen.yml"] == "overwritten"
+    assert wf.read_bytes() == workflow_template()
+
+
+def test_init_refuses_bad_names_and_symlinks(tmp_path: Path) -> None:
+    res = cli("init", str(tmp_path), "--campaign", "../escape")
+    assert res.returncode == 2 and "--campaign '../escape': use 1-100 of" in res.stderr
+    res = cli("init", str(tmp_path))
+    assert res.returncode == 2 and "--campaign NAME is required" in res.stderr
+    (tmp_path / ".github").mkdir()
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.toml"
+    (tmp_path / ".github/campaign-bot.toml").symlink_to(outside)
+    res = cli("init", str(tmp_path), "--campaign", "h3")
+    assert res.returncode == 2 and "is a symlink or leads outside" in res.stderr
+    assert not outside.exists()
+
+
+def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Path) -> None:
+    res = cli("init", str(tmp_path), "--campaign", "h3")
+    camp = tmp_path / "campaigns" / "h3"
+    named = blanks((camp / "campaign.toml").read_text())
+    for b in named:  # the output names every blank, with its line
+        assert f"line {b.line:>3}  {b.key}: " in res.stdout
+    assert len(named) == 24
+    # unfilled: check fails, and only on fields named as blanks
+    rep = json.loads(cli("check", str(camp), "--json").stdout)
+    invalid = [f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"]
+    assert invalid and rep["exit_code"] == 1
+    for f in invalid:
+        assert any(f["field"] == b.key or f["field"].startswith(b.key + ".")
+                   or re.sub(r"\.\d+\.", ".", f["field"]) == b.key for b in named), f
+    fill(camp)
+    assert blanks((camp / "campaign.toml").read_text()) == []
+    res = cli("check", str(camp))
+    assert res.returncode == 0, res.stdout
+    again = cli("init", str(tmp_path), "--campaign", "h3")
+    assert "campaign.toml has no blanks left" in again.stdout
+    assert row(again.stdout, "campaigns/h3/campaign.toml", "kept")
+
+
+def test_check_reports_drift_from_this_versions_template(tmp_path: Path) -> None:
+    init_repository(tmp_path, "h3")
+    res = cli("init", str(tmp_path), "--check")
+    assert res.returncode == 0 and "is this version's template" in res.stdout
+    wf = tmp_path / ".github/workflows/screen.yml"
+    old = workflow_template().decode().replace(
+        "${{ fromJSON(inputs.runs_on) }}",
+        "${{ fromJSON(vars.CAMPAIGN_BOT_POOL_LABELS || '[\"self-hosted\"]') }}").replace(
+        "      runs_on:\n", "      runs_onx:\n")
+    wf.write_text(old)
+    cfg = tmp_path / ".github/campaign-bot.toml"
+    cfg.write_text(cfg.read_text() + '\n[pools.x4]\nrunner_labels = ["self-hosted"]\n')
+    res = cli("init", str(tmp_path), "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1
+    assert "differs from this version's template" in out
+    assert "reads the CAMPAIGN_BOT_POOL_LABELS repository variable" in out
+    assert "it has no runs_on input" in out
+    assert "+ runs-on: ${{ fromJSON(inputs.runs_on) }}" in out
+    assert "config: .github/campaign-bot.toml line" in out and "`pools`: is no longer read" in out
+    wf.unlink()
+    res = cli("init", str(tmp_path), "--check")
+    assert res.returncode == 1 and ".github/workflows/screen.yml is missing" in res.stdout
+    res = cli("init", str(tmp_path / "nope"), "--check")
+    assert res.returncode == 2
