@@ -1,6 +1,6 @@
 """Benchmark: ``campaign-bot check`` against ``sha256sum -c manifest-sha256.txt`` on the same
 bag, in the same run, several rounds each; two parallel ``openssl dgst -sha256`` processes
-(one per core) give the physical limit of the machine.
+(one per core) give the hashing limit of the machine (the floor).
 
 The bag holds ``--json-files`` small JSON files (default 500) plus ``--media-gib`` GiB of
 media-sized files (default 2 GiB, files of 32 to 256 MiB), sealed with ``write_bag``.  The
@@ -9,11 +9,22 @@ of hashing, not of the disk).  Peak RSS is each child's ``VmHWM`` (high-water RS
 address space) polled from ``/proc/PID/status`` every 2 ms; ``ru_maxrss`` is not used because
 Linux carries the forking parent's peak into it across ``exec``.
 
-Targets: our wall time at most 0.75x sha256sum's, and peak RSS under 150 MB.
+``check``'s wall time is reported whole and apart: *in-process* is the ``seconds`` its JSON
+report gives (tree walk, parsing and validation overlapped with hashing, verdicts), and
+*start-up* is the rest (interpreter, imports, printing the report).  Two more rows time
+``campaign-bot --help`` and ``campaign-bot check`` of an empty bag (start-up alone).
+
+Targets: ``check``'s median wall at most 1.2x the two-OpenSSL floor's in the same run, and
+its peak RSS under 64 MiB.  On a loaded machine compare the ratios: the absolute seconds
+grow with the load.
+
+With ``--baseline PATH`` (the ``campaign-bot`` script of another install, e.g. of an earlier
+revision) that install's ``check`` runs in the same rounds, as "(baseline) check".
 
 Usage::
 
     .venv/bin/python benchmarks/verify.py [--dir /tmp/cb-bench] [--rounds 5] [--media-gib 2]
+        [--baseline /path/to/other/.venv/bin/campaign-bot]
 """
 
 from __future__ import annotations
@@ -100,12 +111,22 @@ def _wait_polling(pids: list[int]) -> tuple[float, int]:
     return max(peak.values()), code
 
 
-def run(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit status) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak, code = _wait_polling([p.pid])
-    return time.perf_counter() - t0, peak, code
+def run(cmd: list[str], cwd: Path, stdout: Path | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MiB, exit status) of one child process; its standard output
+    goes to ``stdout`` when given."""
+    with open(stdout or os.devnull, "wb") as out:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        peak, code = _wait_polling([p.pid])
+        return time.perf_counter() - t0, peak, code
+
+
+def in_process_s(report: Path) -> float:
+    """The ``seconds`` of a ``campaign-bot check --json`` report (0.0 when unreadable)."""
+    try:
+        return float(json.loads(report.read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
 
 
 def run_openssl_pair(root: Path) -> tuple[float, float, int]:
@@ -132,6 +153,7 @@ def main() -> int:
     ap.add_argument("--json-files", type=int, default=500)
     ap.add_argument("--media-gib", type=float, default=2.0)
     ap.add_argument("--keep", action="store_true", help="keep the bag for the next run")
+    ap.add_argument("--baseline", type=Path, help="another install's campaign-bot script")
     a = ap.parse_args()
     console = Console(width=max(Console().width, 130))
     root = a.dir / "bag"
@@ -141,13 +163,31 @@ def main() -> int:
     script = Path(sys.executable).with_name("campaign-bot")
     ours = [str(script)] if script.exists() else [
         sys.executable, "-c", "from evidence.cli import main; main()"]
-    ours += ["check", str(root), "--json"]
+    empty = a.dir / "empty-bag"
+    if not empty.exists():
+        (empty / "data").mkdir(parents=True)
+        (empty / "data" / "empty.txt").write_text("")
+        write_bag(empty)
+    report = a.dir / "report.json"
+    checks: list[float] = []
+
+    def check() -> tuple[float, float, int]:
+        r = run([*ours, "check", str(root), "--json"], root, stdout=report)
+        checks.append(in_process_s(report))
+        return r
+
     tools = {
-        "campaign-bot check": lambda: run(ours, root),
+        "campaign-bot check": check,
         "sha256sum -c manifest-sha256.txt": lambda: run(
             ["sha256sum", "-c", "--quiet", "manifest-sha256.txt"], root),
         "openssl dgst -sha256 x2 (limit)": lambda: run_openssl_pair(root),
+        "campaign-bot --help (start-up)": lambda: run([*ours, "--help"], root),
+        "campaign-bot check, empty bag (start-up)": lambda: run(
+            [*ours, "check", str(empty), "--json"], root),
     }
+    if a.baseline is not None:
+        tools["(baseline) check"] = lambda: run(
+            [str(a.baseline.resolve()), "check", str(root), "--json"], root)
     for p in (root / "data").rglob("*"):  # page cache warm for every tool alike
         if p.is_file():
             with open(p, "rb") as f:
@@ -161,30 +201,44 @@ def main() -> int:
                 results[name].append(fn())
                 prog.advance(task)
     base = statistics.median(w for w, _, _ in results["sha256sum -c manifest-sha256.txt"])
+    floor = statistics.median(w for w, _, _ in results["openssl dgst -sha256 x2 (limit)"])
+    load = os.getloadavg()
     t = Table(title=f"{n_files} files, {payload / 2**30:.2f} GiB payload, {a.rounds} rounds, "
-                    f"{os.cpu_count()} cores")
-    for c in ("tool", "median wall s", "min s", "max s", "x sha256sum", "GiB/s",
-              "peak RSS MiB", "exit"):
+                    f"{os.cpu_count()} cores, load average {load[0]:.1f}")
+    for c in ("tool", "median wall s", "min s", "max s", "x openssl x2", "x sha256sum",
+              "GiB/s", "peak RSS MiB", "exit"):
         t.add_column(c, justify="left" if c == "tool" else "right")
     for name, rs in results.items():
         walls = [w for w, _, _ in rs]
         med = statistics.median(walls)
+        hashing = "start-up" not in name  # rows that hash the 2 GiB
         t.add_row(name, f"{med:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
-                  f"{med / base:.3f}", f"{payload / 2**30 / med:.2f}",
+                  f"{med / floor:.3f}" if hashing else "", f"{med / base:.3f}" if hashing else "",
+                  f"{payload / 2**30 / med:.2f}" if hashing else "",
                   f"{max(r for _, r, _ in rs):.1f}", ",".join(sorted({str(c) for *_, c in rs})))
+        if name == "campaign-bot check":
+            ins = statistics.median(checks)
+            t.add_row("  in-process (report 'seconds')", f"{ins:.3f}", f"{min(checks):.3f}",
+                      f"{max(checks):.3f}", f"{ins / floor:.3f}", f"{ins / base:.3f}",
+                      f"{payload / 2**30 / ins:.2f}" if ins else "", "", "")
+            t.add_row("  start-up and output (the rest)", f"{med - ins:.3f}", "", "", "", "",
+                      "", "", "")
     console.print(t)
     ours_rs = results["campaign-bot check"]
-    ratio = statistics.median(w for w, _, _ in ours_rs) / base
+    ratio = statistics.median(w for w, _, _ in ours_rs) / floor
     rss = max(r for _, r, _ in ours_rs)
     ok_exit = all(c == 0 for *_, c in ours_rs)
-    console.print(f"target wall <= 0.75x sha256sum: {ratio:.3f}x "
-                  f"{'[green]PASS[/]' if ratio <= 0.75 else '[red]FAIL[/]'}; "
-                  f"target peak RSS < 150 MB: {rss:.1f} MiB "
-                  f"{'[green]PASS[/]' if rss * 1.048576 < 150 else '[red]FAIL[/]'}; "
+    console.print(f"target wall <= 1.2x two OpenSSL processes: {ratio:.3f}x "
+                  f"{'[green]PASS[/]' if ratio <= 1.2 else '[red]FAIL[/]'}; "
+                  f"target peak RSS < 64 MiB: {rss:.1f} MiB "
+                  f"{'[green]PASS[/]' if rss < 64 else '[red]FAIL[/]'}; "
                   f"check exit 0 every round: {ok_exit}")
+    if load[0] > (os.cpu_count() or 1):
+        console.print(f"[yellow]the machine is loaded (load average {load[0]:.1f}): the "
+                      "ratios are the comparable figures[/]")
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
-    return 0 if ratio <= 0.75 and rss * 1.048576 < 150 and ok_exit else 1
+    return 0 if ratio <= 1.2 and rss < 64 and ok_exit else 1
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -36,6 +37,7 @@ from sqlalchemy.engine import Engine
 
 from bot import database
 from bot.features import config, header, help, review, screen
+from bot.features.dashboard import live
 from bot.features.screen.campaign_state import campaign_state
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
@@ -46,6 +48,7 @@ from bot.inbox.worker import ContextFactory, Worker
 from bot.inbox.worker_process import WorkerProcess, die_with_parent, read_settings_fd, run_child
 from bot.inbox.writer import Checkpointer, InboxWriter
 from bot.metrics import Metrics
+from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
 from bot.scheduler import start_scheduler
@@ -90,6 +93,49 @@ def extra_features(modules: Sequence[str]) -> list[Callable[[Registry], None]]:
     return out
 
 
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret ``settings`` holds, as text: the webhook secret, the token, the App private
+    key (an unreadable key file adds nothing) and the database URL's password."""
+    out = [s.get_secret_value() for s in (settings.webhook_secret, settings.token)
+           if s is not None]
+    try:
+        pem = settings.private_key_pem()
+    except SettingsError:
+        pem = None
+    if pem:
+        out.append(pem)
+    password = url_password(settings.database_url)
+    if password:
+        out.append(password)
+    return out
+
+
+class _BriefTracebacks(logging.Filter):
+    """Drops tracebacks from records (the message stays): for operator commands, whose
+    failures are reported as results; ``CAMPAIGN_BOT_LOG_LEVEL=DEBUG`` keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def configure_logging(settings: Settings, fmt: str, *, tracebacks: bool = True) -> Redactor:
+    """Log at ``settings.log_level`` in format ``fmt`` to stderr (``logging.basicConfig``: a
+    process whose root logger has handlers keeps them), every record masked by a
+    :class:`bot.redaction.RedactingFilter` over :func:`secret_values` (installed on every
+    root handler; uvicorn's loggers propagate to the root, see ``campaign-bot serve``).
+    ``tracebacks=False`` drops tracebacks below DEBUG.  Returns the redactor, for messages
+    printed outside logging."""
+    redactor = Redactor(secret_values(settings))
+    logging.basicConfig(level=settings.log_level.upper(), format=fmt)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not tracebacks and root.level > logging.DEBUG:
+            handler.addFilter(_BriefTracebacks())
+        handler.addFilter(RedactingFilter(redactor))
+    return redactor
+
+
 def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
                    metrics: Metrics | None = None, throttle: bool | None = None,
                    retry: Any = None) -> ContextFactory:
@@ -130,7 +176,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     configs = RepoConfigs()
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
-    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login)
+    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
+                   public_url=settings.public_url)
     config.register(app)
     help.register(app)
     review.register(app)
@@ -317,19 +364,92 @@ def create_app(
                          credentials_file=settings.credentials_file, on_configured=configured_as)
         state["setup"] = flow
         add_setup_routes(app, flow)
+    live.add_routes(app, live_dashboard(settings, lambda: state["engine"], metrics=metrics))
     return app
 
 
+def offline_context(settings: Settings, configs: RepoConfigs) -> ContextFactory:
+    """A per-event factory of :class:`bot.github.offline.OfflineGitHub` ports (reads answered
+    from the event's own payload, no network) and the repository config read through them
+    (the defaults: the payload carries no files)."""
+    from bot.github.offline import OfflineGitHub
+
+    async def context(event: Event) -> tuple[Any, Any]:
+        port = OfflineGitHub(event.payload, event.repo_full_name or "", settings.bot_login)
+        return port, (await configs.load(port)).config
+
+    return context
+
+
+def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
+                   metrics: Metrics | None = None,
+                   load_campaign_dir: live.LoadCampaignDir | None = None) -> live.LiveDashboard:
+    """The live campaign pages (``/c/OWNER/REPO/CAMPAIGN/``) on the bot's database and the
+    GitHub port factory: evidence from ``load_campaign_dir`` (default: the contents API,
+    cached by tree SHA in a temporary folder removed at exit), repository visibility from
+    ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
+    from bot.github import GitHubError, GitHubNotFound
+    from bot.github.pygithub import GitHubClients, map_exception
+
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    clients = GitHubClients(
+        base_url=settings.github_api_url, bot_login=settings.bot_login,
+        app_id=settings.app_id, private_key_pem=settings.private_key_pem(), token=token,
+        throttle=settings.github_throttle, metrics=metrics)
+
+    def repo_private(owner: str, repo: str) -> bool | None:
+        full = f"{owner}/{repo}"
+        try:
+            port = clients.port(full)
+        except GitHubNotFound:
+            return None  # no such repository, or the App is not installed on it
+        except GitHubError:
+            if not clients.configured:
+                return None
+            raise
+        try:
+            return bool(port.client.get_repo(full).private)
+        except Exception as exc:  # noqa: BLE001 - translated
+            err = map_exception(exc, f"repository {full}")
+            if isinstance(err, GitHubNotFound):
+                return None
+            raise err from exc
+
+    if load_campaign_dir is None:
+        cache = tempfile.TemporaryDirectory(prefix="campaign-bot-evidence-")
+        load_campaign_dir = live.GitHubCampaignDirs(engine, clients.port, Path(cache.name),
+                                                    keep=cache)
+    return live.LiveDashboard(engine, load_campaign_dir, repo_private)
+
+
 async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
-                 resign: bool = False) -> ReplayReport:
+                 resign: bool = False, offline: bool = False) -> ReplayReport:
     """``campaign-bot replay``: check ``saved``'s signature, then run the composed features'
     handlers on it.  A dry run records the GitHub writes instead of making them and runs on a
     scratch database (what the bot stores is not changed); ``apply`` makes the writes and uses
     the configured database.
 
+    A dry run reads from GitHub when credentials are configured; with ``offline``, without
+    credentials, or when GitHub cannot be reached, reads are answered from the delivery's
+    payload (:func:`offline_context`).
+
     Raises :class:`bot.inbox.replay.SignatureMismatch` and
-    :class:`bot.inbox.replay.ReplayInputError` (see there)."""
+    :class:`bot.inbox.replay.ReplayInputError` (see there; ``--apply`` with ``offline`` or
+    without GitHub access)."""
+    from bot.github.pygithub import make_retry
+
     event = replay_mod.check(saved, settings.secret(), resign=resign)
+    has_credentials = settings.token is not None or settings.app_id is not None
+    if apply and offline:
+        raise replay_mod.ReplayInputError("--apply makes the GitHub writes: it cannot be "
+                                          "combined with --offline")
+    reason = None
+    if offline:
+        reason = "--offline: reads answer from the delivery's payload; no GitHub request"
+    elif not has_credentials:
+        reason = ("no GitHub credentials configured (CAMPAIGN_BOT_TOKEN, or CAMPAIGN_BOT_APP_ID "
+                  "with a private key): reads answer from the delivery's payload, as with "
+                  "--offline")
     with contextlib.ExitStack() as stack:
         if apply:
             url = settings.database_url
@@ -339,8 +459,15 @@ async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = Fals
         engine = database.make_engine(url, sqlite_synchronous="NORMAL")
         stack.callback(engine.dispose)
         await asyncio.to_thread(database.migrate, engine)
-        bot = compose(settings, engine)
-        return await replay_mod.replay(event, bot.router, bot.context, apply=apply)
+        configs = RepoConfigs()
+        # one quick retry: an operator waits at the terminal (the service retries 4 times)
+        context = (github_context(settings, configs=configs,
+                                  retry=make_retry(total=1, backoff_factor=0.5))
+                   if has_credentials or apply else offline_context(settings, configs))
+        bot = compose(settings, engine, context=context)
+        return await replay_mod.replay(event, bot.router, bot.context, apply=apply,
+                                       offline=offline_context(settings, RepoConfigs()),
+                                       offline_reason=reason)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack re-raises
 
 
@@ -357,8 +484,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     except (ValueError, SettingsError) as exc:
         print(f"error: settings from the parent process: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
+    configure_logging(settings, "%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
     # The worker's own commits (claims, done marks) need not survive a power loss: losing
     # one means re-processing a delivery, never losing it; only the inbox insert is FULL.
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")

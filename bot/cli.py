@@ -6,25 +6,27 @@ the commands.
 Exit codes (as everywhere): 0 clean; 1 problems found (``deliveries --failed`` found failed
 deliveries, ``replay`` met a bad signature or a failing handler); 2 unreadable input or bad
 usage (missing settings, unreadable delivery file, database unreachable).
+
+A ``campaign_bot.cli`` plug-in: this module imports only the standard library, typer and
+rich at module level (the settings, the store, FastAPI and uvicorn are imported by the
+command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -34,7 +36,13 @@ ENV_PREFIX = "CAMPAIGN_BOT_"
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
-def _fail(msg: str, code: int = EXIT_USAGE) -> typer.Exit:
+def _fail(msg: str, code: int = EXIT_USAGE, redact: Callable[[str], str] | None = None
+          ) -> typer.Exit:
+    """Print ``error: msg`` on stderr, secrets masked (``redact``, default the secret shapes
+    of :class:`bot.redaction.Redactor`), and return the exit to raise."""
+    from bot.redaction import Redactor
+
+    msg = (redact or Redactor())(msg)
     Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(msg)}",
                                                highlight=False)
     return typer.Exit(code)
@@ -52,14 +60,15 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
 
 def _engine(db: Settings) -> Any:
     from bot import database
+    from bot.redaction import Redactor, mask_url, url_password
 
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
         database.migrate(engine)
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
-        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {db.database_url!r}: "
-                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    ) from None
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {mask_url(db.database_url)!r}: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                    redact=Redactor([url_password(db.database_url)])) from None
     return engine
 
 
@@ -102,11 +111,11 @@ def serve(
 def _serve(settings: Settings, access_log: bool, setup_token: str | None = None) -> None:
     import uvicorn
 
-    from bot.app import ExtraHandlersError, create_app, extra_features
+    from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
     from bot.database import ServiceLock
+    from bot.redaction import mask_url
 
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     engine = _engine(settings)
     try:
         extra_features(settings.extra_handler_modules)  # fail now, not in the worker
@@ -117,7 +126,7 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
     lock = ServiceLock(engine)
     if not lock.acquire():
         raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
-                    f"{settings.database_url}; lock: {lock.where})")
+                    f"{mask_url(settings.database_url)}; lock: {lock.where})")
     try:
         from bot.github.permissions import UnknownEvent
         from bot.manifest import ManifestError
@@ -137,8 +146,10 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
                 "No GitHub App is configured yet. Open this one-time setup URL in a browser "
                 f"to create it (GitHub asks you to confirm):\n\n    {url}\n", markup=False)
             sys.stdout.flush()
+        # log_config=None: uvicorn's loggers propagate to the root handler, whose filter masks
+        # secrets (configure_logging)
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                    log_level=settings.log_level.lower(), lifespan="on")
+                    log_level=settings.log_level.lower(), lifespan="on", log_config=None)
     finally:
         lock.release()
 
@@ -153,6 +164,8 @@ def deliveries(
                                     "file")] = None,
 ) -> None:
     """List stored webhook deliveries (newest first) with their status and failures."""
+    from rich.table import Table
+
     from bot.inbox import store
 
     engine = _engine(_settings(need_secret=False))
@@ -193,26 +206,42 @@ def replay(
     apply: Annotated[bool, typer.Option("--apply", help="Really make the GitHub writes")] = False,
     resign: Annotated[bool, typer.Option("--resign", help="Sign the body with the configured "
                       "secret instead of checking its signature (hand-edited payloads)")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Make no GitHub request: reads "
+                       "answer from the delivery's payload (the default without credentials)")
+                       ] = False,
 ) -> None:
     """Feed one saved delivery through the signature check and the router; print the GitHub
     writes it would make (made only with --apply)."""
+    import asyncio
+    import io
+    import logging
+
+    from bot.app import configure_logging
     from bot.app import replay as run_replay
     from bot.inbox import replay as rp
 
     settings = _settings()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(levelname)s %(name)s: %(message)s")
+    redact = configure_logging(settings, "%(levelname)s %(name)s: %(message)s",
+                               tracebacks=False)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # the scratch database's set-up
     try:
         saved = rp.load_delivery_file(path)
     except rp.ReplayInputError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(str(exc), redact=redact) from None
     try:
-        report = asyncio.run(run_replay(saved, settings, apply=apply, resign=resign))
+        report = asyncio.run(run_replay(saved, settings, apply=apply, resign=resign,
+                                        offline=offline))
     except rp.ReplayInputError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(str(exc), redact=redact) from None
     except rp.SignatureMismatch as exc:
-        raise _fail(str(exc), EXIT_PROBLEMS) from None
-    rp.print_report(report, Console())
+        raise _fail(str(exc), EXIT_PROBLEMS, redact=redact) from None
+    except Exception as exc:  # noqa: BLE001 - a clear line, never a traceback
+        raise _fail(f"replay of {path} failed: {type(exc).__name__}: {exc}", EXIT_PROBLEMS,
+                    redact=redact) from None
+    out = Console()
+    buf = io.StringIO()
+    rp.print_report(report, Console(file=buf, width=out.width, no_color=True))
+    sys.stdout.write(redact(buf.getvalue()))
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -261,6 +290,8 @@ def init(
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
     campaign skeleton.  Idempotent; a file that differs from this version's is kept unless
     --force."""
+    from rich.table import Table
+
     from bot import scaffold
 
     out = Console(highlight=False, soft_wrap=True)
@@ -337,6 +368,7 @@ def migrate() -> None:
     """Upgrade the database to this version's newest migration (idempotent; the container
     runs it before serve).  Exit 0 done, 2 database unreachable or bad settings."""
     from bot import database
+    from bot.redaction import mask_url
 
     settings = _settings(need_secret=False)
     try:
@@ -346,7 +378,8 @@ def migrate() -> None:
         rev = database.migrate(engine)
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot migrate {settings.database_url!r}: "
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot migrate "
+                    f"{mask_url(settings.database_url)!r}: "
                     f"{type(exc).__name__}: {first}") from None
     Console(highlight=False).print(
         f"database at {rev}" + (" (already current)" if before == head else

@@ -41,6 +41,9 @@ class Registry:
     context: ContextFactory
     configs: RepoConfigs
     bot_login: str
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: where the live campaign pages are (see :mod:`bot.links`);
+    None: texts on GitHub link to none."""
     router: Router = field(default_factory=Router)
     jobs: list[Job] = field(default_factory=list)
     commands: Commands = field(init=False)

@@ -19,7 +19,8 @@ The service's own variables (README "webhook service" lists them with defaults):
                                      0600; default campaign-bot-app.json); read at start,
                                      the variables above win over it
     CAMPAIGN_BOT_DATABASE_URL        SQLAlchemy URL (default sqlite file in the working dir)
-    CAMPAIGN_BOT_PUBLIC_URL          public base URL of this service (links in comments)
+    CAMPAIGN_BOT_PUBLIC_URL          public base URL of this service: the status header, screen
+                                     results and the check run link to its live campaign pages
     CAMPAIGN_BOT_BOT_LOGIN           the bot's own login (its comments are found by it)
     CAMPAIGN_BOT_HOST / _PORT        where ``campaign-bot serve`` listens
     CAMPAIGN_BOT_MAX_BODY_BYTES      largest accepted webhook body

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
 from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
+from evidence.hashing import HashPool
 from evidence.manifest import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
@@ -196,19 +197,35 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
     sig_findings: list[Finding] = []
+    docs: dict[str, tuple[Any, str]] | Callable[[], dict[str, tuple[Any, str]]]
+    got: list[LoadedCampaign] = []
     if trusted_keys is None and loaded is not None and loaded.index is not None:
         # a campaign the caller already loaded (the same limits, no signature restriction)
-        idx, lc = loaded.index, loaded
+        idx = loaded.index
+        got.append(loaded)
+        docs = loaded.json_docs
     else:
         idx = index_tree(root)
         readable = None
-        if trusted_keys is not None:
+        if trusted_keys is not None:  # signatures first: a refused bundle is never read
             sig_findings, readable = _signed_bundles(root, trusted_keys)
-        lc = load_campaign(root, max_file_bytes=max_file_bytes,
-                           max_document_bytes=max_document_bytes, index=idx, readable=readable)
-    vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
-                                   workers=workers, index=idx, json_docs=lc.json_docs,
-                                   max_document_bytes=max_document_bytes)
+
+        # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
+        # soon as it reads the manifest, then calls `load` (every document parsed and
+        # validated on this thread while the pool hashes), then reads the integrity maps
+        # `load` parsed.
+        def load() -> dict[str, tuple[Any, str]]:
+            got.append(load_campaign(root, max_file_bytes=max_file_bytes,
+                                     max_document_bytes=max_document_bytes, index=idx,
+                                     readable=readable))
+            return got[0].json_docs
+
+        docs = load
+    with HashPool(workers, progress=progress) as pool:
+        vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
+                                       json_docs=docs, max_document_bytes=max_document_bytes,
+                                       hasher=pool)
+    lc = got[0]
     findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:

@@ -1,37 +1,82 @@
 """The ``campaign-bot`` command line (typer + rich).
 
-The foundation commands (``check``, ``schema``) live here; other packages add theirs through
-the ``campaign_bot.cli`` entry-point group so that ``evidence`` never imports ``bot`` or
-``runners``.
+The foundation commands (``check``, ``schema``) live here; other packages add theirs as
+plug-ins through the ``campaign_bot.cli`` entry-point group, so that ``evidence`` never imports
+``bot`` or ``runners``.
 
 Exit codes, for every command: 0 clean, 1 problems found, 2 unreadable input or bad usage.
+
+Start-up cost
+-------------
+Every command starts in the time it takes to import typer, its own plug-in module and what
+its body needs: ``campaign-bot --help`` imports no pydantic model, PyAV, numpy, scipy, torch,
+SQLAlchemy, FastAPI or PyGithub; ``check`` and ``schema`` load no plug-in at all (their names
+are reserved); ``check`` imports scipy only when a verdict needs it
+(``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).
+
+Plug-in contract
+----------------
+A package adds commands with one entry point per plug-in module in its ``pyproject.toml``::
+
+    [project.entry-points."campaign_bot.cli"]
+    NAME = "package.module:register"
+
+1. ``register(app: typer.Typer) -> None`` adds commands (``app.command("x")(fn)``) and
+   command groups (``app.add_typer(sub_app, name="x")``) and nothing else.  ``NAME`` only
+   names the plug-in in messages.
+2. The plug-in module, and every package ``__init__`` above it, imports at module level
+   only the standard library, ``typer`` and ``rich``: the module is imported to build
+   ``campaign-bot --help`` and to run *every* other plug-in's commands.  Everything else
+   (pydantic models and settings, PyAV, numpy, scipy, torch, SQLAlchemy, FastAPI, uvicorn,
+   PyGithub, asyncio, other modules of the package) is imported inside the command
+   functions' bodies.  Types used in command signatures are stdlib types or small
+   ``enum.StrEnum`` classes defined in the plug-in module itself.
+3. Command names are unique: ``check`` and ``schema`` (:data:`CORE_COMMANDS`) belong to this
+   module and are never replaced; a name another plug-in already added is refused.  A
+   refused name, an import error or an exception in ``register`` is one warning line on
+   stderr naming the entry point; the plug-in adds nothing and every other command works.
+
+``tests/test_startup.py`` checks rule 2 for every installed plug-in.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import threading
 import time
-from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from evidence.models import SCHEMA_MODELS
+if TYPE_CHECKING:
+    from rich.console import Console
+
+PLUGIN_GROUP = "campaign_bot.cli"
+"""Entry-point group of the command plug-ins (see the module docstring)."""
+
+CORE_COMMANDS = frozenset({"check", "schema"})
+"""Commands defined here: running one of them loads no plug-in, and no plug-in replaces one."""
+
+SCHEMA_NAMES = ("campaign", "receipt", "status", "media-report", "finding", "probe",
+                "trace-summary", "check-report")
+"""Document types ``campaign-bot schema NAME`` prints (the keys of
+:data:`evidence.models.SCHEMA_MODELS` plus ``probe``, ``trace-summary`` and ``check-report``;
+a test keeps them equal), named without importing the models."""
 
 
 def _all_schemas() -> dict[str, Any]:
     from evidence.check import CheckReport
+    from evidence.models import SCHEMA_MODELS
     from evidence.operator_probe import OperatorProbe
     from evidence.trace_summary import TraceSummary
 
     return {**SCHEMA_MODELS, "probe": OperatorProbe, "trace-summary": TraceSummary,
             "check-report": CheckReport}
+
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -44,11 +89,34 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+
+
+@functools.cache
+def _stderr() -> Console:
+    """The rich console on stderr, made on first use (``check --json`` never imports rich)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (:func:`rich.markup.escape`, imported on first use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _progress() -> _LazyProgress | None:
+    """The hashing progress bar when stderr is a terminal (as rich judges it), else None."""
+    if not sys.stderr.isatty() and "FORCE_TERMINAL" not in os.environ:
+        return None  # the common non-interactive case, decided without importing rich
+    return _LazyProgress(_stderr()) if _stderr().is_terminal else None
 
 
 def _version(value: bool) -> None:
     if value:
+        from importlib.metadata import PackageNotFoundError, version
+
         try:
             v = version("campaign-bot")
         except PackageNotFoundError:  # run from a source tree that was never installed
@@ -68,14 +136,13 @@ def _root(
 
 @app.command("schema")
 def schema_cmd(
-    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_MODELS)}, probe, "
-                                            "trace-summary, check-report")],
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_NAMES)}")],
 ) -> None:
     """Print the JSON Schema of one evidence document type."""
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        err.print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
+        _stderr().print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -117,7 +184,7 @@ class _LazyProgress:
                     self.task = bar.add_task("hashing", total=total)
                     bar.start()
                     self.bar = bar
-        self.bar.update(self.task, completed=done)
+        self.bar.update(self.task, completed=done, total=total)  # total grows as files queue
 
     def stop(self) -> None:
         if self.bar is not None:
@@ -168,7 +235,7 @@ def check_cmd(
     from evidence.findings import BaseRefError
 
     if claims is not None and not claims.is_file():
-        err.print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
+        _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
         raise typer.Exit(EXIT_USAGE)
     keys = None
     if trusted_keys is not None:
@@ -177,9 +244,9 @@ def check_cmd(
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            err.print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
             raise typer.Exit(EXIT_USAGE) from None
-    progress = _LazyProgress(err) if err.is_terminal else None
+    progress = _progress()
     try:
         rep = check_campaign(directory, max_file_bytes=max_file_bytes,
                              max_document_bytes=max_document_bytes, progress=progress,
@@ -188,24 +255,26 @@ def check_cmd(
     except BaseRefError as e:
         if progress:
             progress.stop()
-        err.print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
+        _stderr().print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        err.print(f"[red]cannot check:[/] {escape(str(e))}")
+        _stderr().print(f"[red]cannot check:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        err.print(f"[red]cannot read[/] {escape(why)}")
+        _stderr().print(f"[red]cannot read[/] {escape(why)}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
     if as_json:
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
+        from rich.console import Console
+
         out = Console(highlight=False)
         if details and not out.is_terminal and "COLUMNS" not in os.environ:
             out.width = 160  # a file or pipe: wide tables, unless COLUMNS says otherwise
@@ -229,12 +298,131 @@ def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer
 DOCTOR_HELP = "Check a runner host or the bot service; print a fix for each failure."
 
 
-def _load_plugins() -> None:
-    for ep in entry_points(group="campaign_bot.cli"):
-        ep.load()(app)
+
+_plugin_problems: list[str] | None = None
+
+
+def _names(app_: typer.Typer) -> list[str]:
+    """Names of the commands and command groups registered on ``app_``, in order."""
+    from typer.main import get_command_name, solve_typer_info_defaults
+
+    out = []
+    for c in app_.registered_commands:
+        cb = c.callback
+        out.append(c.name or (get_command_name(cb.__name__) if cb else ""))
+    for g in app_.registered_groups:
+        out.append(solve_typer_info_defaults(g).name or "")
+    return out
+
+
+def _group(app_: typer.Typer, name: str) -> typer.Typer | None:
+    """The command group ``name`` registered on ``app_`` (None: no such group)."""
+    from typer.main import solve_typer_info_defaults
+
+    for g in app_.registered_groups:
+        if solve_typer_info_defaults(g).name == name and g.typer_instance is not None:
+            return g.typer_instance
+    return None
+
+
+def _load_plugins() -> list[str]:
+    """Add every ``campaign_bot.cli`` plug-in's commands to :data:`app`, once per process.
+
+    Each plug-in registers into a scratch app first, so one that fails adds nothing.  A
+    command group that an earlier plug-in added (``doctor``, made with :func:`command_group`)
+    takes the later plug-in's sub-commands when none of their names is taken.  Returns the
+    problems as one line each (import error, exception in ``register``, a command name
+    already taken); the caller prints them.  A second call does nothing and
+    returns the first call's problems.
+    """
+    global _plugin_problems
+    if _plugin_problems is not None:
+        return _plugin_problems
+    from importlib.metadata import entry_points
+
+    _plugin_problems = problems = []
+    taken = set(_names(app)) | CORE_COMMANDS
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
+        scratch = typer.Typer()
+        try:
+            ep.load()(scratch)
+        except Exception as e:  # noqa: BLE001 - a broken plug-in must not break the others
+            first = str(e).splitlines()[0] if str(e) else ""
+            problems.append(f"plug-in {ep.name!r} ({ep.value}) not loaded: "
+                            f"{type(e).__name__}: {first}")
+            continue
+        cmd_names = _names(scratch)
+        n_cmds = len(scratch.registered_commands)
+        for i, (name, info) in enumerate(zip(
+                cmd_names, [*scratch.registered_commands, *scratch.registered_groups],
+                strict=True)):
+            if name and name in taken and i >= n_cmds:
+                shared = _group(app, name)
+                sub = getattr(info, "typer_instance", None)
+                if shared is not None and sub is not None:
+                    # one group filled by several plug-ins (``doctor runner``, ``doctor bot``):
+                    # its sub-commands join the group unless one of them is taken
+                    have = set(_names(shared))
+                    clash = [n for n in _names(sub) if not n or n in have]
+                    if not clash:
+                        shared.registered_commands.extend(sub.registered_commands)
+                        shared.registered_groups.extend(sub.registered_groups)
+                        continue
+                    problems.append(f"plug-in {ep.name!r} ({ep.value}): command {name!r} "
+                                    f"is already taken, and its sub-command(s) "
+                                    f"{', '.join(repr(n) for n in clash)} too; not added")
+                    continue
+            if not name or name in taken:
+                problems.append(f"plug-in {ep.name!r} ({ep.value}): command "
+                                f"{name or '(unnamed)'!r} is already taken; not added")
+                continue
+            taken.add(name)
+            if i < n_cmds:
+                app.registered_commands.append(info)  # type: ignore[arg-type]
+            else:
+                app.registered_groups.append(info)  # type: ignore[arg-type]
+    return problems
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command word of a ``campaign-bot`` argument list (the root takes only flags)."""
+    for a in args:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a
+    return None
+
+
+def escape_help(cmd: Any) -> Any:
+    """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
+    (command help, short help, epilog, option and argument help) escaped for rich markup, so
+    bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
+    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``).
+    Returns ``cmd``."""
+    for attr in ("help", "short_help", "epilog"):
+        if isinstance(getattr(cmd, attr, None), str):
+            setattr(cmd, attr, escape(getattr(cmd, attr)))
+    for param in getattr(cmd, "params", ()):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands
+        escape_help(sub)
+    return cmd
+
+
+def command(*, plugins: bool = True) -> Any:
+    """The ``campaign-bot`` click command as the console script runs it: the typer app with
+    (unless ``plugins`` is False) its plug-ins from the entry-point group
+    ``campaign_bot.cli``, help texts escaped (:func:`escape_help`).  A plug-in that cannot be
+    loaded is reported as one warning line on stderr and adds nothing."""
+    if plugins:
+        for line in _load_plugins():
+            _stderr().print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+    return escape_help(typer.main.get_command(app))
 
 
 def main() -> None:
-    """Console-script entry point."""
-    _load_plugins()
-    app()
+    """Console-script entry point: load the plug-ins unless a core command runs, then run
+    the app with its help texts escaped (:func:`escape_help`)."""
+    command(plugins=_command_of(sys.argv[1:]) not in CORE_COMMANDS)()

@@ -33,24 +33,22 @@ times, then once more with the count of the rest.  Digests of artifacts not
 in the bundle are reported as "external, digest recorded, not verifiable here", never as
 verified.
 
-Hashing streams :data:`CHUNK_BYTES` chunks into one reused buffer per thread (memory does not
-grow with file size) on a thread pool of one worker per core: ``hashlib`` (OpenSSL) releases
-the GIL while it digests a buffer, so two files hash on two cores at once.  A file listed by
-manifests of several algorithms is read once and fed to every digest.
+Hashing is :mod:`evidence.hashing`'s (one thread per core, largest file first, one reused
+buffer per thread, memory flat whatever the file sizes; a file listed by manifests of several
+algorithms is read once and fed to every digest); with a :class:`HashPool`,
+:func:`verify_tree` submits the files the BagIt and SHA256SUMS manifests list as soon as those
+manifests are read, so the files hash while the JSON documents are parsed.
 """
 
 from __future__ import annotations
 
 import codecs
-import hashlib
 import os
 import re
 import stat
-import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -59,12 +57,19 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from evidence import safejson
+from evidence.hashing import (  # noqa: F401 - public here too
+    ALGORITHMS,
+    CHUNK_BYTES,
+    WEAK_ALGORITHMS,
+    HashPool,
+    ProgressFn,
+    digest_file,
+    digest_files,
+    hash_files,
+    sha256_file,
+)
 from evidence.lines import line_of
 from evidence.models import Finding, Severity
-
-CHUNK_BYTES = 1 << 20
-"""Read size for hashing (1 MiB): large enough that OpenSSL's SHA-256 dominates the cost and
-the GIL is released for most of the time, small enough to keep memory flat."""
 
 DEFAULT_MAX_FILE_BYTES = 64 << 20
 """Default limit (64 MiB) for files read whole into memory: manifests and other line-oriented
@@ -85,13 +90,8 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modu
 Inside a bag or a signed bundle every directory is walked: a file hidden there is still a
 file of the bag."""
 
-ALGORITHMS: dict[str, int] = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64,
-                              "sha384": 96, "sha512": 128}
-"""BagIt manifest algorithms verified (``manifest-ALG.txt``) and their hex digest lengths."""
-
-WEAK_ALGORITHMS = frozenset({"md5", "sha1"})
-"""Verified, but with a P3 note: not collision-resistant, so they detect damage, not forgery
-(RFC 8493 2.4 asks for SHA-512 or SHA-256)."""
+# ALGORITHMS (BagIt manifest algorithms verified, with their hex digest lengths) and
+# WEAK_ALGORITHMS (verified with a P3 note) come from evidence.hashing.
 
 ALGORITHM_NAMES = {"md5": "MD5", "sha1": "SHA-1", "sha224": "SHA-224", "sha256": "SHA-256",
                    "sha384": "SHA-384", "sha512": "SHA-512"}
@@ -120,113 +120,6 @@ the tag manifest cannot be listed in it): ``*.dsse.json``, ``*.intoto.jsonl``, `
 ``*.sigstore[.json]``."""
 
 Kind = Literal["bagit", "bagit-tags", "sha256sums", "json-map"]
-ProgressFn = Callable[[int, int], None]
-"""Progress callback ``(bytes_done, bytes_total)``, called from worker threads."""
-
-
-# ------------------------------------------------------------------------------ hashing
-
-
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
-                on_bytes: Callable[[int], None] | None = None) -> tuple[str, int]:
-    """Stream ``path`` through SHA-256 in ``chunk``-byte reads into one reused buffer.
-
-    Returns ``(hex_digest, size_in_bytes)``.  Memory is O(chunk) whatever the file size.
-    ``on_bytes(n)`` is called after each read.  Raises ``OSError`` (e.g. PermissionError).
-    """
-    digests, size = digest_file(path, ("sha256",), chunk=chunk, on_bytes=on_bytes)
-    return digests["sha256"], size
-
-
-def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str], *,
-                chunk: int = CHUNK_BYTES, on_bytes: Callable[[int], None] | None = None,
-                ) -> tuple[dict[str, str], int]:
-    """Stream ``path`` once through every digest of ``algorithms`` (names of
-    :data:`ALGORITHMS`).  Returns ``({algorithm: hex_digest}, size_in_bytes)``; memory is
-    O(chunk).  Raises ``OSError``, or ``ValueError`` for an unknown algorithm."""
-    algs = tuple(dict.fromkeys(algorithms))
-    for a in algs:
-        if a not in ALGORITHMS:
-            raise ValueError(f"unknown digest algorithm {a!r}")
-    hs = [hashlib.new(a, usedforsecurity=a not in WEAK_ALGORITHMS) for a in algs]
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    size = 0
-    with open(path, "rb", buffering=0) as f:
-        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            for h in hs:
-                h.update(view[:n])
-            size += n
-            if on_bytes is not None:
-                on_bytes(n)
-    return {a: h.hexdigest() for a, h in zip(algs, hs, strict=True)}, size
-
-
-def hash_files(paths: Iterable[Path], *, workers: int | None = None,
-               progress: ProgressFn | None = None,
-               total_bytes: int | None = None) -> dict[Path, tuple[str, int] | OSError]:
-    """Hash many files on a thread pool (default: one worker per core, at least 2).
-
-    Returns ``{path: (sha256_hex, size)}``, or the ``OSError`` raised for an unreadable file
-    (the other files are still hashed).  ``progress(done, total)`` sees the running byte
-    count; ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
-    """
-    got = digest_files({p: ("sha256",) for p in paths}, workers=workers, progress=progress,
-                       total_bytes=total_bytes)
-    return {p: r if isinstance(r, OSError) else (r[0]["sha256"], r[1]) for p, r in got.items()}
-
-
-def digest_files(todo: dict[Path, tuple[str, ...]], *, workers: int | None = None,
-                 progress: ProgressFn | None = None, total_bytes: int | None = None,
-                 ) -> dict[Path, tuple[dict[str, str], int] | OSError]:
-    """:func:`hash_files` for several algorithms: ``todo`` maps each path to the algorithms
-    it needs (each file is read once).  Returns ``{path: ({algorithm: hex}, size)}`` or the
-    ``OSError`` of an unreadable file."""
-    plist = list(todo)
-    if total_bytes is None:
-        total_bytes = 0
-        for p in plist:
-            try:
-                total_bytes += p.stat().st_size
-            except OSError:
-                pass
-    lock = threading.Lock()
-    done = [0]
-
-    def tick(n: int) -> None:
-        if progress is None:
-            return
-        with lock:
-            done[0] += n
-            d = done[0]
-        progress(d, total_bytes)
-
-    def one(p: Path) -> tuple[dict[str, str], int] | OSError:
-        try:
-            return digest_file(p, todo[p], on_bytes=tick)
-        except OSError as e:
-            return e
-
-    n = workers or max(2, os.cpu_count() or 2)
-    if len(plist) <= 1:
-        return {p: one(p) for p in plist}
-    # Largest first, so one big file does not start last and leave a core idle at the end.
-    order = sorted(plist, key=lambda p: -_size_or_zero(p))
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="sha256") as ex:
-        results = list(ex.map(one, order))
-    return dict(zip(order, results, strict=True))
-
-
-def _size_or_zero(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except OSError:
-        return 0
 
 
 # ------------------------------------------------------------------------------- writer
@@ -568,12 +461,15 @@ def _split_lines(text: str) -> list[str]:
 
 
 class _Verifier:
-    def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int) -> None:
+    def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int,
+                 hasher: HashPool | None = None) -> None:
         self.root = root
         self.idx = idx
         self.max = max_file_bytes
         self.res = VerifyResult()
         self.entries: list[tuple[ManifestSummary, Entry]] = []
+        self.hasher = hasher
+        self.to_hash: dict[str, set[str]] = {}  # listed files not yet queued on the hasher
         self.cap = FindingCap()
         self.dup_severity: dict[str, Severity] = {}  # manifest -> severity of same-digest dups
         self._variants: dict[str, list[str]] | None = None
@@ -1031,7 +927,17 @@ class _Verifier:
                 rel = other
         e.rel = rel
         self.entries.append((summ, e))
+        if self.hasher is not None and (rel in self.idx.files or rel in self.idx.links):
+            self.to_hash.setdefault(rel, set()).add(e.alg)
         return rel
+
+    def queue_listed(self) -> None:
+        """Queue the files listed so far on the hasher, each with every algorithm that lists
+        it (so a bag with MD5 and SHA-512 manifests reads each payload file once)."""
+        if self.hasher is not None:
+            for rel, algs in self.to_hash.items():
+                self.hasher.submit(self.root / rel, self.idx.files.get(rel), tuple(algs))
+        self.to_hash.clear()
 
     # -- the single hashing pass
     def check_entries(self, progress: ProgressFn | None, workers: int | None) -> None:
@@ -1063,8 +969,12 @@ class _Verifier:
         paths = {rel: self.root / rel for rel in todo if rel not in self.idx.special}
         t0 = time.perf_counter()
         total = sum(self.idx.files.get(r, 0) for r in paths)
-        done = digest_files({p: tuple(todo[rel]) for rel, p in paths.items()},
-                            workers=workers, progress=progress, total_bytes=total)
+        todo_paths = {p: tuple(todo[rel]) for rel, p in paths.items()}
+        if self.hasher is not None:
+            done = self.hasher.digests(todo_paths)
+        else:
+            done = digest_files(todo_paths, workers=workers, progress=progress,
+                                total_bytes=total)
         self.res.hash_seconds = time.perf_counter() - t0
         by_rel = {rel: done[p] for rel, p in paths.items()}
         for got in by_rel.values():
@@ -1167,20 +1077,25 @@ def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
 def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 progress: ProgressFn | None = None, workers: int | None = None,
                 index: TreeIndex | None = None,
-                json_docs: dict[str, tuple[object, str]] | None = None,
-                max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> VerifyResult:
+                json_docs: Mapping[str, tuple[object, str]]
+                | Callable[[], Mapping[str, tuple[object, str]]] | None = None,
+                max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+                hasher: HashPool | None = None) -> VerifyResult:
     """Verify every manifest under ``root`` in one pass; see the module docstring.
 
     ``index`` reuses an earlier :func:`index_tree`; ``json_docs`` maps root-relative paths of
     already-parsed JSON files to ``(object, text)`` so integrity maps are not parsed twice
     (when None, JSON files are read here: those over ``min(max_file_bytes,
     max_document_bytes)`` or nested deeper than :data:`evidence.safejson.MAX_JSON_DEPTH` are
-    skipped; the loader reports them).  Raises ``OSError`` only when ``root`` itself cannot
-    be listed.
+    skipped; the loader reports them).  It may be a function returning that mapping: it is
+    called once the BagIt and SHA256SUMS manifests are read, so with ``hasher`` (a
+    :class:`evidence.hashing.HashPool`, whose ``progress`` and ``workers`` then apply instead
+    of this function's) their files hash while it parses.  Raises ``OSError`` only when
+    ``root`` itself cannot be listed.
     """
     root = Path(root)
     idx = index or index_tree(root)
-    v = _Verifier(root, idx, max_file_bytes)
+    v = _Verifier(root, idx, max_file_bytes, hasher)
     candidates = set()
     for f in idx.files:
         p = PurePosixPath(f)
@@ -1205,6 +1120,9 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             continue  # a bag's own manifest, or a nested bag's (payload)
         if _SUMS_NAMES.match(p.name):
             v.sums_file(f)
+    v.queue_listed()  # the BagIt and SHA256SUMS files hash while the documents are parsed
+    if callable(json_docs):
+        json_docs = json_docs()
     limit = min(max_file_bytes, max_document_bytes)
     for f in sorted(idx.files):
         if not f.endswith(".json"):

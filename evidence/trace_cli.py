@@ -1,6 +1,9 @@
 """``campaign-bot trace summarize TRACE... --out FILE`` (a ``campaign_bot.cli`` plug-in; the
 work is in :mod:`evidence.trace_summary`).  Exit codes: 0 written, 2 unreadable input or bad
-usage."""
+usage.
+
+The trace-summary models are imported by the command, not at module level (the plug-in
+contract of :mod:`evidence.cli`)."""
 
 from __future__ import annotations
 
@@ -11,14 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evidence.trace_summary import (
-    COMM_PATTERN,
-    DEVICE_CATS,
-    DEVICE_PROCESS,
-    TraceError,
-    render_summary,
-    summarize,
-)
+from evidence.trace_names import COMM_PATTERN, DEVICE_CATS, DEVICE_PROCESS
 
 
 def register(app: Any) -> None:
@@ -54,6 +50,8 @@ def register(app: Any) -> None:
 
         from rich.console import Console
         from rich.markup import escape
+
+        from evidence.trace_summary import TraceError, render_summary, summarize
 
         err = Console(stderr=True)
         bar: Any = None

@@ -48,21 +48,12 @@ from typing import IO, Any
 from pydantic import Field, field_validator
 
 from evidence.models import Sha256, Strict, _check_schema, schema_field
+from evidence.trace_names import COMM_PATTERN, DEVICE_CATS, DEVICE_PROCESS
 
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-"""torch.profiler categories of device work (CUDA kernels, copies and sets)."""
 HOST_CATS = frozenset({"cpu_op", "user_annotation", "gpu_user_annotation", "python_function",
                        "cuda_runtime", "cuda_driver", "ac2g", "trace", "fwdbwd", "overhead",
                        "cpu_instant_event", "python", "mtia_runtime", "privateuse1_runtime"})
 """Categories that are never device kernels (host work, annotations, flows)."""
-DEVICE_PROCESS = r"^(ascend hardware|gpu\s*\d*|npu\s*\d*)$"
-"""Process names (``M`` ``process_name`` events) whose events are device tasks: msprof's
-"Ascend Hardware"; msprof's "Overlap Analysis" process is its own derived view and is not
-a device."""
-COMM_PATTERN = (r"all[-_ ]?to[-_ ]?all|all[-_ ]?gather|all[-_ ]?reduce|reduce[-_ ]?scatter|"
-                r"broadcast|nccl|hccl|hcom|c10d|gloo|sendrecv|send_recv|notify")
-"""Kernel names that are collective communication (NCCL, HCCL, gloo, c10d), case-insensitive;
-campaign #320's rank-0 trace names All-to-All and AllGather."""
 LABEL = ("diagnostic trace summary: kernel durations may overlap, so sums are not exclusive "
          "end-to-end contributions, intervals are not assumed removable, and nothing here is "
          "a speedup")

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, computed_field
-from scipy import stats as sps
 
 from evidence import stats
 from evidence.models import (
@@ -764,6 +763,8 @@ def prior_noise_decision(control: Sequence[float], candidate: Sequence[float], t
     s2 = sum(x * x for x in d) / len(d) / 2
     est = (sum(math.log(t) for t in candidate) / n) - (sum(math.log(c) for c in control) / m)
     se = math.sqrt(s2 * (1 / m + 1 / n))
+    from scipy import stats as sps
+
     tq = float(sps.t.ppf(1 - alpha, len(d)))
     lower, upper = math.exp(est - tq * se), math.exp(est + tq * se)
     dec: VerdictValue = ("SUPPORTED" if upper < theta0 else

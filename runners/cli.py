@@ -179,6 +179,39 @@ def keygen_cmd(
                                    f"{pub.read_text().splitlines()[0]}")
 
 
+def doctor_runner_cmd(
+    campaign: Annotated[Path | None, typer.Option(
+        help="Campaign directory (holds campaign.toml): compare the vLLM-Omni pin, check its "
+             "pool's devices and whether it has lossy tracks.")] = None,
+    checkout: Annotated[Path | None, typer.Option(
+        help="A checkout of the campaign repository: which trusted-keys.pem list this "
+             "host's signing key.")] = None,
+) -> None:
+    """Check this runner host: campaign-bot, runner config, vLLM-Omni and its pin, device tool
+    and idle devices, signing key (mode, fingerprint, who trusts it), LPIPS weights, media
+    device, output folder.  Exit 0 all passed, 1 a check failed, 2 unreadable config or
+    campaign."""
+    from evidence.doctor import print_checks
+    from runners.config import RunnerConfigError, load
+    from runners.doctor import run_checks
+    from runners.screen import UsageError, load_scope
+
+    err = Console(stderr=True)
+    try:
+        loaded = load()
+        scope = load_scope(campaign) if campaign is not None else None
+    except (RunnerConfigError, UsageError) as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    if checkout is not None and not checkout.is_dir():
+        err.print(f"[red]error:[/] --checkout {escape(str(checkout))}: not a directory")
+        raise typer.Exit(EXIT_USAGE)
+    out = Console(highlight=False)
+    raise typer.Exit(print_checks(out, "campaign-bot doctor runner",
+                                  run_checks(loaded, scope, checkout)))
+
+
+
 def check_flags_cmd(
     campaign: Annotated[Path, typer.Argument(help="Campaign directory (holds campaign.toml).")],
     python: Annotated[Path | None, typer.Option(
@@ -229,38 +262,6 @@ def check_flags_cmd(
                       escape(a.message))
         out.print(t)
     raise typer.Exit(0 if res.ok else 1)
-
-
-def doctor_runner_cmd(
-    campaign: Annotated[Path | None, typer.Option(
-        help="Campaign directory (holds campaign.toml): compare the vLLM-Omni pin, check its "
-             "pool's devices and whether it has lossy tracks.")] = None,
-    checkout: Annotated[Path | None, typer.Option(
-        help="A checkout of the campaign repository: which trusted-keys.pem list this "
-             "host's signing key.")] = None,
-) -> None:
-    """Check this runner host: campaign-bot, runner config, vLLM-Omni and its pin, device tool
-    and idle devices, signing key (mode, fingerprint, who trusts it), LPIPS weights, media
-    device, output folder.  Exit 0 all passed, 1 a check failed, 2 unreadable config or
-    campaign."""
-    from evidence.doctor import print_checks
-    from runners.config import RunnerConfigError, load
-    from runners.doctor import run_checks
-    from runners.screen import UsageError, load_scope
-
-    err = Console(stderr=True)
-    try:
-        loaded = load()
-        scope = load_scope(campaign) if campaign is not None else None
-    except (RunnerConfigError, UsageError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
-    if checkout is not None and not checkout.is_dir():
-        err.print(f"[red]error:[/] --checkout {escape(str(checkout))}: not a directory")
-        raise typer.Exit(EXIT_USAGE)
-    out = Console(highlight=False)
-    raise typer.Exit(print_checks(out, "campaign-bot doctor runner",
-                                  run_checks(loaded, scope, checkout)))
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,10 @@ Exactness is judged on the last measured outputs of each arm, per rank.
 
 Exit codes of the command: 0 written (whatever the probe found: a probe is an observation),
 2 bad usage or an arm that raised.
+
+The probe models (:mod:`evidence.operator_probe`, pydantic) are imported by the functions
+that build them, not at module level: ``campaign-bot --help`` imports this module (the
+plug-in contract of :mod:`evidence.cli`).
 """
 
 from __future__ import annotations
@@ -33,17 +37,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from evidence.operator_probe import (
-    OperatorArm,
-    OperatorProbe,
-    RankExactness,
-    RankTiming,
-    TensorSpec,
-)
+if TYPE_CHECKING:
+    from evidence.operator_probe import OperatorProbe, RankExactness, RankTiming, TensorSpec
 
 TIMER = ("time.perf_counter_ns around each call, with a device synchronize before and after "
          "(none on the CPU); warmups of both arms first, measured calls alternating control "
@@ -98,6 +97,8 @@ def _flatten(out: Any) -> list[Any]:
 
 def tensor_spec(name: str, t: Any) -> TensorSpec:
     """The :class:`TensorSpec` of tensor ``t``."""
+    from evidence.operator_probe import TensorSpec
+
     return TensorSpec(name=name, shape=list(t.shape), dtype=str(t.dtype).removeprefix("torch."))
 
 
@@ -108,6 +109,8 @@ def compare_outputs(rank: int, control: Any, candidate: Any) -> RankExactness:
     absolute difference in float64 over every element; relative: divided by the control's
     largest magnitude.  Non-finite values make ``finite`` False and the differences None.
     """
+    from evidence.operator_probe import RankExactness
+
     torch = _torch()
     a, b = _flatten(control), _flatten(candidate)
     if len(a) != len(b):
@@ -158,6 +161,8 @@ def measure_rank(control: Callable[..., Any], candidate: Callable[..., Any],
                  inputs: Sequence[Any], *, device: str, warmups: int, repeats: int, rank: int
                  ) -> tuple[list[RankTiming], RankExactness]:
     """Time both arms on this process's device and compare their last outputs."""
+    from evidence.operator_probe import RankTiming
+
     if warmups < 0 or repeats < 1:
         raise ProbeError(f"need warmups >= 0 and repeats >= 1, got {warmups} and {repeats}")
     sync = _sync_fn(device)
@@ -215,6 +220,8 @@ def run_probe(
     Raises :class:`ProbeError` when an arm raises or returns no tensor, and
     ``pydantic.ValidationError`` when the arguments make an invalid document.
     """
+    from evidence.operator_probe import OperatorArm, OperatorProbe
+
     torch = _torch()
     dist = torch.distributed
     ready = dist.is_available() and dist.is_initialized()

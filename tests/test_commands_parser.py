@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hostile.comments import HIDDEN, SLOW
 
 from bot.commands.parser import new_commands, parse
 
@@ -22,7 +23,9 @@ CASES = [
     ("> quoted\n>\n> /campaign verify", []),
     ("<!-- /screen candidate x -->", []),
     ("<!--\n/screen candidate x\n-->\n/campaign help", ["/campaign help"]),
-    ("<!-- note --> /campaign help", ["/campaign help"]),
+    # CommonMark: a line starting with "<!--" opens an HTML block that ends with its line
+    # holding "-->"; the text after the comment is HTML, not running text
+    ("<!-- note --> /campaign help", []),
     ("`/screen candidate x`", []),
     ("use `/campaign verify` to re-run", []),
     ("/campaign verify `ignored code`", ["/campaign verify"]),
@@ -42,6 +45,42 @@ CASES = [
     "inline-code-prose", "inline-code-in-args", "quoted-arg", "mid-line", "prefix-only",
     "case", "other-bot", "empty"])
 def test_grammar(body: str, expected: list[str]) -> None:
+    assert [c.text for c in parse(body)] == expected
+
+
+HTML_AND_QUOTES = [
+    ("<pre>\n/screen candidate x\n</pre>", []),
+    ("<code>\n/screen candidate x\n</code>", []),
+    ("<blockquote>\n/screen candidate x\n</blockquote>", []),
+    ("<details>\n/screen candidate x\n</details>\n\n/campaign help", ["/campaign help"]),
+    ("<span>\n/screen candidate x\n</span>", []),
+    ("> quoted\n/screen candidate x", []),
+    ("> /screen candidate x\n/screen candidate x", []),
+    (">" * 30 + " a\n/screen candidate x", []),
+    ("text `code\n/screen candidate x` more", []),
+    ("text ``a ` b\n/screen candidate x``\n/campaign help", ["/campaign help"]),
+    ("text <code>\n/screen candidate x\n</code>", []),
+    ("text <pre>x\n/screen candidate x</pre>\n/campaign help", ["/campaign help"]),
+    ("text <!--\n/screen candidate x\n-->", []),
+    ("text <code>unclosed\n/screen candidate x", []),
+    ("text <kbd>a</kbd>\n/screen candidate x", ["/screen candidate x"]),
+    ("<b>bold</b>\n/screen candidate x", ["/screen candidate x"]),
+    ("/screen candidate x <!-- note -->", ["/screen candidate x"]),
+    ("/screen candidate x `note\nmore`", ["/screen candidate x"]),
+    ("- item\n\n  /screen candidate x", ["/screen candidate x"]),
+    ("/screen candidate x\n---", ["/screen candidate x"]),
+]
+
+
+@pytest.mark.parametrize("body,expected", HTML_AND_QUOTES, ids=[
+    "pre-block", "code-block-tag", "blockquote-tag", "details-then-blank", "tag-alone-block",
+    "lazy-quote", "quote-then-lazy-copy", "deep-quote-lazy", "code-span-across-lines",
+    "double-backtick-span", "inline-code-element", "inline-pre-element",
+    "inline-comment-across-lines", "unclosed-inline-code", "kbd-closed", "bold-tag-prose",
+    "trailing-comment", "code-span-to-next-line", "list-item-paragraph", "setext-heading"])
+def test_html_code_and_quotes_hold_no_command(body: str, expected: list[str]) -> None:
+    """CommonMark ranges (markdown-it-py) that hide commands: HTML blocks, inline code
+    and quotation elements, code spans across lines, block quotes with lazy lines."""
     assert [c.text for c in parse(body)] == expected
 
 
@@ -68,3 +107,18 @@ def test_unbalanced_quote_is_reported_not_dropped() -> None:
 ], ids=["added", "unchanged", "repeated", "fixed-typo", "removed", "unfenced"])
 def test_edit_runs_only_new_commands(before: str, after: str, expected: list[str]) -> None:
     assert [c.text for c in new_commands(after, before)] == expected
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_hostile_corpus_hidden_commands_do_not_parse(name: str) -> None:
+    assert parse(HIDDEN[name]) == []
+    # running text after the hiding construct and a blank line is read again (an unclosed
+    # fence is code to the end of the comment)
+    after = [c.text for c in parse(HIDDEN[name] + "\n\n\n/campaign help")]
+    assert after == ([] if name == "fenced-code-unclosed" else ["/campaign help"])
+
+
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_hostile_corpus_slow_bodies_parse(name: str) -> None:
+    cmds = parse(SLOW[name])
+    assert all(c.text == "/screen candidate noop" for c in cmds)

@@ -58,7 +58,7 @@ def test_parse_valid(text: str, expected: object) -> None:
         ("control sessions=4", "unknown argument 'sessions=4' for '/screen control'",
          ["track=ID", "campaign=ID", "sha=SHA"]),
         ("control dry-run", "unknown argument 'dry-run'", ["track=ID", "campaign=ID", "sha=SHA"]),
-        ("candidate x sha=xyz", "bad commit sha 'xyz'", ["7 to 40 hex digits of the PR head"]),
+        ("candidate x sha=xyz", "bad commit sha 'xyz'", ["the full 40 hex digits of the PR head"]),
         ("status now", "takes no arguments", []),
         ("cancel", "exactly one screen id", ["S<number>, e.g. S12"]),
         ("cancel X1", "bad screen id 'X1'", ["S<number>, e.g. S12"]),

@@ -224,11 +224,27 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)  # PR 5
     asyncio.run(run_command(rt, port, ctx("maint", 6, 2), "screen",
                             "candidate teacache track=5s-lossless", None))
-    assert ("this PR comes from a fork: its code would run on a self-hosted runner, so "
-            f"approve the exact commit you reviewed with sha=, e.g. sha={pull.head_sha[:12]}"
-            ) in comments(d)[-1]
-    asyncio.run(run_command(rt, port, ctx("maint", 6, 3), "screen",
-                            f"candidate teacache track=5s-lossless sha={pull.head_sha[:10]}",
+    full = f"/screen candidate teacache track=5s-lossless sha={pull.head_sha}"
+    assert comments(d)[-1] == (
+        "<!-- campaign-bot:reply comment=2 line=1 -->\n"
+        "This PR comes from a fork: its code would run on a self-hosted runner, so the "
+        "approval must name the full SHA of the head commit you reviewed. To screen the PR "
+        f"head as it is now, after reviewing it, comment:\n\n```\n{full}\n```\n")
+    # a prefix of the head is never an approval: the reply names the head in full
+    for n in (7, 12, 39):
+        asyncio.run(run_command(rt, port, ctx("maint", 6, 10 + n), "screen",
+                                f"candidate teacache track=5s-lossless sha={pull.head_sha[:n]}",
+                                None))
+        assert (f"sha={pull.head_sha[:n]} is {n} hex digits; an approval names the full "
+                f"40-digit head commit (now {pull.head_sha}), never a prefix.") in comments(d)[-1]
+        assert f"```\n{full}\n```" in comments(d)[-1]
+    # a full SHA that is not the head (an older commit): refused, with the current head
+    asyncio.run(run_command(rt, port, ctx("maint", 6, 4), "screen",
+                            f"candidate teacache track=5s-lossless sha={'0' * 40}", None))
+    assert f"sha={'0' * 40} is not the PR head, which is now {pull.head_sha}" in comments(d)[-1]
+    with rt.db() as db:
+        assert db.get(Screen, 2) is None  # nothing queued by any of these
+    asyncio.run(run_command(rt, port, ctx("maint", 6, 3), "screen", full.split(" ", 1)[1],
                             None))
     with rt.db() as db:
         s = db.get(Screen, 2)
@@ -292,3 +308,30 @@ def test_authorisation_is_checked_again_at_dispatch(env) -> None:
         assert s2.detail == ("Not dispatched: maint2 no longer has write permission "
                              "(now 'read'); ask again")
     assert len(d.repo(REPO).runs) == 2
+
+
+def test_bundle_documents_come_from_the_signed_manifest_only(tmp_path: Path) -> None:
+    """A receipt beside a signed bundle (in node_modules/, which walkers skip) refuses the
+    bundle; and the reader opens only the documents the signature lists, whatever else lies
+    in the tree."""
+    from hostile.corpus import RECEIPTS, clean_bundle, forged_receipt
+
+    from bot.features.screen.flow import read_bundle, verify_bundle
+    from runners.signer import generate_key
+
+    key = tmp_path / "runner.key"
+    generate_key(key)
+    b = clean_bundle(tmp_path / "b", key)
+    pub = (tmp_path / "runner.key.pub").read_bytes()
+    chk = verify_bundle(b, pub)
+    assert chk.ok and chk.documents == sorted(RECEIPTS)
+    (b / "node_modules").mkdir()
+    (b / "node_modules" / "forged.json").write_text(forged_receipt())
+    refused = verify_bundle(b, pub)
+    assert not refused.ok and refused.documents == []
+    assert ("signature: node_modules/forged.json: not covered by the signed manifests (added "
+            "after signing); the bundle is refused and nothing in it is read") in refused.problems
+    docs = read_bundle(b, chk.documents)  # the forgery is on disk, and never opened
+    assert [r.arm for r in sorted(docs.receipts, key=lambda r: r.slot)] == ["control",
+                                                                         "candidate"]
+    assert docs.problems == docs.unreadable == []

@@ -18,7 +18,7 @@ def _diff(engine) -> list:
     with engine.connect() as conn:
         mc = MigrationContext.configure(conn, opts={"compare_type": True})
         return [d for d in compare_metadata(mc, Base.metadata)
-                if any(t in repr(d) for t in ("screens", "budget_entries"))]
+                if any(t in repr(d) for t in ("screens", "budget_entries", "screen_commands"))]
 
 
 def _roundtrip(engine) -> None:

@@ -73,13 +73,20 @@ def test_cancel_keeps_record_and_frees_position(db: Session) -> None:
         screens.cancel_queued(db, a, "amy")
 
 
-def test_find_by_run_id_then_by_run_name(db: Session) -> None:
+def test_a_run_is_found_by_its_recorded_id_only(db: Session) -> None:
     a = add(db, run_id=99)
-    b = add(db)
-    assert screens.by_run(db, "o/r", 99, None) is a
-    assert screens.by_run(db, "o/r", 1234, f"screen cache-dit ({b.request_id})") is b
-    assert screens.by_run(db, "x/y", 99, None) is None
-    assert screens.by_run(db, "o/r", None, "unrelated title") is None
+    b = add(db, state=screens.DISPATCHED, pool="q")
+    assert screens.by_run(db, "o/r", 99) is a
+    assert screens.by_run(db, "x/y", 99) is None
+    assert screens.by_run(db, "o/r", None) is None
+    # a title naming the request id is no match by itself: only screens still waiting for
+    # their run id are offered, to be matched by workflow path, branch and request id
+    assert screens.by_run(db, "o/r", 1234) is None
+    assert screens.awaiting_run(db, "o/r") == [b]
+    assert screens.names_request(f"screen cache-dit (PR #5, request {b.request_id})",
+                                 b.request_id)
+    assert not screens.names_request(f"screen cache-dit x{b.request_id}", b.request_id)
+    assert not screens.names_request(None, b.request_id)
 
 
 def test_estimate_from_protocol_then_from_observations(db: Session) -> None:

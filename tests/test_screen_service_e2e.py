@@ -8,7 +8,10 @@ GitHub would send.
 Variants: the whole loop with two screens queued on one pool (the second waits, then runs)
 and a third cancelled while queued; an unauthorised user; budget exhausted, then extended
 by a requester and a dispatched screen cancelled; a bundle tampered after signing (refused);
-the runner killed mid-screen (failed, charged, never counted).
+the runner killed mid-screen (failed, charged, never counted).  The attacks on the trust
+boundary (forged receipts beside a signed bundle, hostile artifacts, forged runs, errors
+after writes, redelivered commands) are in ``tests/test_trust_boundary_e2e.py``, on the
+same runner double.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class Runner:
     runs: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
+    zips: list[bytes] = field(default_factory=list)  # uploaded as they are, one per run
+    stopped: bool = False  # the test is over: held runs end without a word
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()
@@ -112,12 +117,19 @@ class Runner:
         ev = self.release.setdefault(rid, threading.Event())
         if self.hold:
             ev.wait(60)
+        if self.stopped:
+            return
         if run.get("cancel_requested"):
             self._complete(double, repo, run, "cancelled", started=None)
             return
         started = _now_s()
         double.set_run(repo, run["id"], status="in_progress", run_started_at=_iso(started))
         self.deliver("workflow_job", job_payload(repo, run, "in_progress", started))
+        if self.zips:  # a hostile runner: its artifact is whatever it uploads
+            double.add_artifact(repo, run["id"], f"screen-bundle-{rid}",
+                                zip_bytes=self.zips.pop(0))
+            self._complete(double, repo, run, "success", started)
+            return
         # check out the approved head: the campaign directory at inputs.head_sha
         tree = double.repo(repo).trees[inputs["head_sha"]]
         camp = self.work / f"checkout-{run['id']}"
@@ -168,6 +180,8 @@ class Runner:
                 target.write_text(json.dumps(doc, indent=2))
             files = {p.relative_to(out).as_posix(): p.read_bytes()
                      for p in sorted(out.rglob("*")) if p.is_file()}
+            if mode == "forge":  # after signing: 12 fast receipts where walkers do not look
+                files.update(forged_receipts(files))
         if files:  # upload-artifact runs `if: always()`: a killed runner leaves partial files
             double.add_artifact(repo, run["id"], f"screen-bundle-{rid}", files)
         self._complete(double, repo, run, conclusion, started)
@@ -183,6 +197,28 @@ class Runner:
             fields["run_started_at"] = _iso(started)
         double.set_run(repo, run["id"], **fields)
         self.deliver("workflow_run", run_payload(repo, double.repo(repo).runs[run["id"]]))
+
+
+def forged_receipts(files: dict[str, bytes], n: int = 12) -> dict[str, bytes]:
+    """``n`` receipts no runner signed, under ``node_modules/``: copies of the run's own
+    receipts, alternating arms, each candidate's measured wall time cut to 5% of the
+    control's (a ratio of 0.05 if anything read them)."""
+    real = [json.loads(b) for p, b in sorted(files.items())
+            if p.startswith("data/receipts/") and p.endswith(".json")]
+    control = next(r for r in real if r["arm"] == "control")
+    candidate = next(r for r in real if r["arm"] == "candidate")
+    wall = next(q["client_wall_s"] for q in control["requests"] if q["kind"] == "measured")
+    out = {}
+    for i in range(n):
+        doc = json.loads(json.dumps(control if i % 2 == 0 else candidate))
+        doc["slot"] = 2 + i
+        doc["session_id"] = f"forged-{i:02d}"
+        if doc["arm"] == "candidate":
+            for q in doc["requests"]:
+                if q["kind"] == "measured":
+                    q["client_wall_s"] = round(wall * 0.05, 3)
+        out[f"node_modules/forged-{i:02d}.json"] = json.dumps(doc, indent=2).encode()
+    return out
 
 
 def _now_s() -> datetime:
@@ -244,6 +280,8 @@ def run_payload(repo: str, run: dict[str, Any]) -> dict[str, Any]:
     p["workflow_run"].update(
         id=run["id"], status="completed", conclusion=run["conclusion"],
         display_title=run["display_title"], head_sha=run["head_sha"],
+        path=f".github/workflows/{run['workflow']}", head_branch=run["head_branch"],
+        event=run["event"],
         run_started_at=run.get("run_started_at") or run.get("created_at"),
         updated_at=run["updated_at"],
     )
@@ -355,6 +393,7 @@ def service(github_double: Any, tmp_path: Path, keys: tuple[Path, Path],
     finally:
         (tmp_path / "calls.txt").write_text("\n".join(
             f"{c.method} {c.path} {c.status}" for c in github_double.calls))
+        env.runner.stopped = True
         for ev in env.runner.release.values():
             ev.set()
         env.proc.send_signal(signal.SIGTERM)

@@ -96,3 +96,35 @@ def test_silent_run_is_cancelled_charged_and_reported(env) -> None:  # noqa: F81
         s1 = db.get(Screen, 1)
         assert (s1.state, s1.conclusion) == ("failed", "timed_out")
         assert s1.charged_device_s == 9 * 3600.0 * 4
+
+
+def test_dispatch_answered_5xx_holds_the_pool_until_the_run_is_found(env) -> None:  # noqa: F811
+    """GitHub answers every dispatch attempt 502 and lists no run yet: the screen keeps its
+    pool (a run may exist); when the run shows up, the watchdog finds it by request id."""
+    from dataclasses import replace
+
+    d, port, rt, clock = env
+    rt.options = replace(rt.options, write_backoff_s=0.01)
+    d.inject("POST", f"/repos/{REPO}/actions/workflows/screen.yml/dispatches", 502, times=4)
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    say(rt, port, "maint", "/screen control track=5s-lossless", cid=2)
+    assert not d.repo(REPO).runs and not d.repo(REPO).check_runs
+    with rt.db() as db:
+        s1, s2 = db.get(Screen, 1), db.get(Screen, 2)
+        assert (s1.state, s1.run_id, s2.state) == ("dispatched", None, "queued")
+        assert s1.detail.startswith("GitHub answered the dispatch with an error (")
+        rid, head = s1.request_id, s1.head_sha
+    assert "waiting for a run named with request" in comments(d)[0]
+    # a run of another workflow, or of this one on another branch, titled alike: not it
+    d.add_workflow(REPO, "ci.yml")
+    d.add_run(REPO, "ci.yml", head, status="queued", conclusion=None, display_title=rid)
+    assert watchdog_pass(rt) == []
+    run = d.add_run(REPO, "screen.yml", head, status="queued", conclusion=None,
+                    display_title=f"screen cache-dit on 5s-lossless (PR #5, request {rid})")
+    assert watchdog_pass(rt) == [f"S1: run {run['id']} found by its request id"]
+    with rt.db() as db:
+        s1 = db.get(Screen, 1)
+        assert (s1.state, s1.run_id, s1.detail) == ("dispatched", run["id"], None)
+        assert s1.check_run_id is not None
+    (check,) = d.repo(REPO).check_runs.values()
+    assert (check["external_id"], check["status"]) == (rid, "in_progress")

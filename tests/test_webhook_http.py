@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from hostile.webhooks import DEEP_BODY, LONG_DELIVERY_IDS
 from webhook_helpers import (
     DB_KINDS,
     SECRET,
@@ -185,6 +186,26 @@ def test_malformed_json_signed_is_400_and_not_stored(service: Service) -> None:
         assert r.status_code == 400, r.text
     assert service.stored() == []
     assert service.metrics.rejected["malformed"] == 3
+
+
+def test_body_nested_100k_levels_is_400_not_500(service: Service) -> None:
+    body = DEEP_BODY
+    r = post(service.base, body, headers_for(body, "issue_comment", "deep-1"))
+    assert r.status_code == 400, r.text
+    assert "JSON nested too deeply: 100001 levels" in r.json()["error"]
+    assert service.stored() == []
+
+
+def test_delivery_ids_over_200_characters_are_refused_not_cut(service: Service) -> None:
+    body = fixture_bytes("issue_comment")
+    for delivery in LONG_DELIVERY_IDS:
+        r = post(service.base, body, headers_for(body, "issue_comment", delivery))
+        assert r.status_code == 400, r.text
+        assert "X-GitHub-Delivery over 200 characters" in r.json()["error"]
+    # the longest accepted id is stored whole
+    ok = "y" * 200
+    assert post(service.base, body, headers_for(body, "issue_comment", ok)).status_code == 202
+    assert service.stored() == [ok]
 
 
 def test_missing_event_or_delivery_header_is_400(service: Service) -> None:

@@ -235,6 +235,22 @@ class Commands:
         self.router = router
         self.configs = configs
         self._specs: dict[str, CommandSpec] = {}
+        # each command's handler reads the same delivery: parse its comment once
+        self._parsed: dict[int, tuple[dict[str, Any], Any, list[Command]]] = {}
+
+    def _commands_of(self, event: Event, bot_login: str) -> tuple[Any, list[Command]]:
+        """``(_comment_target(...), commands to run)`` of ``event``, parsed once per event
+        (by its payload object, held while cached; the last 16 kept: a hostile comment costs
+        markdown-it up to ~2 s to read, and every command's handler reads it)."""
+        hit = self._parsed.get(id(event.payload))
+        if hit is None or hit[0] is not event.payload:
+            target = _comment_target(event, bot_login)
+            hit = (event.payload, target,
+                   _unique(target[4], target[5]) if target is not None else [])
+            self._parsed[id(event.payload)] = hit
+            while len(self._parsed) > 16:
+                self._parsed.pop(next(iter(self._parsed)))
+        return hit[1], hit[2]
 
     @property
     def specs(self) -> list[CommandSpec]:
@@ -250,11 +266,11 @@ class Commands:
         self._specs[spec.verb] = spec
 
         async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
-            target = _comment_target(event, gh.bot_login)
+            target, cmds = self._commands_of(event, gh.bot_login)
             if target is None:
                 return
-            number, is_pull, login, cid, body, previous = target
-            for cmd in _unique(body, previous):
+            number, is_pull, login, cid, _body, _previous = target
+            for cmd in cmds:
                 if cmd.verb != spec.verb:
                     continue
                 ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
@@ -296,11 +312,11 @@ class Commands:
     async def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
         """Handler: answer ``/campaign SUB`` and ``/screen`` lines that no command implements
         (the reply lists the known ones)."""
-        target = _comment_target(event, gh.bot_login)
+        target, cmds = self._commands_of(event, gh.bot_login)
         if target is None:
             return
-        number, is_pull, login, cid, body, previous = target
-        for cmd in _unique(body, previous):
+        number, is_pull, login, cid, _body, _previous = target
+        for cmd in cmds:
             if cmd.verb in self._specs:
                 continue
             spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)

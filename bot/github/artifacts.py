@@ -11,16 +11,21 @@ for GitHub Actions").  So:
   to the redirect target (the blob URL is pre-signed);
 - every zip entry is checked before anything is written: no absolute paths (``/x``, ``C:x``,
   ``\\x``), no ``..`` component, no symbolic links or other special files, no duplicates, no
-  encrypted entries, at most ``max_files`` entries; the uncompressed size is capped per
-  archive, counting the bytes really inflated (a zip bomb may lie in its headers).
+  encrypted entries, at most ``max_files`` entries; no name component over 255 bytes and no
+  path over 4096 bytes (Linux's ``NAME_MAX`` and ``PATH_MAX``), at most ``max_depth``
+  components, and no entry that is a file and also the directory of another entry (a file
+  ``data`` beside ``data/x``); the uncompressed size is capped per archive, counting the bytes
+  really inflated (a zip bomb may lie in its headers).
 
-Errors raise :class:`ArtifactError` with a one-line reason fit for the status comment.
+Errors raise :class:`ArtifactError` with a one-line reason fit for the status comment; an
+``OSError`` while writing (disk full, a limit of the file system) is one too.
 """
 
 from __future__ import annotations
 
 import io
 import stat
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -37,6 +42,12 @@ MAX_UNCOMPRESSED_BYTES = 2 * 1024 * 1024 * 1024
 """Default cap on the unpacked bundle: 2 GiB."""
 MAX_FILES = 10_000
 """Default cap on the number of entries in the archive."""
+MAX_DEPTH = 32
+"""Default cap on the components of an entry's path (a screen bundle is 4 deep)."""
+NAME_MAX = 255
+"""Longest path component in bytes (UTF-8), Linux's ``NAME_MAX``."""
+PATH_MAX = 4096
+"""Longest entry path in bytes (UTF-8), Linux's ``PATH_MAX``."""
 CHUNK = 1 << 16
 
 
@@ -60,6 +71,7 @@ class Limits:
     max_compressed: int = MAX_COMPRESSED_BYTES
     max_uncompressed: int = MAX_UNCOMPRESSED_BYTES
     max_files: int = MAX_FILES
+    max_depth: int = MAX_DEPTH
 
 
 def download_zip(
@@ -127,6 +139,12 @@ def _check_name(name: str) -> PurePosixPath:
     p = PurePosixPath(name)
     if any(part == ".." for part in p.parts):
         raise ArtifactError(f"'..' in archive path: {name!r}")
+    if len(name.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        raise ArtifactError(f"archive path over {PATH_MAX} bytes: {name[:60]!r}...")
+    for part in p.parts:
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise ArtifactError(f"archive path component over {NAME_MAX} bytes: "
+                                f"{part[:60]!r}... in {name[:120]!r}")
     return p
 
 
@@ -141,15 +159,21 @@ def safe_extract(data: bytes, dest: Path, limits: Limits = Limits()) -> list[str
         raise ArtifactError(f"archive is over the {limits.max_compressed}-byte cap")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, ValueError, EOFError, OverflowError, NotImplementedError,
+            struct.error) as exc:  # a broken or hostile central directory
         raise ArtifactError(f"not a zip archive: {exc}") from exc
     infos = zf.infolist()
     if len(infos) > limits.max_files:
         raise ArtifactError(f"archive has {len(infos)} entries, over the {limits.max_files} cap")
     seen: set[str] = set()
+    files: dict[str, str] = {}
+    parents: dict[str, str] = {}
     declared = 0
     for info in infos:
         p = _check_name(info.filename)
+        if len(p.parts) > limits.max_depth:
+            raise ArtifactError(f"archive path {info.filename[:120]!r} is {len(p.parts)} levels "
+                                f"deep, over the {limits.max_depth} cap")
         ftype = stat.S_IFMT(info.external_attr >> 16)
         if info.create_system == 3 and ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
             kind = "symbolic link" if ftype == stat.S_IFLNK else "special file"
@@ -160,7 +184,15 @@ def safe_extract(data: bytes, dest: Path, limits: Limits = Limits()) -> list[str
         if key in seen:
             raise ArtifactError(f"duplicate entry in archive: {info.filename!r}")
         seen.add(key)
+        if not info.is_dir():
+            files[key] = info.filename
+        for i in range(1, len(p.parts)):
+            parents.setdefault(PurePosixPath(*p.parts[:i]).as_posix(), info.filename)
         declared += info.file_size
+    for key, name in files.items():
+        if key in parents:
+            raise ArtifactError(f"archive entry {name!r} is a file and also the directory of "
+                                f"{parents[key]!r}")
     if declared > limits.max_uncompressed:
         raise ArtifactError(
             f"archive unpacks to {declared} bytes, over the {limits.max_uncompressed}-byte cap"
@@ -170,14 +202,14 @@ def safe_extract(data: bytes, dest: Path, limits: Limits = Limits()) -> list[str
     out: list[str] = []
     total = 0
     for info in infos:
-        target = (root / info.filename).resolve()
-        if root not in target.parents and target != root:
-            raise ArtifactError(f"entry escapes the destination: {info.filename!r}")
-        if info.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
+            target = (root / info.filename).resolve()
+            if root not in target.parents and target != root:
+                raise ArtifactError(f"entry escapes the destination: {info.filename!r}")
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(target, "wb") as dst:
                 while chunk := src.read(CHUNK):
                     total += len(chunk)
@@ -186,8 +218,11 @@ def safe_extract(data: bytes, dest: Path, limits: Limits = Limits()) -> list[str
                             f"archive inflated past the {limits.max_uncompressed}-byte cap"
                         )
                     dst.write(chunk)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
             # zipfile stops at the declared size and then fails the CRC: a lying header
             raise ArtifactError(f"corrupt archive entry {info.filename!r}: {exc}") from exc
+        except OSError as exc:  # the checks above should leave none; a full disk still can
+            raise ArtifactError(f"cannot unpack archive entry {info.filename[:120]!r}: "
+                                f"{exc.strerror or exc}") from exc
         out.append(info.filename)
     return out

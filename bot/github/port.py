@@ -201,6 +201,11 @@ class WorkflowRunInfo:
     html_url: str = ""
     run_started_at: datetime | None = None
     updated_at: datetime | None = None
+    path: str = ""
+    """The workflow file, e.g. ``.github/workflows/screen.yml`` ("" when unknown)."""
+    head_branch: str = ""
+    """The branch the run ran on (for ``workflow_dispatch``: the dispatch ``ref``)."""
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,9 @@ class GitHubPort(Protocol):
     async def dispatch_workflow(self, workflow_file: str, ref: str,
                                 inputs: dict[str, str]) -> DispatchResult: ...
     async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo: ...
+    async def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
+                                 created_after: datetime | None = None,
+                                 limit: int = 100) -> list[WorkflowRunInfo]: ...
     async def cancel_workflow_run(self, run_id: int) -> None: ...
     async def list_run_artifacts(self, run_id: int, name: str | None = None
                                  ) -> list[ArtifactInfo]: ...

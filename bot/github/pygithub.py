@@ -25,6 +25,7 @@ PyGithub traps handled here (read in its 2.10.0 source):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -505,13 +506,25 @@ class PyGithubPort:
     async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
         """Workflow run ``run_id``."""
 
-        def fn() -> WorkflowRunInfo:
-            r = self._r().get_workflow_run(run_id)
-            return WorkflowRunInfo(r.id, r.head_sha, r.status, r.conclusion,
-                                   r.display_title or "", r.event, r.run_attempt or 1,
-                                   r.html_url or "", _utc(r.run_started_at), _utc(r.updated_at))
+        return await self._call(f"get run {run_id}", "GET",
+                                lambda: _run_info(self._r().get_workflow_run(run_id)))
 
-        return await self._call(f"get run {run_id}", "GET", fn)
+    async def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
+                                 created_after: datetime | None = None,
+                                 limit: int = 100) -> list[WorkflowRunInfo]:
+        """The newest runs (at most ``limit``, newest first) of ``.github/workflows/FILE``
+        on ``branch`` triggered by ``event``, created at or after ``created_after`` (UTC):
+        how a dispatch that GitHub answered with an error is looked up by its request id."""
+
+        def fn() -> list[WorkflowRunInfo]:
+            kw: dict[str, Any] = {"branch": branch, "event": event}
+            if created_after is not None:
+                kw["created"] = ">=" + created_after.astimezone(UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ")
+            runs = self._r().get_workflow(workflow_file).get_runs(**kw)
+            return [_run_info(r) for r in itertools.islice(runs, limit)]
+
+        return await self._call(f"list runs of {workflow_file}", "GET", fn)
 
     async def cancel_workflow_run(self, run_id: int) -> None:
         """Ask GitHub to cancel workflow run ``run_id`` (one POST; PyGithub's
@@ -557,6 +570,14 @@ class PyGithubPort:
                 raise GitHubError(f"artifact {artifact_id}: {exc}", exc.status) from None
 
         return await self._call(f"download artifact {artifact_id}", "GET", fn)
+
+
+def _run_info(r: Any) -> WorkflowRunInfo:
+    """A PyGithub ``WorkflowRun`` as the port's value type."""
+    return WorkflowRunInfo(r.id, r.head_sha, r.status, r.conclusion, r.display_title or "",
+                           r.event, r.run_attempt or 1, r.html_url or "",
+                           _utc(r.run_started_at), _utc(r.updated_at), r.path or "",
+                           r.head_branch or "", _utc(r.created_at))
 
 
 def _utc(v: datetime | None) -> datetime | None:

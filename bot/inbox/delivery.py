@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from typing import Any
 from urllib.parse import parse_qs
+
+from evidence import safejson
 
 SIGNATURE_HEADER = "x-hub-signature-256"
 EVENT_HEADER = "x-github-event"
 DELIVERY_HEADER = "x-github-delivery"
 # Headers never stored with a delivery (GitHub sends none of these; a proxy might).
 DROPPED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+MAX_DELIVERY_ID_CHARS = 200
+"""Longest ``X-GitHub-Delivery`` accepted (characters; the inbox column holds 200).  GitHub
+sends a 36-character GUID; a longer id is refused, never cut: two ids sharing their first 200
+characters would otherwise be taken for one delivery and the second dropped as a duplicate."""
+MAX_EVENT_CHARS = 100
+"""Longest ``X-GitHub-Event`` accepted (characters; GitHub's event names are under 40)."""
+MAX_PAYLOAD_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted in a webhook body (levels; GitHub's
+payloads are under 10).  Deeper text is refused before parsing (:mod:`evidence.safejson`):
+Python's parser would exhaust its recursion limit instead."""
 
 
 class PayloadError(ValueError):
@@ -46,7 +57,7 @@ def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any]:
 
     GitHub sends ``application/json``, or ``application/x-www-form-urlencoded`` with the JSON
     in the ``payload`` field when the webhook is configured so.  Raises :class:`PayloadError`
-    with a one-line reason."""
+    with a one-line reason (also for JSON nested deeper than :data:`MAX_PAYLOAD_DEPTH`)."""
     ct = (content_type or "").split(";")[0].strip().lower()
     raw: bytes | str = body
     if ct == "application/x-www-form-urlencoded":
@@ -58,8 +69,10 @@ def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any]:
             raise PayloadError("form body has no 'payload' field")
         raw = form["payload"][0]
     try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        obj = safejson.loads(raw, limit=MAX_PAYLOAD_DEPTH)
+    except safejson.JSONTooDeep as exc:
+        raise PayloadError(f"body is not accepted: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise PayloadError(f"body is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise PayloadError(f"body is JSON {type(obj).__name__}, not an object")

@@ -6,9 +6,12 @@
 2. ``Content-Length`` above ``max_body_bytes`` → 413 without reading; the body is then read
    in chunks and a stream that passes the limit → 413 (chunked bodies have no length);
 3. signature not valid for the raw bytes (``hmac.compare_digest``) → 401;
-4. no ``X-GitHub-Event`` or ``X-GitHub-Delivery`` → 400;
+4. no ``X-GitHub-Event`` or ``X-GitHub-Delivery``, or one longer than the inbox stores
+   (``MAX_EVENT_CHARS``, ``MAX_DELIVERY_ID_CHARS``: refused, never cut, so two long ids
+   cannot collide) → 400;
 5. ``ping`` → 200 ``{"ok": true, "zen": ...}`` (not stored);
-6. body not a JSON object (or form without ``payload``) → 400, **not stored**: GitHub never
+6. body not a JSON object (or form without ``payload``, or nested deeper than
+   ``MAX_PAYLOAD_DEPTH``) → 400, **not stored**: GitHub never
    sends that, so a signed malformed body means a broken sender; storing it would only park a
    delivery no attempt can process;
 7. store (id, event, headers, body, received time) → 202 ``{"status": "queued"}``; a
@@ -33,6 +36,8 @@ from bot.inbox.delivery import (
     DELIVERY_HEADER,
     DROPPED_HEADERS,
     EVENT_HEADER,
+    MAX_DELIVERY_ID_CHARS,
+    MAX_EVENT_CHARS,
     SIGNATURE_HEADER,
     PayloadError,
     delivery_key,
@@ -107,6 +112,10 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
         if not event or not delivery:
             return reject("bad_request", 400, "missing X-GitHub-Event or X-GitHub-Delivery",
                           delivery)
+        if len(delivery) > MAX_DELIVERY_ID_CHARS or len(event) > MAX_EVENT_CHARS:
+            return reject("bad_request", 400,
+                          f"X-GitHub-Delivery over {MAX_DELIVERY_ID_CHARS} characters or "
+                          f"X-GitHub-Event over {MAX_EVENT_CHARS}", delivery[:80])
         if event == "ping":
             return JSONResponse({"ok": True, "zen": PING_ZEN})
         try:
@@ -115,8 +124,8 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
             return reject("malformed", 400, str(exc), delivery)
         action = payload.get("action")
         row = store.NewDelivery(
-            delivery_id=delivery[:200],
-            event=event[:100],
+            delivery_id=delivery,
+            event=event,
             action=action[:100] if isinstance(action, str) else None,
             repo=repo_of(payload),
             key=delivery_key(payload),

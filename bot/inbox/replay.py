@@ -11,7 +11,9 @@ Accepted files (JSON):
   other usual spellings.  If none matches the stored signature, use ``--resign``.
 
 Dry runs wrap the event's GitHub port in :class:`bot.github.recording.RecordingGitHub`
-(reads go to GitHub, writes are recorded, not made).  The handlers and the GitHub factory are
+(reads go to GitHub, writes are recorded, not made); offline (no credentials, ``--offline``,
+or GitHub unreachable) the reads are answered from the delivery's own payload by
+:class:`bot.github.offline.OfflineGitHub`.  The handlers and the GitHub factory are
 given by the caller (the composition root's :func:`bot.app.replay`).
 """
 
@@ -37,6 +39,7 @@ from bot.inbox.delivery import (
 )
 from bot.inbox.router import Event, HandlerResult, Router
 from bot.inbox.worker import ContextFactory
+from evidence import safejson
 
 
 class ReplayInputError(Exception):
@@ -68,6 +71,7 @@ class ReplayReport:
     handlers: list[HandlerResult] = field(default_factory=list)
     writes: list[Any] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -78,10 +82,10 @@ class ReplayReport:
 def load_delivery_file(path: Path) -> SavedDelivery:
     """Read a replay file (see the module docstring); raises :class:`ReplayInputError`."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = safejson.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ReplayInputError(f"{path}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # not JSON, too deep
         raise ReplayInputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{path}: expected a JSON object with headers and body")
@@ -108,14 +112,6 @@ def load_delivery_file(path: Path) -> SavedDelivery:
         if h not in headers:
             raise ReplayInputError(f"{path}: headers lack {h!r}")
     return SavedDelivery(path, headers, bodies)
-
-
-def recording_port(gh: Any, event: Event) -> Any:
-    """``RecordingGitHub(gh)``: reads pass through to ``gh`` (fail without it), writes are
-    recorded."""
-    if gh is None:
-        return RecordingGitHub(None, repo=event.repo_full_name or "")
-    return RecordingGitHub(gh)
 
 
 def recorded_writes(port: Any) -> list[Any]:
@@ -153,23 +149,35 @@ def check(saved: SavedDelivery, secret: str | bytes, *, resign: bool = False) ->
 
 
 async def replay(event: Event, router: Router, context_factory: ContextFactory, *,
-                 apply: bool = False) -> ReplayReport:
+                 apply: bool = False, offline: ContextFactory | None = None,
+                 offline_reason: str | None = None) -> ReplayReport:
     """Route ``event`` (from :func:`check`) to ``router``'s handlers with GitHub ports from
     ``context_factory`` (writes recorded unless ``apply``), and return what happened.
+
+    ``offline`` is the factory of a read-only port answering from the delivery's payload
+    (:class:`bot.github.offline.OfflineGitHub`).  With ``offline_reason`` it is used from the
+    start (the reason is reported as a note); a dry run also falls back to it, with a
+    warning, when ``context_factory`` fails (GitHub unreachable, credentials refused).
 
     Raises :class:`ReplayInputError` when ``apply`` has no GitHub access."""
     report = ReplayReport(event.delivery_id, event.name, event.action, applied=apply)
     if not router.handlers_for(event):
         return report
-    try:
-        gh, config = await context_factory(event)
-    except Exception as exc:  # noqa: BLE001 - e.g. no credentials configured
-        if apply:
-            raise ReplayInputError(f"--apply needs GitHub access: {exc}") from None
-        # A dry run can still show the writes of handlers that need no reads.
-        report.warnings.append(f"no GitHub access ({exc}); reads fail, writes are recorded")
-        gh, config = None, None
-    port = gh if apply else recording_port(gh, event)
+    if offline is not None and offline_reason is not None and not apply:
+        report.notes.append(offline_reason)
+        gh, config = await offline(event)
+    else:
+        try:
+            gh, config = await context_factory(event)
+        except Exception as exc:  # noqa: BLE001 - no credentials, GitHub unreachable, ...
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if apply or offline is None:
+                raise ReplayInputError(f"{'--apply' if apply else 'replay'} needs GitHub "
+                                       f"access: {why}") from None
+            report.warnings.append(f"no GitHub access ({why}); reads answer from the "
+                                   "delivery's payload, as with --offline")
+            gh, config = await offline(event)
+    port = gh if apply else RecordingGitHub(gh)
     report.handlers = await router.dispatch(event, port, config)
     report.writes = recorded_writes(port)
     return report
@@ -195,8 +203,10 @@ def print_report(report: ReplayReport, console: Console) -> None:
     """Handlers as a table, then each GitHub write."""
     ev = report.event + (f".{report.action}" if report.action else "")
     console.print(f"delivery {report.delivery_id} ({ev}): signature ok", highlight=False)
+    for n in report.notes:
+        console.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     for w in report.warnings:
-        console.print(f"warning: {w}", highlight=False, markup=False)
+        console.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if not report.handlers:
         console.print("no handler matches this event; nothing would be written")
         return
@@ -213,4 +223,11 @@ def print_report(report: ReplayReport, console: Console) -> None:
     console.print(f"{len(report.writes)} GitHub write(s) the handlers {verb}:")
     for i, w in enumerate(report.writes, 1):
         op, args = _describe(w)
-        console.print(f"  {i}. {op} {args}", highlight=False, markup=False)
+        console.print(f"  {i}. {op} {args}", highlight=False, markup=False, soft_wrap=True)
+        body = getattr(w, "args", {}).get("body") if isinstance(getattr(w, "args", None),
+                                                                 dict) else None
+        if isinstance(body, str) and body:
+            # the full text the write would post (the line above shortens it)
+            console.print(f"  --- body of write {i} ---", highlight=False, markup=False)
+            console.print(body, highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  --- end of write {i} ---", highlight=False, markup=False)

@@ -133,6 +133,8 @@ class Call:
     response: Any
     content_type: str | None
     injected: bool = False
+    at: float = field(default_factory=time.monotonic)
+    """When the double answered (``time.monotonic()`` seconds): for assertions on waits."""
 
     @property
     def is_write(self) -> bool:
@@ -465,15 +467,19 @@ class GitHubDouble:
             return run
 
     def add_artifact(self, full_name: str, run_id: int, name: str,
-                     files: dict[str, bytes | str], expired: bool = False) -> dict[str, Any]:
-        """Attach a zip artifact holding ``files`` to run ``run_id``."""
+                     files: dict[str, bytes | str] | None = None, expired: bool = False,
+                     zip_bytes: bytes | None = None) -> dict[str, Any]:
+        """Attach a zip artifact holding ``files`` to run ``run_id``, or ``zip_bytes`` as
+        they are (hostile archives: clashing, overlong or malformed entries)."""
         with self._lock:
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w") as zf:
-                for p, data in files.items():
-                    zf.writestr(p, data)
+            if zip_bytes is None:
+                buf = io.BytesIO()
+                with zipfile.ZipFile(buf, "w") as zf:
+                    for p, data in (files or {}).items():
+                        zf.writestr(p, data)
+                zip_bytes = buf.getvalue()
             art = {"id": next(self._ids), "run_id": run_id, "name": name,
-                   "zip": buf.getvalue(), "expired": expired}
+                   "zip": zip_bytes, "expired": expired}
             self.repos[full_name].artifacts[art["id"]] = art
             return art
 
@@ -1395,9 +1401,14 @@ class GitHubDouble:
     def _op_list_runs(self, req: Request, repo: RepoState,
                       workflow_id: str) -> tuple[int, Any, dict[str, str]]:
         wf = self._get_workflow(repo, workflow_id)
+        q = req.query
+        since = q.get("created", "")[2:] if q.get("created", "").startswith(">=") else ""
         items = [self._run_body(repo, r) for r in sorted(repo.runs.values(),
                                                          key=lambda r: -r["id"])
-                 if r["workflow"] == wf["file"]]
+                 if r["workflow"] == wf["file"]
+                 and q.get("branch", r["head_branch"]) == r["head_branch"]
+                 and q.get("event", r["event"]) == r["event"]
+                 and (not since or r.get("created_at", _now()) >= since)]
         return self._paginate(req, items, "workflow_runs")
 
     def _op_get_run(self, req: Request, repo: RepoState, run_id: str) -> tuple[int, Any]:

@@ -27,7 +27,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot.features.dashboard.model import Ledger, LedgerEntry, LedgerScreen
@@ -110,6 +110,16 @@ def read_ledger(url: str, campaign: str, repo: str | None = None) -> Ledger:
     except (NoSuchModuleError, ImportError, ArgumentError) as e:
         raise LedgerError(f"{shown}: cannot use this database driver: {e}") from None
     try:
+        return read_ledger_from(engine, campaign, repo, shown=shown)
+    finally:
+        engine.dispose()
+
+
+def read_ledger_from(engine: Engine, campaign: str, repo: str | None = None, *,
+                     shown: str = "the database") -> Ledger:
+    """:func:`read_ledger` on an open ``engine`` (left open); ``shown`` names the database in
+    messages.  Raises :class:`LedgerError`."""
+    try:
         with engine.connect() as db:
             insp = inspect(db)
             missing = [t for t in ("budget_entries", "screens") if not insp.has_table(t)]
@@ -156,6 +166,4 @@ def read_ledger(url: str, campaign: str, repo: str | None = None) -> Ledger:
     except SQLAlchemyError as e:
         why = str(getattr(e, "orig", None) or e).splitlines()[0]
         raise LedgerError(f"{shown}: cannot read the budget ledger: {why}") from None
-    finally:
-        engine.dispose()
     return Ledger(url=shown, repo=repo, entries=entries, screens=screens)

@@ -41,6 +41,7 @@ from bot.features.dashboard.model import (
     PoolView,
     ScreenView,
     Site,
+    slug,
 )
 from templates import TEMPLATE_DIR
 
@@ -73,6 +74,9 @@ class Links:
     ``findings.html``, ``style.css`` and copies of documents under ``evidence/``."""
 
     base: str = ""
+    live: bool = False
+    """True on the live pages of ``campaign-bot serve``: the navigation adds the queue page
+    (the static site has none: it shows evidence, not the bot's current queue)."""
 
     def index(self) -> str:
         """The overview page."""
@@ -93,6 +97,10 @@ class Links:
     def findings(self) -> str:
         """The findings page."""
         return f"{self.base}findings.html"
+
+    def queue(self, pool: str | None = None) -> str:
+        """The live queue page (``queue.html``), at pool ``pool``'s section when given."""
+        return f"{self.base}queue.html" + (f"#pool-{slug(pool)}" if pool else "")
 
     def asset(self, name: str) -> str:
         """A static asset (the stylesheet)."""
@@ -132,6 +140,18 @@ def _ratio(v: Any) -> str:
     return f"{text} (no exact bounds)"
 
 
+def _duration(v: float | None) -> str:
+    """Seconds as ``1 h 02 min``, ``12 min 05 s`` or ``40 s``; ``—`` when unknown."""
+    if v is None or math.isnan(v):
+        return "—"
+    t = int(round(max(v, 0.0)))
+    h, rest = divmod(t, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h} h {m:02d} min"
+    return f"{m} min {sec:02d} s" if m else f"{sec} s"
+
+
 def _amount(v: float, unit: str) -> str:
     return f"{v:.2f} {unit}" if unit else f"{v:g}"
 
@@ -142,7 +162,8 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(DASHBOARD_TEMPLATES), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
-    env.filters.update(s=_s, h=_h, pct=_pct, when=_when, ratio=_ratio, amount=_amount)
+    env.filters.update(s=_s, h=_h, pct=_pct, when=_when, ratio=_ratio, amount=_amount,
+                       duration=_duration)
     env.globals.update(severity_text=SEVERITY_TEXT, safe_url=safe_url)
     return env
 
@@ -208,6 +229,12 @@ def render_findings(site: Site, links: Links) -> str:
     """Every finding of the review (as ``campaign-bot check`` lists them) with severity,
     rule, file:line (linked to the document when the site holds it), field and message."""
     return _page("findings.html.j2", site, links, source_link=_source_link(site, links))
+
+
+def render_page(name: str, site: Site, links: Links, **ctx: Any) -> str:
+    """Any dashboard template ``name`` with the site, links and ``ctx`` (the live queue page
+    uses it)."""
+    return _page(name, site, links, **ctx)
 
 
 def stylesheet() -> str:

@@ -35,7 +35,8 @@ def register(app: Registry, queue: QueueProvider | None = None,
     from bot.features.header.service import SCHEDULE_MINUTES, HeaderService, scheduled_refresh
     from bot.scheduler import Job
 
-    svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login)
+    svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login,
+                                                            public_url=app.public_url)
     if queue is not None:
         svc.queue = queue
     h = HeaderHandlers(svc)

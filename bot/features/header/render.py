@@ -49,11 +49,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_header(content: HeaderContent) -> str:
+def render_header(content: HeaderContent, dashboard: str | None = None) -> str:
     """Return the header Markdown (without markers), ``\\n`` line endings, no trailing blank
-    lines.  Raises ``jinja2.UndefinedError`` if the template asks for a missing field."""
+    lines; ``dashboard``: the URL of the campaign's live pages, linked when given.  Raises
+    ``jinja2.UndefinedError`` if the template asks for a missing field."""
     ev = content.evidence
     if ev.at.tzinfo is not None:
         content.evidence = type(ev)(ev.sha, ev.at.astimezone(UTC), ev.url)
-    out = environment().get_template(TEMPLATE).render(h=content)
+    out = environment().get_template(TEMPLATE).render(h=content, dashboard=dashboard)
     return re.sub(r"\n{3,}", "\n\n", out).strip("\n")

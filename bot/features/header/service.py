@@ -70,6 +70,7 @@ from bot.features.header.block import (
 )
 from bot.features.header.render import TEMPLATE, render_header
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
+from bot.links import campaign_page
 from bot.repo_config import RepoConfig, find_campaign_dirs
 from evidence.header import (
     BudgetLine,
@@ -240,6 +241,8 @@ class HeaderService:
     loader: Loader = _default_loader
     evaluator: Evaluator = _default_evaluator
     queue: QueueProvider = _no_queue
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: the header links to the campaign's live pages when set."""
     blob_cache: dict[str, bytes] = field(default_factory=dict)
     source_cache: dict[tuple[Any, ...], tuple[CampaignScope, EvidenceSource]] = field(
         default_factory=dict
@@ -453,6 +456,7 @@ class HeaderService:
             "evidence": [row.evidence_sha, _iso(row.evidence_at)],
             "prs": [[p.number, p.head_sha, p.title] for p in prs],
             "template": self.template_digest,
+            "dashboard": campaign_page(self.public_url, repo, row.campaign_id),
         }
         cached_scope = self._scopes.get((repo, path, tree))
         if cached_scope is not None:
@@ -465,7 +469,8 @@ class HeaderService:
             header = row.header_text
         else:
             content = await self._compute(port, row, tree, prs)
-            header = render_header(content)
+            header = render_header(
+                content, dashboard=campaign_page(self.public_url, repo, row.campaign_id))
             scope_for_queue = self._scopes.get((repo, path, tree))
             if scope_for_queue is not None:
                 key_parts["queue"] = self._queue_digest(repo, scope_for_queue)

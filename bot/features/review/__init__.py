@@ -11,8 +11,11 @@ comment and the check run are updated; the command gets one short reply with the
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.commands import CommandContext, CommandSpec, Who
 from bot.features.review.review import review_on_push, review_pull
+from bot.inbox.router import Event
 from bot.registry import Registry
 
 SPEC = CommandSpec(
@@ -32,12 +35,22 @@ SPEC = CommandSpec(
 
 def register(app: Registry) -> None:
     """Add the review handler and ``/campaign verify``."""
-    app.router.on("pull_request", "opened", "synchronize", "reopened")(review_on_push)
-    app.commands.add(SPEC, campaign_verify)
+    public_url = app.public_url
+
+    async def on_push(event: Event, gh: Any, config: Any) -> None:
+        await review_on_push(event, gh, config, public_url=public_url)
+
+    async def verify(ctx: CommandContext) -> None:
+        await campaign_verify(ctx, public_url=public_url)
+
+    app.router.on("pull_request", "opened", "synchronize", "reopened")(on_push)
+    app.commands.add(SPEC, verify)
 
 
-async def campaign_verify(ctx: CommandContext) -> None:
-    """Run the review and reply with its counts."""
+async def campaign_verify(ctx: CommandContext, *, public_url: str | None = None) -> None:
+    """Run the review and reply with its counts (``public_url``: see
+    :func:`~bot.features.review.review.review_pull`)."""
     assert ctx.config is not None  # needs_config
-    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command")
+    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command",
+                                public_url=public_url)
     await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)

@@ -48,6 +48,7 @@ from bot.github import (
     InlineComment,
 )
 from bot.inbox.router import Event
+from bot.links import campaign_page
 from bot.render import marker, render
 from bot.repo_config import RepoConfig
 from evidence.models import Finding
@@ -343,8 +344,11 @@ async def _check_run(gh: GitHubPort, sha: str) -> Any:
 
 
 async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
-                      trigger: str = "pull_request") -> ReviewOutcome:
+                      trigger: str = "pull_request",
+                      public_url: str | None = None) -> ReviewOutcome:
     """Review PR ``number`` (see the module docstring); returns what was found and done.
+    With ``public_url`` (``CAMPAIGN_BOT_PUBLIC_URL``) the check run links to each campaign's
+    live findings page (the default branch's; the check run itself is the PR head's).
 
     Raises :class:`bot.github.GitHubRetryableError` on transient GitHub failures: every
     step is idempotent, so the retried delivery completes without duplicates."""
@@ -388,9 +392,13 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
         title = (f"{outcome.problem_count} problem(s) in {outcome.hashes_checked} hashes "
                  f"checked" if conclusion == "failure" else
                  f"Evidence consistent: {outcome.hashes_checked} hashes checked")
+        found = {a.verdicts[0].campaign: campaign_page(public_url, gh.repo,
+                                                      a.verdicts[0].campaign, "findings.html")
+                 for a in analyses if a.verdicts}
+        pages = {c: u for c, u in found.items() if u}
         text = render("check_run.md.j2", hashes=outcome.hashes_checked,
                       problems=outcome.problem_count, counts=counts, campaigns=dirs,
-                      errors=errors)
+                      errors=errors, dashboards=pages)
         if not (run.status == "completed" and run.conclusion == conclusion
                 and run.title == title and run.summary == text):
             await gh.update_check_run(run.id, status="completed", conclusion=conclusion,
@@ -398,8 +406,10 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
     return outcome
 
 
-async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
-    """Review the PR's evidence when it is opened, pushed to or reopened."""
+async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None, *,
+                         public_url: str | None = None) -> None:
+    """Review the PR's evidence when it is opened, pushed to or reopened (``public_url``:
+    see :func:`review_pull`)."""
     number = event.payload.get("number") or (event.payload.get("pull_request") or {}).get(
         "number")
     if not isinstance(number, int):
@@ -410,4 +420,5 @@ async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None
         return
     if not config.review.enabled:
         return
-    await review_pull(gh, config, number, trigger=event.action or "pull_request")
+    await review_pull(gh, config, number, trigger=event.action or "pull_request",
+                      public_url=public_url)

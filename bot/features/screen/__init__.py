@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 
 def register(app: Registry, settings: ScreenSettings) -> None:
-    """Add the /screen and /campaign budget commands, the ``pull_request`` synchronize,
-    ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
+    """Add the /screen and /campaign budget commands, the ``pull_request`` synchronize and
+    closed, ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
     flush jobs, all on one runtime over ``app``'s database and GitHub access."""
     import asyncio
 
@@ -37,6 +37,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         silence_factor=settings.silence_factor, silence_margin_s=settings.silence_margin_s,
         limits=Limits(max_compressed=settings.max_artifact_bytes,
                       max_uncompressed=settings.max_unpacked_bytes),
+        public_url=app.public_url,
     )
     rt = flow.Runtime(app.engine, options,
                       gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)))
@@ -44,6 +45,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)
     app.router.on("pull_request", "synchronize")(h.handle_push)
+    app.router.on("pull_request", "closed")(h.handle_closed)
     app.router.on("workflow_job")(h.handle_job)
     app.router.on("workflow_run", "completed")(h.handle_run)
     app.jobs.extend(jobs.jobs(rt, watchdog_interval_s=settings.watchdog_interval_s,

@@ -299,8 +299,11 @@ def history(db: Session, repo: str, campaign: str) -> list[BudgetEntry]:
 
 
 EXTEND_USAGE = (
-    "/campaign budget extend [directions=N] [wall-hours=H] [device-hours=H] [reason=TEXT]"
+    "/campaign budget extend [directions=N] [wall-hours=H] [device-hours=H] [campaign=ID] "
+    "[reason=TEXT]"
 )
+"""``campaign=ID`` picks the campaign when the repository has several; the command takes it
+out before :func:`parse_extend` sees the rest."""
 
 
 @dataclass(frozen=True)

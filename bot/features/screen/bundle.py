@@ -1,13 +1,16 @@
 """A finished screen's bundle: fetched from its run's artifact and unpacked as untrusted data
 (:func:`fetch_bundle`), verified (:func:`verify_bundle`: every manifest, and the runner's DSSE
-signature against the campaign's trusted keys), read (:func:`read_bundle`) and judged
-(:func:`judge_screen`, by :mod:`evidence.verdicts`)."""
+signature against the campaign's trusted keys), read (:func:`read_bundle`: only the JSON
+documents the signed payload manifest lists, through :mod:`evidence.safejson`) and judged
+(:func:`judge_screen`, by :mod:`evidence.verdicts`).  The caller
+(:func:`bot.features.screen.flow.finish_screen`) turns any exception raised while downloading,
+unpacking, verifying or judging into a REFUSED result; see docs/security.md."""
 
 from __future__ import annotations
 
-import json
+import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,6 +19,7 @@ from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision
 from bot.github import ArtifactInfo, GitHubError, GitHubPort, run_blocking
 from bot.github.artifacts import ArtifactError, Limits, safe_extract
+from evidence.manifest import DEFAULT_MAX_DOCUMENT_BYTES
 from evidence.models import CampaignScope, MediaReport, Receipt
 
 TRUSTED_KEYS_FILE = "trusted-keys.pem"
@@ -70,19 +74,25 @@ def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
 
 @dataclass
 class BundleCheck:
-    """Integrity of an unpacked bundle: ``ok``, one-line ``summary``, ``problems``."""
+    """Integrity of an unpacked bundle: ``ok``, one-line ``summary``, ``problems``, and the
+    JSON documents the signature covers (``documents``, bundle-relative POSIX paths listed in
+    the signed payload manifest; empty unless ``ok``): the only files the bot reads."""
 
     ok: bool
     summary: str
     problems: list[str]
+    documents: list[str] = field(default_factory=list)
 
 
 def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
     """Verify every manifest under ``root`` (:func:`evidence.manifest.verify_tree`) and the
-    runner's DSSE signature against the campaign's trusted keys (:mod:`evidence.signing`).
+    runner's DSSE signature against the campaign's trusted keys
+    (:func:`evidence.signing.check_signed_bundle`: the signature covers every file present,
+    in every directory).
 
-    Any failure (mismatch, missing or extra file, bad or untrusted signature, no trusted keys)
-    makes ``ok`` False with the reasons.
+    Any failure (mismatch, missing or extra file, a file the signature does not cover, bad or
+    untrusted signature, no trusted keys) makes ``ok`` False with the reasons, and then no
+    document is listed: nothing of a refused bundle is read.
     """
     from evidence.manifest import verify_tree
 
@@ -99,11 +109,12 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
             if f.severity in ("P0", "P1"):
                 problems.append(f"{f.path}: {f.message}")
     sig_text = "signature not checked"
+    documents: list[str] = []
     if trusted_keys is None:
         problems.append(f"the campaign has no {TRUSTED_KEYS_FILE} on the default branch")
     else:
         try:
-            sig_text, sig_problems = _verify_signature(root, trusted_keys)
+            sig_text, sig_problems, documents = _verify_signature(root, trusted_keys)
         except Exception as exc:  # noqa: BLE001 - a bad signature file is a refusal
             sig_problems = [f"signature check failed: {type(exc).__name__}: {exc}"]
             sig_text = "signature REFUSED"
@@ -113,12 +124,12 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
     )
     # paths relative to the bundle: the bot's temporary directory means nothing to readers
     problems = [p.replace(f"{root}/", "").replace(str(root), ".") for p in problems]
-    return BundleCheck(not problems, summary, problems)
+    return BundleCheck(not problems, summary, problems, documents if not problems else [])
 
 
-def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str]]:
-    """DSSE signature of the bundle against the campaign's trusted keys
-    (:func:`evidence.signing.verify_bundle`): returns (summary, problems)."""
+def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str], list[str]]:
+    """DSSE signature of the bundle against the campaign's trusted keys: returns (summary,
+    problems, the signed JSON documents) (:func:`evidence.signing.verified_documents`)."""
     from evidence import signing
 
     with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
@@ -129,45 +140,71 @@ def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str]]:
         except signing.KeyFileError as exc:
             return "signature not checked", [
                 f"{TRUSTED_KEYS_FILE} of the campaign: {str(exc).split(': ', 1)[-1]}"
-            ]
-    problems = signing.verify_bundle(root, keys)
-    if problems:
-        return "signature REFUSED", [f"signature: {p}" for p in problems]
-    try:
-        env = json.loads((root / signing.ATTESTATION_FILE).read_text())
-        kid = next((x.get("keyid") for x in env.get("signatures", []) if x.get("keyid") in keys),
-                   None)
-    except (OSError, ValueError, AttributeError):
-        kid = None
-    return f"signed by trusted runner key {str(kid)[:19]}", []
+            ], []
+    res = signing.check_signed_bundle(root, keys)
+    if not res.ok:
+        return "signature REFUSED", [f"signature: {p}" for p in res.messages()], []
+    return f"signed by trusted runner key {str(res.key_id)[:19]}", [], res.documents()
 
 
-def read_bundle(root: Path) -> tuple[list[Receipt], list[tuple[str, MediaReport]], list[str]]:
-    """Receipts and media reports found under ``root`` (by their ``schema`` field), and the
-    problems of documents that claim a schema but do not validate."""
-    receipts: list[Receipt] = []
-    media: list[tuple[str, MediaReport]] = []
-    problems: list[str] = []
-    for p in sorted(root.rglob("*.json")):
-        if p.is_symlink() or p.stat().st_size > 16 * 1024 * 1024:
-            continue
+MAX_DOCUMENT_BYTES = DEFAULT_MAX_DOCUMENT_BYTES
+"""Largest receipt or media report read from a bundle (bytes, 8 MiB: the cap of
+``campaign-bot check --max-document-bytes``); a larger signed document is a load problem."""
+
+
+@dataclass
+class BundleDocuments:
+    """What :func:`read_bundle` took from a verified bundle: ``receipts``, ``media`` reports
+    (with their paths), ``problems`` of documents that claim a schema they do not follow, and
+    ``unreadable``: documents that could not be read at all (too large, not a regular file,
+    not UTF-8 JSON, nested too deeply), each naming the file."""
+
+    receipts: list[Receipt] = field(default_factory=list)
+    media: list[tuple[str, MediaReport]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def read_bundle(root: Path, documents: list[str],
+                max_document_bytes: int = MAX_DOCUMENT_BYTES) -> BundleDocuments:
+    """Receipts and media reports among ``documents`` (bundle-relative paths the signature
+    covers, :attr:`BundleCheck.documents`; nothing else under ``root`` is opened), told apart
+    by their ``schema`` field.  Each document is read whole only when it is a regular file
+    of at most ``max_document_bytes``, and parsed with :func:`evidence.safejson.loads`
+    (nesting limit :data:`evidence.safejson.MAX_JSON_DEPTH`)."""
+    from evidence import safejson
+
+    out = BundleDocuments()
+    for rel in documents:
+        p = root / rel
         try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                out.unreadable.append(f"{rel}: not a regular file; not read")
+                continue
+            if st.st_size > max_document_bytes:
+                out.unreadable.append(f"{rel}: {st.st_size} bytes, over the "
+                                      f"{max_document_bytes}-byte document limit; not read")
+                continue
+            obj = safejson.loads(p.read_bytes())
+        except OSError as exc:
+            out.unreadable.append(f"{rel}: cannot read: {exc.strerror or exc}")
+            continue
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply
+            out.unreadable.append(f"{rel}: not readable JSON: {str(exc)[:200]}")
             continue
         if not isinstance(obj, dict):
             continue
-        rel = p.relative_to(root).as_posix()
         schema = obj.get("schema")
         try:
             if schema == "campaign-bot/receipt@1":
-                receipts.append(Receipt.model_validate(obj))
+                out.receipts.append(Receipt.model_validate(obj))
             elif schema == "campaign-bot/media-report@1":
-                media.append((rel, MediaReport.model_validate(obj)))
+                out.media.append((rel, MediaReport.model_validate(obj)))
         except ValidationError as exc:
             e = exc.errors()[0]
-            problems.append(f"{rel}: field {'.'.join(map(str, e['loc']))}: {e['msg']}")
-    return receipts, media, problems
+            out.problems.append(f"{rel}: field {'.'.join(map(str, e['loc']))}: {e['msg']}")
+    return out
 
 
 def judge_screen(

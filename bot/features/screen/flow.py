@@ -12,8 +12,8 @@ The flow, for ``/screen candidate NAME`` on a PR:
 
 1. Authorise: ``write``/``admin`` on the repository (asked of GitHub, never from
    ``author_association``) or a requester of the campaign.  On a PR from a fork the command
-   must name the head it approves (``sha=``); it is pinned, and a later push cancels the
-   queued screens of the old head (``pull_request`` synchronize).
+   must name the full 40-digit head it approves (``sha=``); it is pinned, and a later push
+   cancels the queued screens of the old head (``pull_request`` synchronize).
 2. Budget: estimate the screen's device time from the protocol
    (:func:`bot.features.screen.budget.estimate_screen`), refuse with the numbers when
    directions, wall-hours or device-hours do not cover it (charged + reserved).
@@ -42,12 +42,14 @@ import asyncio
 import json
 import logging
 import re
+import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
@@ -57,23 +59,30 @@ from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
     TRUSTED_KEYS_FILE,
+    BundleDocuments,
+    FetchedBundle,
     fetch_bundle,
     judge_screen,
     read_bundle,
     verify_bundle,
 )
 from bot.features.screen.grammar import (
+    FULL_SHA_RE,
     USAGE,
     ScreenCancel,
     ScreenRequest,
     ScreenStatus,
     ScreenUsageError,
     check_against_scope,
+    command_text,
     parse_screen,
 )
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
 from bot.github import (
+    CheckRun,
+    Comment,
+    DispatchResult,
     GitHubError,
     GitHubNotFound,
     GitHubPort,
@@ -82,11 +91,13 @@ from bot.github import (
     run_blocking,
 )
 from bot.github.artifacts import Limits
+from bot.links import campaign_page
 from bot.render import marker, render, utc
 from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
 from evidence.models import CampaignScope
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHECK_PREFIX = "campaign-bot/screen: "
 """Check run name prefix; the full name is ``campaign-bot/screen: NAME``."""
@@ -113,7 +124,12 @@ class ScreenOptions:
     time between two edits of one status comment.  ``dispatch_timeout_s``: a dispatched
     screen whose job never starts is failed after this.  ``silence_factor`` x estimate +
     ``silence_margin_s``: a running screen with no completion after this is checked against
-    GitHub and, if still not complete, cancelled and reported.
+    GitHub and, if still not complete, cancelled and reported.  ``write_retries``: how often a
+    GitHub write refused for now (5xx, rate limit, connection) is tried again, after the
+    ``Retry-After`` or rate-limit reset GitHub gave, else ``write_backoff_s`` doubling; a wait
+    over ``max_write_wait_s`` is not slept (the delivery is retried later instead).  Before
+    each new try the write is looked up: GitHub sometimes does the write and still answers an
+    error (:func:`write_once`).
     """
 
     workflow: str = SCREEN_WORKFLOW
@@ -123,6 +139,11 @@ class ScreenOptions:
     silence_margin_s: float = 3600.0
     limits: Limits = field(default_factory=Limits)
     campaign_paths: tuple[str, ...] = ()
+    write_retries: int = 3
+    write_backoff_s: float = 1.0
+    max_write_wait_s: float = 60.0
+    public_url: str | None = None
+    """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
 @dataclass
@@ -267,31 +288,122 @@ def authorise(gh: GitHubPort, repo: str, login: str, scope: CampaignScope) -> st
     )
 
 
-def pin_head(pr: PullInfo, approved: str | None) -> str:
+def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
     """The head SHA a screen runs.  Same-repository PRs: the head at authorisation.  Fork
-    PRs: the command must name that head (``sha=``) so the approval is bound to the exact
-    commit the approver saw; a mismatch or a missing ``sha=`` raises :class:`UserError`."""
-    if not pr.is_fork:
-        if approved and not pr.head_sha.startswith(approved):
-            raise UserError(
-                "message", message=f"sha={approved} is not the PR head {pr.head_sha[:12]}; "
-                "it moved: look at the new commits and approve again",
-            )
-        return pr.head_sha
-    if not approved:
-        raise UserError(
-            "message",
-            message=(
-                "this PR comes from a fork: its code would run on a self-hosted runner, so "
-                f"approve the exact commit you reviewed with sha=, e.g. sha={pr.head_sha[:12]}"
-            ),
-        )
-    if not pr.head_sha.startswith(approved):
-        raise UserError(
-            "message", message=f"sha={approved} is not the PR head {pr.head_sha[:12]}; "
-            "a new push needs a new approval",
-        )
+    PRs: the command must name that head in full (``sha=`` and 40 hex digits) so the approval
+    is bound to the exact commit the approver saw: a prefix could match a commit pushed after
+    the review.  A ``sha=`` given on a same-repository PR is held to the same rule.
+
+    Raises :class:`UserError` (kind ``approve``) when ``sha=`` is missing on a fork PR,
+    shorter than 40 digits, or not the head; the reply gives the exact command naming the
+    current head in full."""
+    head = pr.head_sha.lower()
+    approved = req.sha
+
+    def refuse(message: str) -> UserError:
+        return UserError("approve", message=message, approve_command=command_text(req, head))
+
+    if approved is None:
+        if not pr.is_fork:
+            return pr.head_sha
+        raise refuse("This PR comes from a fork: its code would run on a self-hosted runner, "
+                     "so the approval must name the full SHA of the head commit you reviewed.")
+    if not FULL_SHA_RE.match(approved):
+        if head.startswith(approved):
+            raise refuse(f"sha={approved} is {len(approved)} hex digits; an approval names the "
+                         f"full 40-digit head commit (now {head}), never a prefix.")
+        raise refuse(f"sha={approved} is not the PR head, which is now {head}: it moved; "
+                     "look at the new commits.")
+    if approved != head:
+        raise refuse(f"sha={approved} is not the PR head, which is now {head}: a new push "
+                     "needs a new approval.")
     return pr.head_sha
+
+
+# ------------------------------------------------------------------- GitHub writes, once
+
+
+SECONDARY_RATE_WAIT_S = 60.0
+"""Wait after a rate limit answered without ``Retry-After`` or a reset: "wait at least one
+minute before retrying" (GitHub Docs, "Rate limits for the REST API")."""
+
+
+def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[Any, Any, T]],
+               lookup: Callable[[], T | None] | None = None) -> T:
+    """Make one GitHub write through ``call`` and return its result.
+
+    GitHub may do a write and still answer an error (a 502 after the comment was stored, a
+    dispatch answered 5xx after the run was created), so when a write fails with an error
+    worth another try (:attr:`bot.github.GitHubError.retryable`: 5xx, a primary or secondary
+    rate limit, no connection), ``lookup`` (if given) is asked whether the write exists; if it
+    does, that is the result.  Otherwise the write is tried again, after the ``Retry-After``
+    or rate-limit reset GitHub gave (a rate limit without either: :data:`SECONDARY_RATE_WAIT_S`;
+    else ``write_backoff_s``, doubling), at most
+    ``write_retries`` times, and the lookup is asked again after each wait.  A wait longer
+    than ``max_write_wait_s`` is not slept: the error is raised at once (the delivery is
+    retried later).  Errors not worth a retry (4xx) are raised at once; so is the last one.
+    A lookup that fails itself makes the write's error the answer: without knowing, a second
+    write could duplicate the first.
+    """
+    attempt = 0
+    while True:
+        try:
+            return _wait(call())
+        except GitHubError as exc:
+            if not exc.retryable:
+                raise
+            error = exc
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            wait = retry_after
+        elif error.status in (403, 429):  # a rate limit that did not say how long
+            wait = SECONDARY_RATE_WAIT_S
+        else:
+            wait = options.write_backoff_s * (2 ** attempt)
+        last = attempt >= options.write_retries or wait > options.max_write_wait_s
+        if not last:
+            log.warning("%s: GitHub answered %s; looking it up after %.1f s", what,
+                        error.status or type(error).__name__, wait)
+            time.sleep(max(0.0, wait))
+        if lookup is not None:
+            try:
+                found = lookup()
+            except GitHubError:
+                log.exception("%s: the write could not be looked up", what)
+                raise error from None
+            if found is not None:
+                log.warning("%s: GitHub answered %s, but the write was made", what,
+                            error.status or type(error).__name__)
+                return found
+        if last:
+            raise error
+        attempt += 1
+
+
+def find_comment(gh: GitHubPort, number: int, mark: str) -> Comment | None:
+    """The bot's comment on issue/PR ``number`` carrying ``mark``: found by the marker AND
+    the bot's login (a user quoting the marker is ignored); None when there is none."""
+    for c in _wait(gh.list_issue_comments(number)):
+        if c.user == gh.bot_login and mark in c.body:
+            return c
+    return None
+
+
+def post_comment_once(options: ScreenOptions, gh: GitHubPort, number: int, body: str,
+                      mark: str) -> Comment:
+    """Create the bot's comment carrying ``mark`` on ``number`` (:func:`write_once`; found by
+    marker and login when GitHub answers an error after storing it)."""
+    return write_once(options, f"comment {mark.strip()} on #{number}",
+                      lambda: gh.create_issue_comment(number, body),
+                      lambda: find_comment(gh, number, mark))
+
+
+def edit_comment_once(options: ScreenOptions, gh: GitHubPort, comment_id: int,
+                      body: str) -> None:
+    """Replace the body of the bot's comment ``comment_id`` (an edit is idempotent: tried
+    again as :func:`write_once` says)."""
+    write_once(options, f"edit comment {comment_id}",
+               lambda: gh.edit_issue_comment(comment_id, body))
 
 
 # --------------------------------------------------------------------------------- replies
@@ -342,9 +454,10 @@ def refresh_status(
     ):
         return False
     if s.status_comment_id is None:
-        s.status_comment_id = _wait(gh.create_issue_comment(s.pr_number, body)).id
+        s.status_comment_id = post_comment_once(
+            options, gh, s.pr_number, body, marker("screen-status", screen=s.label)).id
     else:
-        _wait(gh.edit_issue_comment(s.status_comment_id, body))
+        edit_comment_once(options, gh, s.status_comment_id, body)
     s.status_body = body
     s.status_posted_at = now
     return True
@@ -367,14 +480,17 @@ class CommentContext:
 
 def request_screens(
     rt: Runtime, gh: GitHubPort, ctx: CommentContext, req: ScreenRequest, config: Any,
-    say: Replier, authorised: bool = False,
+    say: Replier, authorised: bool = False, command: str | None = None,
 ) -> list[Screen]:
     """Handle ``/screen candidate|control``: authorise, budget, enqueue, reply; then try to
     dispatch the pool.  Returns the queued screens (empty for a dry run).
 
     ``authorised``: the command framework already admitted the commenter (write
     permission, ``[screen] allowed`` or a requester); otherwise :func:`authorise` asks.
-    Raises :class:`UserError` for anything the requester must fix.
+    ``command``: the command's normalised text; with ``ctx.comment_id`` it is recorded with
+    the screens, in one transaction (:func:`bot.features.screen.queue.claim_command`).
+    Raises :class:`UserError` for anything the requester must fix, :class:`CommandSeen`
+    when this command of this comment was already run.
     """
     if not ctx.is_pr:
         raise UserError("message", message="/screen works on pull requests only")
@@ -396,7 +512,7 @@ def request_screens(
     pr = _wait(gh.get_pull(ctx.number))
     if pr.state != "open":
         raise UserError("message", message="this PR is closed")
-    head = pin_head(pr, req.sha)
+    head = pin_head(pr, req)
     now = rt.now()
     with rt.db() as db:
         est = [
@@ -425,6 +541,9 @@ def request_screens(
                 "budget", campaign=scope.id, reasons=refusals, device_h=total.device_hours,
                 wall_h=total.wall_hours, basis=total.basis,
             )
+        if ctx.comment_id is not None and command is not None and not screens.claim_command(
+                db, ctx.repo, ctx.comment_id, command, now):
+            raise CommandSeen(command)
         queued: list[Screen] = []
         for t, e in zip(chk.tracks, est, strict=True):
             s = Screen(
@@ -442,11 +561,41 @@ def request_screens(
             db.add(s)
             db.flush()
             queued.append(s)
-        for s in queued:
-            refresh_status(db, gh, s, now, rt.options, force=True)
         pool = scope.pool.name
+    # the screens and the command's record are committed: from here a failure (GitHub down)
+    # leaves the delivery to be retried, and the retry resumes (resume_command)
+    for q in queued:
+        with rt.db() as db:
+            cur = db.get(Screen, q.id)
+            if cur is not None and cur.status_comment_id is None:
+                refresh_status(db, gh, cur, now, rt.options, force=True)
     dispatch_pool(rt, pool, default_gh=gh, config=config)
     return queued
+
+
+class CommandSeen(Exception):
+    """This command of this comment was already run (a second delivery of the comment, or an
+    edit that kept the command): nothing is queued again."""
+
+
+def resume_command(rt: Runtime, gh: GitHubPort, ctx: CommentContext, config: Any) -> None:
+    """A command already run from comment ``ctx.comment_id``: finish what a failed first
+    attempt may have left (status comments not yet posted, a pool not yet dispatched), and
+    queue, charge and reply nothing new."""
+    from sqlalchemy import select
+
+    now = rt.now()
+    pools: set[str] = set()
+    with rt.db() as db:
+        mine = list(db.scalars(select(Screen).where(
+            Screen.repo == ctx.repo, Screen.source_comment_id == ctx.comment_id)))
+        for s in mine:
+            if s.state == screens.QUEUED:
+                pools.add(s.pool)
+                if s.status_comment_id is None:
+                    refresh_status(db, gh, s, now, rt.options, force=True)
+    for pool in sorted(pools):
+        dispatch_pool(rt, pool, default_gh=gh, config=config)
 
 
 def _direction_reserved(db: Session, repo: str, campaign: str, candidate: str) -> bool:
@@ -462,35 +611,31 @@ def _direction_reserved(db: Session, repo: str, campaign: str, candidate: str) -
 def dispatch_pool(
     rt: Runtime, pool: str, default_gh: GitHubPort | None = None, config: Any = None
 ) -> Screen | None:
-    """Dispatch the next queued screen of ``pool`` if the pool is free.  A screen that can
-    no longer run (fork head moved, requester lost permission, dispatch refused) is failed
-    with the reason and the next one is tried.  Returns the dispatched screen, if any."""
+    """Dispatch the next queued screen of ``pool`` if the pool is free.
+
+    The screen is claimed first (:func:`bot.features.screen.queue.claim`: one conditional
+    UPDATE, committed before any GitHub call), so concurrent callers never dispatch one
+    screen twice nor two screens onto one pool; the loser returns None.  A claimed screen
+    that can no longer run (requester lost permission, fork head moved, dispatch refused) is
+    failed with the reason, one whose PR was closed is cancelled, and the next one is tried.
+    Returns the dispatched screen, if any."""
     while True:
         with rt.db() as db:
-            s = screens.next_to_dispatch(db, pool)
-            if s is None:
+            nxt = screens.next_to_dispatch(db, pool)
+            if nxt is None:
                 return None
+            sid = nxt.id
+        with Session(rt.engine, expire_on_commit=False) as db:
+            if not screens.claim(db, sid, rt.now()):
+                return None  # another caller holds the pool or took this screen
+        with rt.db() as db:
+            s = db.get(Screen, sid)
+            assert s is not None
             gh = _gh(rt, s, default_gh)
-            now = rt.now()
-            try:
-                _dispatch_one(rt, db, gh, s, now)
-            except UserError as exc:
-                s.state = screens.FAILED
-                s.conclusion = "not dispatched"
-                s.completed_at = now
-                s.detail = f"Not dispatched: {exc.ctx.get('message', exc.kind)}"
-                refresh_status(db, gh, s, now, rt.options, force=True)
-                continue
-            except Exception as exc:  # noqa: BLE001 - GitHub refused: report, keep the queue going
-                log.exception("dispatch of %s failed", s.label)
-                s.state = screens.FAILED
-                s.conclusion = "not dispatched"
-                s.completed_at = now
-                s.detail = f"Dispatch failed: {type(exc).__name__}: {str(exc)[:200]}"
-                refresh_status(db, gh, s, now, rt.options, force=True)
-                continue
-            _refresh_pool(db, gh, pool, now, rt.options, except_id=s.id)
-            return s
+        if _dispatch_claimed(rt, gh, s):
+            with rt.db() as db:
+                _refresh_pool(db, gh, pool, rt.now(), rt.options, except_id=sid)
+                return db.get(Screen, sid)
 
 
 def _gh(rt: Runtime, s: Screen, default: GitHubPort | None) -> GitHubPort:
@@ -531,46 +676,182 @@ def runner_labels(scope: CampaignScope, where: str) -> list[str]:
     return labels
 
 
-def _dispatch_one(rt: Runtime, db: Session, gh: GitHubPort, s: Screen, now: datetime) -> None:
-    ref = _wait(gh.get_default_branch())
-    recheck(gh, s, ref)
-    # the labels as the default branch names them now (a PR cannot route its own screen)
-    camp = load_campaign(gh, s.repo, ref, s.campaign_path or "")
-    labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
-    if s.from_fork:
-        pr = _wait(gh.get_pull(s.pr_number))
-        if pr.head_sha != s.head_sha:
-            raise UserError(
-                "message", message=f"the fork PR head moved to {pr.head_sha[:12]} after the "
-                "approval; a new push needs a new /screen",
-            )
-    inputs = {
-        "campaign": s.campaign_path or ".",
-        "candidate": s.candidate if s.kind == "candidate" else "control",
-        "track": s.track,
-        "pr": str(s.pr_number),
-        "head_sha": s.head_sha,
-        "request_id": s.request_id,
-        "sessions": str(len(s.session_order)),
-        "runs_on": json.dumps(labels, separators=(",", ":")),
-    }
-    run = _wait(gh.dispatch_workflow(s.workflow, ref, inputs))
-    if run.run_id is None:
-        raise GitHubError("workflow dispatch returned no run details")
-    s.run_id = run.run_id
-    s.run_url = run.html_url
-    s.state = screens.DISPATCHED
-    s.dispatched_at = now
-    if s.kind == "candidate" and budget.uses_new_direction(db, s.repo, s.campaign, s.candidate):
-        budget.record(db, s.repo, s.campaign, "direction", s.requested_by, s.candidate,
-                      directions=1, screen_id=s.id, at=now)
-    s.check_run_id = _wait(gh.create_check_run(
-        CHECK_PREFIX + s.name, s.head_sha, status="in_progress",
-        external_id=s.request_id, details_url=run.html_url, started_at=datetime.now(UTC),
-        title=f"{s.label} dispatched", summary=f"{s.label}: `{s.name}` on `{s.track}`, "
-        f"order `{s.session_order}`, pool `{s.pool}`.",
-    )).id
-    refresh_status(db, gh, s, now, rt.options, force=True)
+class NotDispatched(Exception):
+    """A claimed screen that must not be dispatched: ``state`` (``failed`` or
+    ``cancelled``) and the status comment's ``detail``."""
+
+    def __init__(self, state: str, detail: str) -> None:
+        super().__init__(detail)
+        self.state, self.detail = state, detail
+
+
+def _check_before_dispatch(gh: GitHubPort, s: Screen, ref: str) -> str:
+    """Authorisation again (:func:`recheck`), and the PR as it is now: closed cancels the
+    screen; a moved head fails a fork's screen (the approval was for the old head) and
+    re-pins a same-repository PR's (a push there needs write access).  Returns the head SHA
+    to dispatch; raises :class:`NotDispatched`."""
+    try:
+        recheck(gh, s, ref)
+    except UserError as exc:
+        raise NotDispatched(screens.FAILED,
+                            f"Not dispatched: {exc.ctx.get('message', exc.kind)}") from None
+    pr = _wait(gh.get_pull(s.pr_number))
+    if pr.state != "open":
+        raise NotDispatched(screens.CANCELLED,
+                            "Cancelled: the PR was closed before the screen started.")
+    if pr.head_sha != s.head_sha:
+        if s.from_fork or pr.is_fork:
+            raise NotDispatched(
+                screens.FAILED, f"Not dispatched: the fork PR head moved to {pr.head_sha[:12]} "
+                "after the approval; a new push needs a new /screen")
+        return pr.head_sha
+    return s.head_sha
+
+
+def find_dispatched_run(gh: GitHubPort, s: Screen, ref: str,
+                        since: datetime | None) -> WorkflowRunInfo | None:
+    """The run of ``s``'s workflow on ``ref``, triggered by ``workflow_dispatch`` since
+    ``since`` (minus 10 minutes of clock skew), whose title names the screen's request id
+    (the workflow's ``run-name`` carries it); None when there is none."""
+    after = since - timedelta(minutes=10) if since is not None else None
+    for r in _wait(gh.list_workflow_runs(s.workflow, branch=ref, event="workflow_dispatch",
+                                         created_after=after)):
+        if screens.names_request(r.display_title, s.request_id) and _is_screen_run(
+                r.path, r.event, r.head_branch, s.workflow, ref):
+            return r
+    return None
+
+
+def _is_screen_run(path: str | None, event: str | None, branch: str | None, workflow: str,
+                   ref: str) -> bool:
+    """True for a run of ``.github/workflows/WORKFLOW`` dispatched on the default branch
+    ``ref`` (a path given as ``path@ref`` by reusable-workflow payloads counts too)."""
+    return ((path or "").split("@", 1)[0] == f".github/workflows/{workflow}"
+            and event == "workflow_dispatch" and branch == ref)
+
+
+def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
+    """Dispatch the claimed screen ``s`` (state ``dispatched``, no run yet).  Returns True
+    when the pool stays held: dispatched, or GitHub's answer left it unknown whether the run
+    exists (then the run is matched by its request id when it reports, or the watchdog finds
+    it); False when the screen was failed or cancelled instead."""
+    now = rt.now()
+    inputs: dict[str, str] = {}
+    try:
+        ref = _wait(gh.get_default_branch())
+        head = _check_before_dispatch(gh, s, ref)
+        # the labels as the default branch names them now (a PR cannot route its own screen)
+        camp = load_campaign(gh, s.repo, ref, s.campaign_path or "")
+        try:
+            labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
+        except UserError as exc:
+            raise NotDispatched(screens.FAILED, f"Not dispatched: "
+                                f"{exc.ctx.get('message', exc.kind)}") from None
+        inputs = {
+            "campaign": s.campaign_path or ".",
+            "candidate": s.candidate if s.kind == "candidate" else "control",
+            "track": s.track,
+            "pr": str(s.pr_number),
+            "head_sha": head,
+            "request_id": s.request_id,
+            "sessions": str(len(s.session_order)),
+            "runs_on": json.dumps(labels, separators=(",", ":")),
+        }
+
+        def lookup() -> DispatchResult | None:
+            r = find_dispatched_run(gh, s, ref, s.dispatched_at or now)
+            return DispatchResult(r.id, None, r.html_url) if r is not None else None
+
+        try:
+            run = write_once(rt.options, f"dispatch {s.label}",
+                             lambda: gh.dispatch_workflow(s.workflow, ref, inputs), lookup)
+            if run.run_id is None:  # GitHub gave no run details: find the run
+                run = lookup() or run
+        except GitHubError as exc:
+            if not exc.retryable:
+                raise
+            # 5xx or no answer, and no run found yet: it may still appear; hold the pool
+            with rt.db() as db:
+                cur = db.get(Screen, s.id)
+                assert cur is not None
+                cur.head_sha = head
+                cur.detail = (f"GitHub answered the dispatch with an error ({exc}); waiting "
+                              f"for a run named with request {s.request_id}.")
+                refresh_status(db, gh, cur, now, rt.options, force=True)
+            return True
+    except NotDispatched as nd:
+        _not_dispatched(rt, gh, s, nd.state, nd.detail, now)
+        return False
+    except Exception as exc:  # noqa: BLE001 - GitHub refused: report, keep the queue going
+        log.exception("dispatch of %s failed", s.label)
+        _not_dispatched(rt, gh, s, screens.FAILED,
+                        f"Dispatch failed: {type(exc).__name__}: {str(exc)[:200]}", now)
+        return False
+    with rt.db() as db:
+        cur = db.get(Screen, s.id)
+        assert cur is not None
+        cur.head_sha = head
+        cur.run_id = run.run_id
+        cur.run_url = run.html_url
+        cur.detail = None
+        if cur.kind == "candidate" and budget.uses_new_direction(db, cur.repo, cur.campaign,
+                                                                  cur.candidate):
+            budget.record(db, cur.repo, cur.campaign, "direction", cur.requested_by,
+                          cur.candidate, directions=1, screen_id=cur.id, at=now)
+        cancel = cur.state == screens.CANCELLING and run.run_id is not None
+    if cancel and run.run_id is not None:  # /screen cancel arrived while dispatching
+        _wait(gh.cancel_workflow_run(run.run_id))
+    ensure_check_run(rt, gh, s.id, now)
+    return True
+
+
+def _not_dispatched(rt: Runtime, gh: GitHubPort, s: Screen, state: str, detail: str,
+                    now: datetime) -> None:
+    """Record that claimed screen ``s`` was not dispatched (failed or cancelled)."""
+    with rt.db() as db:
+        cur = db.get(Screen, s.id)
+        assert cur is not None
+        cur.state = state
+        cur.completed_at = now
+        cur.detail = detail
+        if state == screens.CANCELLED:
+            cur.conclusion = "cancelled"
+            cur.cancelled_by = cur.cancelled_by or "campaign-bot"
+            cur.cancelled_at = now
+        else:
+            cur.conclusion = "not dispatched"
+        try:
+            refresh_status(db, gh, cur, now, rt.options, force=True)
+        except GitHubError:
+            log.exception("status of %s could not be written", cur.label)
+
+
+def ensure_check_run(rt: Runtime, gh: GitHubPort, screen_id: int, now: datetime) -> None:
+    """Create the check run ``campaign-bot/screen: NAME`` of a dispatched screen if it has
+    none (external id = request id, so an answer lost after GitHub stored it is found
+    again), and write the status comment.  A check run GitHub still refuses is left for the
+    next event of the screen: the screen itself is dispatched all the same."""
+    with rt.db() as db:
+        s = db.get(Screen, screen_id)
+        assert s is not None
+        if s.check_run_id is None and s.run_id is not None:
+            name = CHECK_PREFIX + s.name
+            sha, rid, url = s.head_sha, s.request_id, s.run_url
+
+            def lookup() -> CheckRun | None:
+                return next((c for c in _wait(gh.list_check_runs(sha, name))
+                             if c.external_id == rid), None)
+
+            try:
+                s.check_run_id = write_once(rt.options, f"check run of {s.label}", lambda: (
+                    gh.create_check_run(
+                        name, sha, status="in_progress", external_id=rid, details_url=url,
+                        started_at=datetime.now(UTC), title=f"{s.label} dispatched",
+                        summary=f"{s.label}: `{s.name}` on `{s.track}`, order "
+                        f"`{s.session_order}`, pool `{s.pool}`.")), lookup).id
+            except GitHubError:
+                log.exception("check run of %s not created (the screen goes on)", s.label)
+        refresh_status(db, gh, s, now, rt.options, force=True)
 
 
 def _refresh_pool(
@@ -679,6 +960,10 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
                         message="only the campaign's requesters may extend its budget",
                         requesters=list(camp.scope.requesters), requesters_only=True)
     with rt.db() as db:
+        text = " ".join(["/campaign budget extend", args]).strip()
+        if ctx.comment_id is not None and not screens.claim_command(
+                db, ctx.repo, ctx.comment_id, text, rt.now()):
+            return  # a second delivery of the same comment: extended once already
         budget.record(
             db, ctx.repo, camp.scope.id, "extend", ctx.login, ext.reason or "(no reason given)",
             directions=ext.directions, wall_hours=ext.wall_hours,
@@ -692,23 +977,78 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
 # ----------------------------------------------------------------------- workflow events
 
 
+def _match_run(rt: Runtime, db: Session, gh: GitHubPort, repo: str, run_id: Any,
+               run: WorkflowRunInfo | dict[str, Any] | None,
+               default_branch: str | None) -> Screen | None:
+    """The screen a workflow run belongs to, or None (every other run is ignored).
+
+    By the run id recorded at dispatch (GitHub's run details, or the run found by request
+    id).  Only while a dispatched screen's run id is unknown is a run matched otherwise: it
+    must be a run of that screen's workflow file, triggered by ``workflow_dispatch`` on the
+    default branch, titled with the screen's request id (``run`` gives path, event, branch
+    and title; None: asked of GitHub); the id is then recorded.  A title alone never matches:
+    any workflow's ``run-name``, and a pull request's title, are chosen by whoever wrote
+    them."""
+    if not isinstance(run_id, int) or isinstance(run_id, bool):
+        return None
+    s = screens.by_run(db, repo, run_id)
+    if s is not None:
+        return s
+    waiting = screens.awaiting_run(db, repo)
+    if not waiting:
+        return None
+    if run is None:
+        try:
+            run = _wait(gh.get_workflow_run(run_id))
+        except GitHubNotFound:
+            return None
+    if isinstance(run, WorkflowRunInfo):
+        fields: tuple[Any, ...] = (run.path, run.event, run.head_branch, run.display_title)
+    else:
+        fields = (run.get("path"), run.get("event"), run.get("head_branch"),
+                  run.get("display_title"))
+    path, event, branch, title = (str(f or "") for f in fields)
+    ref = default_branch or _wait(gh.get_default_branch())
+    for w in waiting:
+        if screens.names_request(title, w.request_id) and _is_screen_run(
+                path, event, branch, w.workflow, ref):
+            w.run_id = run_id
+            w.detail = None
+            return w
+    return None
+
+
+def _default_branch(payload: dict[str, Any]) -> str | None:
+    repo = payload.get("repository") or {}
+    ref = repo.get("default_branch") if isinstance(repo, dict) else None
+    return ref if isinstance(ref, str) and ref else None
+
+
 def on_workflow_job(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> Screen | None:
-    """``workflow_job``: record the runner and the start (``in_progress``)."""
+    """``workflow_job``: record the runner and the start (``in_progress``) of a screen's run
+    (matched by :func:`_match_run`; a job carries no workflow path, so a run not yet known
+    is asked of GitHub)."""
     job = payload.get("workflow_job") or {}
     repo = (payload.get("repository") or {}).get("full_name")
-    if not repo or payload.get("action") != "in_progress":
+    if not repo or payload.get("action") != "in_progress" or not isinstance(job, dict):
         return None
     now = rt.now()
     with rt.db() as db:
-        s = screens.by_run(db, repo, job.get("run_id"), job.get("workflow_name"))
+        s = _match_run(rt, db, gh, repo, job.get("run_id"), None, _default_branch(payload))
         if s is None or s.state not in (screens.DISPATCHED, screens.RUNNING):
             return None
+        needs_check = s.check_run_id is None
         s.state = screens.RUNNING
-        s.runner_name = str(job.get("runner_name") or "unknown runner")
+        s.runner_name = str(job.get("runner_name") or "unknown runner")[:200]
         started = job.get("started_at")
         s.started_at = _parse_time(started) or now
-        refresh_status(db, gh, s, now, rt.options)
-        return s
+        sid = s.id
+        if not needs_check:
+            refresh_status(db, gh, s, now, rt.options)
+    if needs_check:  # a run found only now, or a check run GitHub refused at dispatch
+        ensure_check_run(rt, gh, sid, now)
+    with rt.db() as db:
+        return db.get(Screen, sid)
 
 
 def _parse_time(v: Any) -> datetime | None:
@@ -727,14 +1067,12 @@ def on_workflow_run_completed(
     """``workflow_run`` completed: charge, fetch, verify, judge, report; next screen."""
     run = payload.get("workflow_run") or {}
     repo = (payload.get("repository") or {}).get("full_name")
-    if not repo:
+    if not repo or not isinstance(run, dict):
         return None
     with rt.db() as db:
-        s = screens.by_run(db, repo, run.get("id"), run.get("display_title"))
+        s = _match_run(rt, db, gh, repo, run.get("id"), run, _default_branch(payload))
         if s is None or s.state in screens.TERMINAL_STATES:
             return None  # not ours, or already reported (redelivery)
-        if s.run_id is None:
-            s.run_id = run.get("id")
         pool = s.pool
         finish_screen(rt, db, gh, s, run)
     dispatch_pool(rt, pool, default_gh=gh, config=config)
@@ -785,36 +1123,28 @@ def finish_screen(
     except UserError as exc:
         camp = None
         reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
-    bundle = fetch_bundle(gh, s, rt.options.limits)
-    if bundle.problem is not None:
-        reasons.append(bundle.problem)
     body: str | None = None
-    if camp is not None and bundle.root is not None:
-        chk = verify_bundle(bundle.root, camp.trusted_keys)
-        receipts, media, load_problems = read_bundle(bundle.root)
-        if not chk.ok:
-            reasons += ["the bundle did not verify", *chk.problems]
-            decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
-            receipts = [] if not failed_run else receipts
-        elif failed_run:
-            decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
-        else:
-            decision = judge_screen(camp.scope, s, receipts, media, load_problems)
-            verdict, reasons = decision.verdict, decision.reasons
-        if chk.ok or failed_run:
-            st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
-            track = camp.scope.track(s.track)
-            view = build_result(
-                label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
-                quality_mode=track.quality_mode, target_reduction=track.target_reduction,
-                head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
-                integrity=chk.summary, receipts=receipts if chk.ok else [], media=media,
-                decision=decision, charged_wall_s=wall, device_count=s.device_count,
-                device_left_h=st.device_left_h, wall_left_h=st.wall_left_h,
-                directions_left=st.directions_left,
-            )
-            body = render("screen_result.md.j2",
-                          marker_text=marker("screen-result", screen=s.label), r=view)
+    bundle = FetchedBundle(None, None)
+    try:
+        bundle = fetch_bundle(gh, s, rt.options.limits)
+        if bundle.problem is not None:
+            reasons.append(bundle.problem)
+        if camp is not None and bundle.root is not None:
+            verdict, reasons, body = _judge_bundle(db, s, camp, bundle.root, verdict, reasons,
+                                                   conclusion, wall, rt.options.public_url)
+    except GitHubError as exc:
+        if exc.retryable:
+            raise  # transient: the delivery is retried, nothing was written
+        body = None
+        reasons.append(f"the bundle could not be fetched: {exc}")
+    except Exception as exc:  # noqa: BLE001 - any failure on the bundle is a refusal, reported
+        log.exception("bundle of %s could not be checked", s.label)
+        body = None
+        verdict = "NOT COUNTED" if failed_run else "REFUSED"
+        reasons.append(f"the bundle could not be checked: {type(exc).__name__}: "
+                       f"{str(exc)[:300]}")
+    finally:
+        bundle.cleanup()
     if body is None:
         body = render(
             "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
@@ -823,7 +1153,6 @@ def finish_screen(
             f"{verdict}. {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
             "device-hours.",
         )
-    bundle.cleanup()
     s.verdict = verdict
     s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
     if not failed_run and verdict != "REFUSED":
@@ -833,15 +1162,56 @@ def finish_screen(
         s.state = screens.FAILED
         s.detail = "; ".join(reasons)[:1000]
     if s.result_comment_id is None:
-        s.result_comment_id = _wait(gh.create_issue_comment(s.pr_number, body)).id
+        s.result_comment_id = post_comment_once(
+            rt.options, gh, s.pr_number, body, marker("screen-result", screen=s.label)).id
     else:
-        _wait(gh.edit_issue_comment(s.result_comment_id, body))
+        edit_comment_once(rt.options, gh, s.result_comment_id, body)
     if s.check_run_id is not None:
-        _wait(gh.update_check_run(
-            s.check_run_id, conclusion=check_conclusion(conclusion, verdict),
+        check_id = s.check_run_id
+        write_once(rt.options, f"complete check run {check_id}", lambda: gh.update_check_run(
+            check_id, conclusion=check_conclusion(conclusion, verdict),
             title=f"{s.label}: {verdict}", summary="; ".join(reasons)[:60000] or verdict,
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
+
+
+def _judge_bundle(
+    db: Session, s: Screen, camp: Campaign, root: Path, verdict: str, reasons: list[str],
+    conclusion: str, wall: float, public_url: str | None = None,
+) -> tuple[str, list[str], str | None]:
+    """Verify, read and judge the unpacked bundle at ``root``: ``(verdict, reasons, result
+    comment body or None)``.  None: the bundle did not verify (only why is shown)."""
+    failed_run = conclusion != "success"
+    chk = verify_bundle(root, camp.trusted_keys)
+    docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
+    if not chk.ok:
+        reasons = [*reasons, "the bundle did not verify", *chk.problems]
+        decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
+    elif docs.unreadable:
+        reasons = [*reasons, "signed documents of the bundle could not be read",
+                   *docs.unreadable]
+        return verdict, reasons, None
+    elif failed_run:
+        decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
+    else:
+        decision = judge_screen(camp.scope, s, docs.receipts, docs.media, docs.problems)
+        verdict, reasons = decision.verdict, decision.reasons
+    if not (chk.ok or failed_run):
+        return verdict, reasons, None
+    st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
+    track = camp.scope.track(s.track)
+    view = build_result(
+        label=s.label, name=s.name, kind=s.kind, campaign=s.campaign, track=s.track,
+        quality_mode=track.quality_mode, target_reduction=track.target_reduction,
+        head_sha=s.head_sha, order=s.session_order, run_url=s.run_url or "",
+        integrity=chk.summary, receipts=docs.receipts, media=docs.media,
+        decision=decision, charged_wall_s=wall, device_count=s.device_count,
+        device_left_h=st.device_left_h, wall_left_h=st.wall_left_h,
+        directions_left=st.directions_left,
+    )
+    return verdict, reasons, render(
+        "screen_result.md.j2", marker_text=marker("screen-result", screen=s.label), r=view,
+        dashboard=campaign_page(public_url, s.repo, s.campaign))
 
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:
@@ -873,6 +1243,20 @@ def watchdog_pass(rt: Runtime) -> list[str]:
         stuck = list(db.scalars(select(Screen).where(Screen.state.in_(screens.ACTIVE_STATES))))
         for s in stuck:
             gh = _gh(rt, s, None)
+            if s.state == screens.DISPATCHED and s.run_id is None:
+                # GitHub answered the dispatch with an error, or without run details
+                try:
+                    found = find_dispatched_run(gh, s, _wait(gh.get_default_branch()),
+                                                screens.aware(s.dispatched_at))
+                except GitHubError:
+                    log.exception("watchdog could not look up the run of %s", s.label)
+                    continue
+                if found is not None:
+                    s.run_id, s.run_url, s.detail = found.id, found.html_url, None
+                    db.commit()
+                    ensure_check_run(rt, gh, s.id, now)
+                    db.refresh(s)
+                    actions.append(f"{s.label}: run {found.id} found by its request id")
             began = screens.aware(s.started_at) or screens.aware(s.dispatched_at) or now
             age = (now - began).total_seconds()
             if s.state == screens.DISPATCHED:
@@ -957,7 +1341,18 @@ def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, 
         except ScreenUsageError as exc:
             raise UserError("usage", message=exc.message, valid=exc.valid) from None
         if isinstance(cmd, ScreenRequest):
-            request_screens(rt, gh, ctx, cmd, config, say, authorised=authorised)
+            text = " ".join(["/screen", *args])
+            if not cmd.dry_run and ctx.comment_id is not None:
+                with rt.db() as db:
+                    seen = screens.command_seen(db, ctx.repo, ctx.comment_id, text)
+                if seen:
+                    resume_command(rt, gh, ctx, config)
+                    return
+            try:
+                request_screens(rt, gh, ctx, cmd, config, say, authorised=authorised,
+                                command=text)
+            except CommandSeen:
+                resume_command(rt, gh, ctx, config)
         elif isinstance(cmd, ScreenCancel):
             cancel_screen(rt, gh, ctx, cmd, config, say)
         elif isinstance(cmd, ScreenStatus):
@@ -1013,20 +1408,57 @@ async def run_from_command(rt: Runtime, cmd_ctx: Any, args: tuple[str, ...],
         await asyncio.to_thread(run_sync, rt, cmd_ctx.gh, ctx, args, cfg, say, True)
 
 
-def cancel_on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
-    """``pull_request`` synchronize: a new push to a fork PR cancels its queued screens of the
-    old head (approval was for that head).  Blocking."""
+def on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
+    """``pull_request`` synchronize: the PR has a new head; its queued screens of the old
+    head are
+
+    - cancelled on a PR from a fork: the approval (``sha=``) was for the old head, and a new
+      push needs a new approval;
+    - re-pinned to the new head on a same-repository PR: a push there needs write access to
+      the repository, and the request was for the PR, not for one commit (the status comment
+      says so).
+
+    Screens already dispatched keep the head they run.  Blocking."""
     pr = payload.get("pull_request") or {}
-    head = (pr.get("head") or {}).get("sha")
+    head = (pr.get("head") or {}).get("sha") if isinstance(pr, dict) else None
     repo = (payload.get("repository") or {}).get("full_name") or ""
+    if not isinstance(head, str) or not FULL_SHA_RE.match(head.lower()):
+        return
     now = rt.now()
     with rt.db() as db:
         for s in screens.open_screens(db, repo, int(pr.get("number") or 0)):
-            if s.from_fork and s.state == screens.QUEUED and s.head_sha != head:
+            if s.state != screens.QUEUED or s.head_sha == head:
+                continue
+            if s.from_fork:
                 screens.cancel_queued(db, s, "campaign-bot", now)
-                s.detail = (f"Cancelled: the fork PR got a new head {str(head)[:12]}; "
+                s.detail = (f"Cancelled: the fork PR got a new head {head[:12]}; "
                             "a new push needs a new approval.")
-                refresh_status(db, gh, s, now, rt.options, force=True)
+            else:
+                s.detail = (f"Re-pinned to the new head {head[:12]} pushed while queued "
+                            f"(was {s.head_sha[:12]}).")
+                s.head_sha = head
+            refresh_status(db, gh, s, now, rt.options, force=True)
+
+
+def on_pr_closed(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
+    """``pull_request`` closed (merged or not): its queued screens are cancelled, each
+    status comment saying why; screens already dispatched run on and report.  Blocking."""
+    pr = payload.get("pull_request") or {}
+    repo = (payload.get("repository") or {}).get("full_name") or ""
+    number = pr.get("number") if isinstance(pr, dict) else None
+    if not repo or not isinstance(number, int):
+        return
+    now = rt.now()
+    merged = bool(pr.get("merged"))
+    with rt.db() as db:
+        for s in screens.open_screens(db, repo, number):
+            if s.state != screens.QUEUED:
+                continue
+            screens.cancel_queued(db, s, "campaign-bot", now)
+            s.detail = (f"Cancelled: the PR was {'merged' if merged else 'closed'} before "
+                        "the screen started.")
+            refresh_status(db, gh, s, now, rt.options, force=True)
+            _refresh_pool(db, gh, s.pool, now, rt.options)
 
 
 def _get_run(gh: GitHubPort, run_id: int) -> WorkflowRunInfo | None:

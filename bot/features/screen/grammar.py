@@ -13,7 +13,9 @@ keywords are lower case; ``NAME`` and ``ID`` match ``[A-Za-z0-9._-]+``)::
     sessions-option = "sessions=" 1*DIGIT     ; sessions of the screen, both arms; even, 2..24;
                                               ; default: the length of the protocol's order
     campaign-option = "campaign=" ID          ; needed only when the repository holds several
-    sha-option      = "sha=" 7*40HEXDIG       ; the head commit approved; required on fork PRs
+    sha-option      = "sha=" 40HEXDIG         ; the full head commit approved; required on fork
+                                              ; PRs (7 to 39 digits parse, and are refused with
+                                              ; the exact command naming the full head)
     SCREEN-ID       = ["S"] 1*DIGIT            ; as printed in the status comment, e.g. S12
 
 A track list gives one screen per track, each queued separately.  ``dry-run`` plans and
@@ -27,14 +29,15 @@ Examples::
     /screen candidate cache-dit track=5s-lossless sessions=6
     /screen candidate fp8-attn dry-run
     /screen control track=5s-lossless
-    /screen candidate cache-dit sha=3f9c2e1   (on a PR from a fork)
+    /screen candidate cache-dit sha=3f9c2e1d0b6a4c8e9f7a5b3c1d2e4f6a8b0c9d7e   (fork PR)
     /screen status
     /screen cancel S12
 
 Who may use it: users with ``write`` or ``admin`` permission on the repository, or one of the
 campaign's requesters (``requesters`` in campaign.toml).  On a PR from a fork the approval is
-bound to the head SHA it was given for (``sha=``, checked against the PR's head); a new push
-needs a new ``/screen``, and queued screens of the old head are cancelled.
+bound to the full 40-digit head SHA it was given for (``sha=``, equal to the PR's head: a
+prefix could name another commit pushed later); a new push needs a new ``/screen``, and
+queued screens of the old head are cancelled.
 
 The parser here is pure (no I/O); names are checked against the campaign scope by
 :func:`check_against_scope`, and every argument error carries the valid values.
@@ -49,6 +52,8 @@ from typing import Literal
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 SCREEN_ID_RE = re.compile(r"^[Ss]?([0-9]{1,9})$")
 SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
+"""What ``sha=`` parses (7 to 40 hex digits); only 40 approve (:data:`FULL_SHA_RE`)."""
+FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 SUBCOMMANDS = ("candidate", "control", "status", "cancel")
 MIN_SESSIONS = 2
@@ -201,12 +206,30 @@ def _options(
         elif eq and key == "sha" and "sha" in allow:
             if not SHA_RE.match(value.lower()):
                 raise ScreenUsageError(
-                    f"bad commit sha {value!r}", ["7 to 40 hex digits of the PR head"]
+                    f"bad commit sha {value!r}", ["the full 40 hex digits of the PR head"]
                 )
             sha = value.lower()
         else:
             raise ScreenUsageError(f"unknown argument {tok!r} for '/screen {kind}'", valid_forms)
     return ScreenRequest(kind, name, tuple(tracks), sessions, dry_run, campaign, sha)
+
+
+def command_text(req: ScreenRequest, sha: str | None) -> str:
+    """The ``/screen`` line asking for ``req`` again with ``sha=SHA`` (dropped when None):
+    what a reply gives a requester to copy.  Every part was validated by the parser."""
+    parts = ["/screen", req.kind]
+    if req.kind == "candidate":
+        parts.append(req.name)
+    parts += [f"track={t}" for t in req.tracks]
+    if req.sessions is not None:
+        parts.append(f"sessions={req.sessions}")
+    if req.campaign is not None:
+        parts.append(f"campaign={req.campaign}")
+    if sha is not None:
+        parts.append(f"sha={sha}")
+    if req.dry_run:
+        parts.append("dry-run")
+    return " ".join(parts)
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 Commands (grammar in :mod:`bot.features.screen.grammar` and :mod:`bot.features.screen.budget`):
 ``/screen candidate|control|status|cancel ...`` and ``/campaign budget extend ...``.  Events:
-``pull_request`` synchronize (a fork's new head cancels its queued screens), ``workflow_job``
-(the run started on a runner) and ``workflow_run`` completed (report the screen).  The flow
-blocks on the database, so each runs in a thread.
+``pull_request`` synchronize (a fork's new head cancels its queued screens, a same-repository
+PR's re-pins them), ``pull_request`` closed (its queued screens are cancelled),
+``workflow_job`` (the run started on a runner) and ``workflow_run`` completed (report the
+screen).  The flow blocks on the database, so each runs in a thread.
 """
 
 from __future__ import annotations
@@ -70,10 +71,17 @@ class ScreenHandlers:
         await flow.run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
 
     async def handle_push(self, event: Event, gh: Any, config: Any) -> None:
-        """A new push to a fork PR cancels its queued screens: approval was for the old head."""
+        """A new push: a fork PR's queued screens are cancelled (approval was for the old
+        head), a same-repository PR's are re-pinned to the new head."""
         if gh is None:
             return
-        await asyncio.to_thread(flow.cancel_on_push, self.rt, gh, event.payload)
+        await asyncio.to_thread(flow.on_push, self.rt, gh, event.payload)
+
+    async def handle_closed(self, event: Event, gh: Any, config: Any) -> None:
+        """A closed PR's queued screens are cancelled."""
+        if gh is None:
+            return
+        await asyncio.to_thread(flow.on_pr_closed, self.rt, gh, event.payload)
 
     async def handle_job(self, event: Event, gh: Any, config: Any) -> None:
         """``workflow_job`` progress of a screen's run."""

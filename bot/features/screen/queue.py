@@ -9,9 +9,19 @@ is free.
 States and their moves::
 
     queued -> dispatched -> running -> finished | failed
-    queued -> cancelled                  (record kept: by whom, when)
+    queued -> cancelled                  (record kept: by whom, when; also when the PR closes)
     dispatched | running -> cancelling -> failed (conclusion "cancelled")
     dispatched -> failed                 (watchdog: no run appeared)
+
+A screen leaves ``queued`` only through :func:`claim`: one conditional ``UPDATE ... WHERE
+state = 'queued'``, before any GitHub call, under a partial unique index that allows one
+active screen per pool (``uq_screens_one_active_per_pool``).  So two callers racing (two
+worker processes, a webhook and the watchdog) never dispatch one screen twice nor two screens
+onto one pool, on SQLite and PostgreSQL alike.
+
+One command in one comment is at most one request: :class:`ScreenCommand` rows are unique by
+repository, comment id and the SHA-256 of the command's text (:func:`claim_command`), so a
+second delivery of the same comment, or an edit that keeps the command, queues nothing.
 
 Times are timezone-aware UTC; durations are seconds.  All functions take an open SQLAlchemy
 ``Session`` and leave committing to the caller, so one handler's writes land together.
@@ -19,6 +29,7 @@ Times are timezone-aware UTC; durations are seconds.  All functions take an open
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import uuid
 from collections.abc import Sequence
@@ -26,7 +37,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Integer, String, Text, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from bot.database import Base
@@ -46,6 +71,9 @@ OPEN_STATES = (QUEUED, *ACTIVE_STATES)
 """States that reserve budget (not yet charged)."""
 TERMINAL_STATES = (FINISHED, FAILED, CANCELLED)
 
+ONE_ACTIVE_PER_POOL = "state IN ('dispatched', 'running', 'cancelling')"
+"""The partial unique index's condition: :data:`ACTIVE_STATES` as SQL."""
+
 
 def utcnow() -> datetime:
     """Timezone-aware current UTC time."""
@@ -63,6 +91,10 @@ class Screen(Base):
     """One requested screen and everything the bot learned about it."""
 
     __tablename__ = "screens"
+    __table_args__ = (
+        Index("uq_screens_one_active_per_pool", "pool", unique=True,
+              sqlite_where=text(ONE_ACTIVE_PER_POOL), postgresql_where=text(ONE_ACTIVE_PER_POOL)),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     request_id: Mapped[str] = mapped_column(String(64), unique=True, index=True)
@@ -84,20 +116,20 @@ class Screen(Base):
     requested_by: Mapped[str] = mapped_column(String(100))
     authorised_as: Mapped[str] = mapped_column(String(16), default="write")
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    source_comment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    source_comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
     estimate_device_s: Mapped[float] = mapped_column(Float)
     estimate_wall_s: Mapped[float] = mapped_column(Float)
-    run_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
     run_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
     runner_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    check_run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    status_comment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    status_comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     status_body: Mapped[str | None] = mapped_column(Text, nullable=True)
     status_posted_at: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
-    result_comment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    result_comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -206,20 +238,49 @@ def by_label(db: Session, repo: str, screen_id: int) -> Screen | None:
     return s if s is not None and s.repo == repo else None
 
 
-def by_run(db: Session, repo: str, run_id: int | None, title: str | None) -> Screen | None:
-    """Find the screen of a workflow run: by run id (from ``return_run_details``), else by
-    the request id carried in the run's ``display_title`` (the workflow's ``run-name``)."""
-    if run_id is not None:
-        s = db.scalars(select(Screen).where(Screen.repo == repo, Screen.run_id == run_id)).first()
-        if s is not None:
-            return s
-    if title:
-        for tok in title.replace("(", " ").replace(")", " ").split():
-            if len(tok) == 32 and all(c in "0123456789abcdef" for c in tok):
-                s = db.scalars(select(Screen).where(Screen.request_id == tok)).first()
-                if s is not None and s.repo == repo:
-                    return s
-    return None
+def by_run(db: Session, repo: str, run_id: int | None) -> Screen | None:
+    """The screen whose recorded workflow run (from the dispatch's run details, or found by
+    its request id) is ``run_id`` in ``repo``; None for any other run."""
+    if run_id is None:
+        return None
+    return db.scalars(select(Screen).where(Screen.repo == repo, Screen.run_id == run_id)).first()
+
+
+def awaiting_run(db: Session, repo: str) -> list[Screen]:
+    """Dispatched screens of ``repo`` whose run id is not known yet (GitHub answered the
+    dispatch with an error, or without run details): matched to a run only by the screen
+    workflow's path, the default branch and the request id (:func:`names_request`)."""
+    return list(db.scalars(select(Screen).where(
+        Screen.repo == repo, Screen.state == DISPATCHED, Screen.run_id.is_(None))))
+
+
+def names_request(title: str | None, request_id: str) -> bool:
+    """True when the run title ``title`` holds ``request_id`` as a word (the workflow's
+    ``run-name`` carries it, e.g. ``screen x on t (PR #7, request 0f3c...)``)."""
+    if not title:
+        return False
+    words = title.replace("(", " ").replace(")", " ").replace(",", " ").split()
+    return request_id in words
+
+
+def claim(db: Session, screen_id: int, now: datetime) -> bool:
+    """Move queued screen ``screen_id`` to ``dispatched`` (no run yet) in one conditional
+    UPDATE; True when this caller won it.  False when another caller claimed or cancelled it
+    first, or when its pool already holds an active screen (the partial unique index refuses
+    the UPDATE).  Commits or rolls back ``db``: call it before any GitHub request, alone in
+    its transaction."""
+    try:
+        res = db.execute(
+            update(Screen)
+            .where(Screen.id == screen_id, Screen.state == QUEUED)
+            .values(state=DISPATCHED, dispatched_at=now, detail=None)
+            .execution_options(synchronize_session=False)
+        )
+        db.commit()
+    except IntegrityError:
+        db.rollback()
+        return False
+    return bool(getattr(res, "rowcount", 0) == 1)
 
 
 def cancel_queued(db: Session, screen: Screen, by: str, now: datetime | None = None) -> None:
@@ -265,3 +326,50 @@ def observed_session_device_s(db: Session, campaign: str, track: str) -> float |
     ).all()
     per = [r.charged_device_s / len(r.session_order) for r in rows if r.charged_device_s]
     return statistics.median(per) if per else None
+
+
+class ScreenCommand(Base):
+    """One state-changing command (``/screen candidate|control``, ``/campaign budget
+    extend``) as run from one comment: unique by repository, comment id and the SHA-256 of
+    the command's normalised text."""
+
+    __tablename__ = "screen_commands"
+    __table_args__ = (
+        UniqueConstraint("repo", "comment_id", "command_sha256",
+                         name="uq_screen_commands_comment_command"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    comment_id: Mapped[int] = mapped_column(BigInteger)
+    command_sha256: Mapped[str] = mapped_column(String(64))
+    command: Mapped[str] = mapped_column(String(500))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+def command_key(command: str) -> str:
+    """SHA-256 hex of a command's normalised text (a comment line may be 65,536 characters:
+    an index holds the digest)."""
+    return hashlib.sha256(command.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def command_seen(db: Session, repo: str, comment_id: int, command: str) -> bool:
+    """True when ``command`` from comment ``comment_id`` of ``repo`` was already run."""
+    return db.scalars(select(ScreenCommand.id).where(
+        ScreenCommand.repo == repo, ScreenCommand.comment_id == comment_id,
+        ScreenCommand.command_sha256 == command_key(command))).first() is not None
+
+
+def claim_command(db: Session, repo: str, comment_id: int, command: str,
+                  now: datetime) -> bool:
+    """Record ``command`` from comment ``comment_id`` as run, in ``db``'s transaction (a
+    savepoint); False when it was already recorded (by this transaction's rivals too: the
+    unique constraint decides)."""
+    try:
+        with db.begin_nested():
+            db.add(ScreenCommand(repo=repo, comment_id=comment_id,
+                                 command_sha256=command_key(command), command=command[:500],
+                                 at=now))
+    except IntegrityError:
+        return False
+    return True

@@ -1,0 +1,429 @@
+"""Live campaign pages in ``campaign-bot serve``: the dashboard's pages at
+``/c/{owner}/{repo}/{campaign}/`` (``index.html``, ``screen-*.html``, ``pool-*.html``,
+``budget.html``, ``findings.html``, ``style.css``, the evidence documents under
+``evidence/``) plus ``queue.html``: each pool's running screen (elapsed against its estimate,
+stuck ones flagged) and its queued screens, read from the bot's ``screens`` table.
+
+Where the evidence comes from is one injectable function, ``load_campaign_dir(owner, repo,
+campaign) -> Path`` (blocking; it runs in a worker thread): :class:`GitHubCampaignDirs` reads
+the campaign directory through the GitHub port (the contents API, as the status header
+does) and caches it by the directory's git tree SHA, so unchanged evidence is read once; a
+git mirror can replace it.  The loader must return a new path whenever the evidence changes
+(a folder named by the tree SHA does): the pages built from a path are cached by that path.
+
+Access (decided here, documented in ``docs/dashboard.md``): pages of a **public** repository
+are open to anyone; a **private** repository, an unknown one and an unknown campaign are all
+answered ``404 Not Found`` with the same body, so the pages never tell whether a private
+repository exists.  GitHub sign-in for private repositories is not offered yet.
+
+The bot's tables are read with SQLAlchemy Core (only the columns used, never written): the
+dashboard imports no other feature's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import posixpath
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, select
+from sqlalchemy.engine import Engine
+
+from bot import links as link_scheme
+from bot.features.dashboard import pages
+from bot.features.dashboard.ledger import LedgerError, read_ledger_from
+from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
+from bot.github.port import GitHubError
+
+LoadCampaignDir = Callable[[str, str, str], Path]
+"""``(owner, repo, campaign id) -> campaign directory``; raises :class:`CampaignNotFound`."""
+RepoPrivate = Callable[[str, str], "bool | None"]
+"""``(owner, repo) -> True`` private, ``False`` public, ``None`` no such repository (or the
+App cannot see it)."""
+
+PREFIX = link_scheme.PREFIX
+"""URL prefix of the live pages (:data:`bot.links.PREFIX`)."""
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+"""An owner, repository or campaign id as it may appear in a URL (GitHub's own rules for
+owners and repositories are narrower; ``..`` and ``/`` never pass)."""
+STUCK_FACTOR = 1.5
+STUCK_GRACE_S = 600.0
+"""A running screen is stuck past ``max(STUCK_FACTOR x estimate, estimate + STUCK_GRACE_S)``
+seconds since it was dispatched: the bot's wall-time estimate already includes setup, so
+half again (at least ten minutes more) is well past any normal run."""
+TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
+"""Files of a campaign directory copied from GitHub (the evidence is text)."""
+MAX_FILE_BYTES = 1024 * 1024
+"""Largest evidence file read through the contents API (its own limit)."""
+SITE_CACHE_ENTRIES = 8
+"""Campaign sites (built evidence) kept in memory, most recently used first."""
+PAGE_CACHE_BYTES = 64 * 1024 * 1024
+"""Rendered pages kept in memory (bytes, all campaigns), least recently used dropped."""
+VISIBILITY_TTL_S = 60.0
+TREE_RECHECK_S = 15.0
+"""Seconds a repository's visibility, and a campaign directory's tree SHA, are reused before
+GitHub is asked again."""
+NOT_FOUND = "Not Found\n"
+log = logging.getLogger(__name__)
+
+
+class CampaignNotFound(LookupError):
+    """No such campaign in the repository (or its directory cannot be read)."""
+
+
+_md = MetaData()
+SCREENS = Table(
+    "screens", _md,
+    Column("id", Integer, primary_key=True),
+    Column("repo", String(200)),
+    Column("pr_number", Integer),
+    Column("campaign", String(200)),
+    Column("campaign_path", String(500)),
+    Column("kind", String(16)),
+    Column("candidate", String(200)),
+    Column("track", String(200)),
+    Column("pool", String(200)),
+    Column("state", String(16)),
+    Column("requested_by", String(100)),
+    Column("requested_at", DateTime(timezone=True)),
+    Column("dispatched_at", DateTime(timezone=True)),
+    Column("started_at", DateTime(timezone=True)),
+    Column("estimate_wall_s", Float),
+    Column("runner_name", String(200)),
+    Column("run_url", String(500)),
+)
+"""The columns of the bot's ``screens`` table the queue page reads."""
+CAMPAIGN_HEADERS = Table(
+    "campaign_headers", _md,
+    Column("id", Integer, primary_key=True),
+    Column("repo", String(300)),
+    Column("path", String(500)),
+    Column("campaign_id", String(200)),
+    Column("default_branch", String(200)),
+)
+"""The columns of the status header's table that locate a campaign directory."""
+QUEUED, ACTIVE = ("queued",), ("dispatched", "running", "cancelling")
+
+
+def _utc(dt: datetime | None) -> datetime | None:
+    return dt if dt is None or dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+def campaign_location(engine: Engine, repo: str, campaign: str) -> tuple[str, str | None] | None:
+    """``(directory path, default branch or None)`` of ``campaign`` in ``repo``
+    (``owner/name``) as the bot recorded it: the status header's row, else a screen's
+    ``campaign_path``; None when the bot knows no such campaign."""
+    with engine.connect() as db:
+        row = db.execute(select(CAMPAIGN_HEADERS.c.path, CAMPAIGN_HEADERS.c.default_branch)
+                         .where(CAMPAIGN_HEADERS.c.repo == repo,
+                                CAMPAIGN_HEADERS.c.campaign_id == campaign)
+                         .order_by(CAMPAIGN_HEADERS.c.id).limit(1)).first()
+        if row is not None:
+            return row.path, row.default_branch
+        path = db.scalar(select(SCREENS.c.campaign_path)
+                         .where(SCREENS.c.repo == repo, SCREENS.c.campaign == campaign)
+                         .order_by(SCREENS.c.id.desc()).limit(1))
+    return (path, None) if path else None
+
+
+class GitHubCampaignDirs:
+    """``load_campaign_dir`` over the GitHub port: the campaign directory's text files at the
+    default branch, copied under ``cache_root/OWNER/REPO/TREE_SHA`` and reused while the
+    directory's tree SHA is unchanged (asked at most every :data:`TREE_RECHECK_S` seconds).
+
+    ``engine``: the bot's database (where the campaign's directory is recorded, see
+    :func:`campaign_location`); ``port_for(full_name)``: a GitHub port for a repository
+    (blocking).  Raises :class:`CampaignNotFound`; GitHub errors propagate."""
+
+    def __init__(self, engine: Callable[[], Engine], port_for: Callable[[str], Any],
+                 cache_root: Path, *, clock: Callable[[], float] = time.monotonic,
+                 keep: Any = None) -> None:
+        self.keep = keep  # e.g. the TemporaryDirectory of cache_root: removed with this object
+        self.engine, self.port_for, self.cache_root, self.clock = (engine, port_for,
+                                                                   Path(cache_root), clock)
+        self._seen: dict[tuple[str, str, str], tuple[float, Path]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, owner: str, repo: str, campaign: str) -> Path:
+        key = (owner, repo, campaign)
+        hit = self._seen.get(key)
+        if hit is not None and self.clock() - hit[0] < TREE_RECHECK_S and hit[1].is_dir():
+            return hit[1]
+        full = f"{owner}/{repo}"
+        loc = campaign_location(self.engine(), full, campaign)
+        if loc is None:
+            raise CampaignNotFound(f"{full}: no campaign {campaign!r} recorded")
+        path = loc[0].strip("/")
+        port = self.port_for(full)
+        from bot.github.port import run_blocking
+
+        ref = loc[1] or run_blocking(port.get_default_branch())
+        parent = posixpath.dirname(path)
+        tree = next((e.sha for e in run_blocking(port.list_dir(parent, ref))
+                     if e.type == "dir" and e.path.strip("/") == path), None)
+        if not tree or not re.fullmatch(r"[0-9a-fA-F]{7,64}", tree):
+            raise CampaignNotFound(f"{full}: {path} is not a directory at {ref}")
+        dest = self.cache_root / owner / repo / tree
+        with self._lock:
+            if not dest.is_dir():
+                self._fetch(port, path, ref, dest)
+        self._seen[key] = (self.clock(), dest)
+        return dest
+
+    def _fetch(self, port: Any, path: str, ref: str, dest: Path) -> None:
+        from bot.github.port import run_blocking
+
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
+        try:
+            pending = [path]
+            while pending:
+                d = pending.pop()
+                for e in run_blocking(port.list_dir(d, ref)):
+                    p = e.path.strip("/")
+                    rel = posixpath.relpath(p, path)
+                    if rel.startswith("..") or posixpath.isabs(rel):
+                        continue  # never outside the campaign directory
+                    if e.type == "dir":
+                        pending.append(p)
+                    elif (e.type == "file" and p.endswith(TEXT_SUFFIXES)
+                          and e.size <= MAX_FILE_BYTES):
+                        data = run_blocking(port.get_file(p, ref))
+                        if data is not None:
+                            out = tmp / rel
+                            out.parent.mkdir(parents=True, exist_ok=True)
+                            out.write_bytes(data)
+            tmp.rename(dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@dataclass
+class QueueRow:
+    """One queued or running screen on the queue page; times in seconds."""
+
+    label: str
+    pr_number: int
+    name: str
+    track: str
+    state: str
+    requested_by: str
+    runner: str | None
+    run_url: str | None
+    elapsed_s: float | None
+    estimate_s: float | None
+    stuck: bool
+
+
+@dataclass
+class PoolQueue:
+    """A pool's running screens and its queue (oldest request first)."""
+
+    pool: str
+    slug: str
+    running: list[QueueRow]
+    queued: list[QueueRow]
+
+
+def is_stuck(elapsed_s: float | None, estimate_s: float | None) -> bool:
+    """True when a running screen's ``elapsed_s`` is past ``max(STUCK_FACTOR x estimate,
+    estimate + STUCK_GRACE_S)`` (seconds)."""
+    if elapsed_s is None or estimate_s is None:
+        return False
+    return elapsed_s > max(STUCK_FACTOR * estimate_s, estimate_s + STUCK_GRACE_S)
+
+
+def read_queue(engine: Engine, repo: str, campaign: str, now: datetime) -> list[PoolQueue]:
+    """Every pool with a queued or running screen of ``campaign`` in ``repo``, by name."""
+    with engine.connect() as db:
+        rows = db.execute(select(SCREENS).where(
+            SCREENS.c.repo == repo, SCREENS.c.campaign == campaign,
+            SCREENS.c.state.in_(QUEUED + ACTIVE)).order_by(SCREENS.c.requested_at,
+                                                           SCREENS.c.id)).all()
+    pools: dict[str, PoolQueue] = {}
+    for r in rows:
+        pq = pools.setdefault(r.pool, PoolQueue(r.pool, slug(r.pool), [], []))
+        running = r.state in ACTIVE
+        since = _utc(r.dispatched_at or r.started_at) if running else _utc(r.requested_at)
+        elapsed = (now - since).total_seconds() if since is not None else None
+        row = QueueRow(
+            label=f"S{r.id}", pr_number=r.pr_number,
+            name=r.candidate if r.kind == "candidate" else "control", track=r.track,
+            state=r.state, requested_by=r.requested_by, runner=r.runner_name,
+            run_url=r.run_url, elapsed_s=elapsed, estimate_s=r.estimate_wall_s,
+            stuck=running and is_stuck(elapsed, r.estimate_wall_s))
+        (pq.running if running else pq.queued).append(row)
+    return [pools[k] for k in sorted(pools)]
+
+
+class LiveDashboard:
+    """The live pages: :meth:`page` renders one (used by the routes of :meth:`router`).
+
+    ``engine()``: the bot's database; ``load_campaign_dir`` and ``repo_private``: see
+    :data:`LoadCampaignDir` and :data:`RepoPrivate`; ``clock()``: now (UTC)."""
+
+    def __init__(self, engine: Callable[[], Engine], load_campaign_dir: LoadCampaignDir,
+                 repo_private: RepoPrivate, *,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.engine, self.load_campaign_dir, self.repo_private, self.clock = (
+            engine, load_campaign_dir, repo_private, clock)
+        self._sites: OrderedDict[tuple[str, Path], Site] = OrderedDict()
+        self._budgeted: dict[tuple[str, Path], tuple[str, Site]] = {}
+        self._pages: OrderedDict[tuple[str, str], tuple[bytes, str]] = OrderedDict()
+        self._page_bytes = 0
+        self._visibility: dict[tuple[str, str], tuple[float, bool | None]] = {}
+        self._lock = threading.Lock()
+
+    def public(self, owner: str, repo: str) -> bool:
+        """True when ``owner/repo`` exists and is public (answer kept for
+        :data:`VISIBILITY_TTL_S` seconds)."""
+        key = (owner, repo)
+        hit = self._visibility.get(key)
+        now = time.monotonic()
+        if hit is None or now - hit[0] > VISIBILITY_TTL_S:
+            hit = (now, self.repo_private(owner, repo))
+            self._visibility[key] = hit
+        return hit[1] is False
+
+    def site(self, owner: str, repo: str, campaign: str) -> tuple[Site, Path, str]:
+        """The campaign's :class:`Site` with the budget from the bot's ledger as it is now,
+        its directory, and a fingerprint of (directory, ledger) that changes whenever a page
+        could.  Raises :class:`CampaignNotFound`,
+        :class:`~bot.features.dashboard.model.CampaignUnreadable` and
+        :class:`~bot.features.dashboard.ledger.LedgerError`."""
+        root = self.load_campaign_dir(owner, repo, campaign)
+        key = (f"{owner}/{repo}/{campaign}", root)
+        with self._lock:
+            site = self._sites.get(key)
+            if site is None:
+                site = build_site(root)
+                self._sites[key] = site
+                while len(self._sites) > SITE_CACHE_ENTRIES:
+                    self._sites.popitem(last=False)
+            else:
+                self._sites.move_to_end(key)
+        ledger = read_ledger_from(self.engine(), site.scope.id, f"{owner}/{repo}",
+                                  shown="the bot's database")
+        fp = hashlib.sha256(repr((key, ledger.entries, ledger.screens)).encode()).hexdigest()
+        with self._lock:
+            hit = self._budgeted.get(key)
+            if hit is not None and hit[0] == fp:
+                return hit[1], root, fp
+        budgeted = dataclasses.replace(site, budget=budget_view(site.scope, site.screens,
+                                                                ledger))
+        with self._lock:
+            self._budgeted[key] = (fp, budgeted)
+            while len(self._budgeted) > SITE_CACHE_ENTRIES:
+                self._budgeted.pop(next(iter(self._budgeted)))
+        return budgeted, root, fp
+
+    def page(self, owner: str, repo: str, campaign: str, name: str) -> Response:
+        """The response for page ``name`` (``""`` is the overview); 404 for anything not
+        public or not there.  Pages are kept (at most :data:`PAGE_CACHE_BYTES`) until the
+        evidence or the ledger changes; the queue page is rendered for every request."""
+        if not all(NAME.match(x) for x in (owner, repo, campaign)):
+            return PlainTextResponse(NOT_FOUND, 404)
+        try:
+            if not self.public(owner, repo):
+                return PlainTextResponse(NOT_FOUND, 404)
+            site, root, fp = self.site(owner, repo, campaign)
+        except (CampaignNotFound, CampaignUnreadable, FileNotFoundError):
+            return PlainTextResponse(NOT_FOUND, 404)
+        except GitHubError as exc:
+            log.warning("live page %s/%s/%s: GitHub: %s", owner, repo, campaign, exc)
+            return PlainTextResponse("GitHub did not answer; try again in a minute.\n", 503)
+        except LedgerError as exc:
+            log.warning("live page %s/%s/%s: %s", owner, repo, campaign, exc)
+            return PlainTextResponse("The bot's database cannot be read now.\n", 503)
+        name = name or "index.html"
+        cache_key = (fp, name)
+        with self._lock:
+            hit = self._pages.get(cache_key)
+            if hit is not None:
+                self._pages.move_to_end(cache_key)
+                return Response(hit[0], media_type=hit[1])
+        links = pages.Links(f"{PREFIX}/{owner}/{repo}/{campaign}/", live=True)
+        out = self._render(site, root, links, name, f"{owner}/{repo}", campaign)
+        if out is None:
+            return PlainTextResponse(NOT_FOUND, 404)
+        body, media_type = out
+        if name != "queue.html":
+            with self._lock:
+                self._pages[cache_key] = (body, media_type)
+                self._page_bytes += len(body)
+                while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
+                    _, (old, _t) = self._pages.popitem(last=False)
+                    self._page_bytes -= len(old)
+        return Response(body, media_type=media_type)
+
+    def _render(self, site: Site, root: Path, links: pages.Links, name: str, repo: str,
+                campaign: str) -> tuple[bytes, str] | None:
+        """``(body, media type)`` of page ``name``; None when there is no such page."""
+        html = "text/html; charset=utf-8"
+        if name == "index.html":
+            return pages.render_index(site, links).encode(), html
+        if name == "budget.html":
+            return pages.render_budget(site, links).encode(), html
+        if name == "findings.html":
+            return pages.render_findings(site, links).encode(), html
+        if name == pages.STYLESHEET:
+            return pages.stylesheet().encode(), "text/css; charset=utf-8"
+        if name == "queue.html":
+            now = self.clock()
+            return pages.render_page(
+                "queue.html.j2", site, links, now=now,
+                pools=read_queue(self.engine(), repo, campaign, now),
+                stuck_rule=f"{STUCK_FACTOR:g} × its estimate (at least "
+                           f"{STUCK_GRACE_S / 60:.0f} min more than the estimate)").encode(), html
+        for p in site.pools:
+            if name == f"pool-{p.slug}.html":
+                return pages.render_pool(site, p, links).encode(), html
+        for s in site.screens:
+            if name == f"screen-{s.slug}.html":
+                return pages.render_screen(site, s, links).encode(), html
+        for d in site.documents:
+            if name == d.site_path:
+                try:
+                    data = (root / d.path).read_bytes()
+                except OSError:
+                    return None
+                if hashlib.sha256(data).hexdigest() != d.sha256:
+                    return None  # changed since it was read: not the document the page shows
+                kind = "application/json" if d.path.endswith(".json") else "text/plain"
+                return data, f"{kind}; charset=utf-8"
+        return None
+
+    def router(self) -> APIRouter:
+        """The routes under :data:`PREFIX` (sync handlers: they run in the server's thread
+        pool, where the blocking GitHub and database calls belong)."""
+        r = APIRouter()
+
+        @r.get(PREFIX + "/{owner}/{repo}/{campaign}")
+        def campaign_root(owner: str, repo: str, campaign: str) -> Response:
+            return self.page(owner, repo, campaign, "")
+
+        @r.get(PREFIX + "/{owner}/{repo}/{campaign}/{name:path}")
+        def campaign_page(owner: str, repo: str, campaign: str, name: str) -> Response:
+            return self.page(owner, repo, campaign, name)
+
+        return r
+
+
+def add_routes(app: FastAPI, dashboard: LiveDashboard) -> None:
+    """Serve ``dashboard``'s pages from ``app``."""
+    app.include_router(dashboard.router())

@@ -1,0 +1,371 @@
+"""Digests (SHA-256, and the other BagIt algorithms) of many files at the machine's hashing
+limit, in small, flat memory.
+
+:class:`HashPool` keeps every core hashing until the last byte:
+
+* one hashing thread per usable core (:func:`usable_cores`); ``hashlib`` (OpenSSL) releases
+  the GIL while it digests a buffer longer than 2047 bytes (CPython's ``HASHLIB_GIL_MINSIZE``)
+  and ``FileIO.readinto`` releases it during ``read(2)``, so the threads run on all cores
+  at once, as far as one OpenSSL process per core would (``benchmarks/verify.py`` compares
+  with two ``openssl dgst -sha256`` processes);
+* the largest waiting file is hashed first (a heap on size), also across batches submitted
+  at different times, so the pool never ends on one big file with the other cores idle;
+* files can be submitted while others hash: ``campaign-bot check`` submits the files the
+  BagIt and SHA256SUMS manifests list as soon as those manifests are read, then parses and
+  validates the JSON documents on the main thread while the pool hashes
+  (:func:`evidence.manifest.verify_tree`);
+* each thread owns one buffer (:func:`chunk_bytes`, at most 4 MiB), allocated once and
+  refilled with ``readinto``: memory is ``threads x chunk`` whatever the file sizes (8 MiB
+  on 2 cores), never a whole file;
+* a file is opened non-blocking and must be a regular file when opened (a FIFO swapped in
+  after the tree walk is refused, never waited on), and read with
+  ``POSIX_FADV_SEQUENTIAL`` read-ahead for cold caches.
+
+* a file is read once for every algorithm its manifests need (a bag with ``manifest-md5.txt``
+  and ``manifest-sha512.txt`` reads each payload file once and feeds both digests);
+  MD5 and SHA-1 are created with ``usedforsecurity=False`` (they detect damage, not forgery,
+  and FIPS-mode OpenSSL refuses them otherwise).
+
+Unreadable files are results (the ``OSError``), not exceptions: one bad file never stops
+the others.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import heapq
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+ProgressFn = Callable[[int, int], None]
+"""Progress callback ``(bytes_done, bytes_total)``, called from the hashing threads;
+``bytes_total`` grows as files are submitted."""
+
+CHUNK_BYTES = 4 << 20
+"""Largest read size (4 MiB): a thread holds the GIL only between chunks, so a chunk that
+takes milliseconds to digest keeps hashing at full speed while the main thread parses
+documents; small enough that ``threads x chunk`` stays a few MiB."""
+
+MIN_CHUNK_BYTES = 256 << 10
+"""Smallest read size (256 KiB), reached only on machines with more than 128 cores."""
+
+BUFFER_BUDGET_BYTES = 32 << 20
+"""Ceiling of all threads' buffers together (32 MiB): the chunk shrinks on many-core machines
+(:func:`chunk_bytes`)."""
+
+Result = tuple[str, int] | OSError
+"""``(lowercase hex SHA-256, size in bytes)``, or the ``OSError`` that reading raised."""
+
+DigestResult = tuple[dict[str, str], int] | OSError
+"""``({algorithm: lowercase hex digest}, size in bytes)``, or the ``OSError`` that reading
+raised."""
+
+ALGORITHMS: dict[str, int] = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64,
+                              "sha384": 96, "sha512": 128}
+"""Digest algorithms hashed here (the BagIt manifest algorithms, RFC 8493 2.4, as
+``hashlib`` names them) and their hex digest lengths."""
+
+WEAK_ALGORITHMS = frozenset({"md5", "sha1"})
+"""Not collision-resistant: they detect damage, not forgery (RFC 8493 2.4 asks for SHA-512
+or SHA-256); created with ``usedforsecurity=False``."""
+
+SHA256 = ("sha256",)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, e.g. under ``taskset`` or a container
+    cpuset), else ``os.cpu_count()``; at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def chunk_bytes(workers: int) -> int:
+    """Read size for ``workers`` threads: :data:`CHUNK_BYTES`, shrunk so that all buffers fit
+    :data:`BUFFER_BUDGET_BYTES`, never below :data:`MIN_CHUNK_BYTES`."""
+    return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, BUFFER_BUDGET_BYTES // max(1, workers)))
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    """Open ``path`` for reading without blocking on a FIFO; raise ``OSError`` (EINVAL,
+    naming the path) unless it is a regular file once opened."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256, *,
+                chunk: int = CHUNK_BYTES, on_bytes: Callable[[int], None] | None = None,
+                buffer: bytearray | None = None,
+                stop: threading.Event | None = None) -> tuple[dict[str, str], int]:
+    """Stream ``path`` once through every digest of ``algorithms`` (names of
+    :data:`ALGORITHMS`), in reads of ``chunk`` bytes into one buffer.
+
+    Returns ``({algorithm: hex_digest}, size_in_bytes)``.  ``buffer`` (any length > 0) is
+    reused instead of allocating one, so a caller hashing many files allocates once; memory
+    is O(chunk) whatever the file size.  ``on_bytes(n)`` is called after each read.  Raises
+    ``ValueError`` for an unknown algorithm, ``OSError`` (PermissionError,
+    FileNotFoundError, EINVAL for a file that is not regular when opened; ECANCELED when
+    ``stop`` is set while hashing).
+    """
+    algs = tuple(dict.fromkeys(algorithms))
+    for a in algs:
+        if a not in ALGORITHMS:
+            raise ValueError(f"unknown digest algorithm {a!r}")
+    hs = [hashlib.new(a, usedforsecurity=a not in WEAK_ALGORITHMS) for a in algs]
+    buf = buffer if buffer is not None else bytearray(chunk)
+    view = memoryview(buf)
+    size = 0
+    with open(_open_regular(path), "rb", buffering=0, closefd=True) as f:
+        if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            part = view[:n]
+            for h in hs:
+                h.update(part)
+            size += n
+            if on_bytes is not None:
+                on_bytes(n)
+            if stop is not None and stop.is_set():
+                raise OSError(errno.ECANCELED, "hashing cancelled", str(path))
+    return {a: h.hexdigest() for a, h in zip(algs, hs, strict=True)}, size
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
+                on_bytes: Callable[[int], None] | None = None,
+                buffer: bytearray | None = None,
+                stop: threading.Event | None = None) -> tuple[str, int]:
+    """:func:`digest_file` for SHA-256 alone: returns ``(hex_digest, size_in_bytes)``.
+    Raises ``OSError`` as :func:`digest_file` does."""
+    digests, size = digest_file(path, SHA256, chunk=chunk, on_bytes=on_bytes, buffer=buffer,
+                                stop=stop)
+    return digests["sha256"], size
+
+
+class HashPool:
+    """Hash files on ``workers`` threads (default :func:`usable_cores`), largest first.
+
+    Use as a context manager (or call :meth:`close`).  :meth:`submit` queues a file with the
+    algorithms it needs; a path submitted again is not read again for algorithms already
+    asked for (new ones join a file still waiting; a file already read is read once more
+    for the new ones only).  :meth:`digests` waits for files and returns
+    ``{path: ({algorithm: hex}, size) | OSError}``; :meth:`results` is its SHA-256 form,
+    ``{path: (hex, size) | OSError}``.  Threads start with the first submission, so a pool
+    with nothing to hash costs nothing.  ``progress(done, total)`` sees the running byte
+    counts (``total`` is the sum of the sizes submitted so far, or ``total_bytes`` when
+    given).
+    """
+
+    def __init__(self, workers: int | None = None, *, progress: ProgressFn | None = None,
+                 total_bytes: int | None = None, chunk: int | None = None) -> None:
+        self.workers = max(1, workers or usable_cores())
+        self.chunk = chunk or chunk_bytes(self.workers)
+        self._progress = progress
+        self._fixed_total = total_bytes
+        self._cv = threading.Condition()
+        self._heap: list[tuple[int, int, Path]] = []
+        self._want: dict[Path, set[str]] = {}  # algorithms asked for, per path
+        self._in_heap: dict[Path, int] = {}  # queue entries of a path not yet taken
+        self._busy: dict[Path, set[str]] = {}  # algorithms being computed now
+        self._done: dict[Path, DigestResult] = {}
+        self._jobs = 0  # queue entries not yet finished
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._failed: BaseException | None = None  # a bug in a hashing thread, re-raised
+        self._stop = threading.Event()
+        self._seq = 0
+        self._bytes_done = 0
+        self._bytes_total = 0
+        self._count_lock = threading.Lock()
+
+    # -- queueing
+    def submit(self, path: Path, size: int | None = None,
+               algorithms: Iterable[str] = SHA256) -> None:
+        """Queue ``path`` for the digests of ``algorithms`` (default SHA-256; ``size`` in
+        bytes orders the queue, default from ``stat``).  Raises ``ValueError`` for an
+        algorithm not in :data:`ALGORITHMS`, RuntimeError after :meth:`close`."""
+        path = Path(path)
+        algs = set(algorithms)
+        unknown = sorted(algs - ALGORITHMS.keys())
+        if unknown:
+            raise ValueError(f"unknown digest algorithm {unknown[0]!r}")
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("HashPool is closed")
+            want = self._want.get(path)
+            if want is not None and algs <= want:
+                return
+        if size is None:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0  # the hashing thread reports the error
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("HashPool is closed")
+            want = self._want.setdefault(path, set())
+            if algs <= want:
+                return
+            want |= algs
+            if self._in_heap.get(path, 0):
+                return  # still waiting: the thread that takes it computes the new ones too
+            self._in_heap[path] = 1
+            self._jobs += 1
+            self._seq += 1
+            heapq.heappush(self._heap, (-size, self._seq, path))
+            self._bytes_total += size
+            if len(self._threads) < self.workers:
+                t = threading.Thread(target=self._work, name=f"hash-{len(self._threads)}",
+                                     daemon=True)
+                self._threads.append(t)
+                t.start()
+            self._cv.notify()
+
+    def queued(self) -> frozenset[Path]:
+        """Every path submitted so far (hashed, being hashed or waiting)."""
+        with self._cv:
+            return frozenset(self._want)
+
+    def _complete(self, p: Path) -> bool:
+        got = self._done.get(p)
+        if got is None:
+            return False
+        return isinstance(got, OSError) or self._want.get(p, set()) <= got[0].keys()
+
+    def digests(self, todo: Mapping[Path, Iterable[str]]) -> dict[Path, DigestResult]:
+        """Wait for the files of ``todo`` (``{path: algorithms}``, queued now where not yet)
+        and return ``{path: ({algorithm: hex}, size) | OSError}``; the mapping of a file
+        holds at least the algorithms asked for.
+
+        Raises RuntimeError when a hashing thread failed with anything but an ``OSError``
+        (a bug, not a bad file), instead of waiting for ever; ``ValueError`` for an unknown
+        algorithm.
+        """
+        plist = [Path(p) for p in todo]
+        for p, algs in zip(plist, todo.values(), strict=True):
+            self.submit(p, algorithms=algs)
+        with self._cv:
+            self._cv.wait_for(lambda: all(self._complete(p) for p in plist) or self._closed
+                              or self._failed is not None)
+            if self._failed is not None:
+                raise RuntimeError("a hashing thread failed") from self._failed
+            return {p: self._done[p] if self._complete(p)
+                    else OSError(errno.ECANCELED, "not hashed", str(p)) for p in plist}
+
+    def results(self, paths: Iterable[Path]) -> dict[Path, Result]:
+        """:meth:`digests` for SHA-256: ``{path: (hex, size) | OSError}``.  Raises as
+        :meth:`digests` does."""
+        got = self.digests({Path(p): SHA256 for p in paths})
+        return {p: r if isinstance(r, OSError) else (r[0]["sha256"], r[1])
+                for p, r in got.items()}
+
+    # -- threads
+    def _tick(self, n: int) -> None:
+        if self._progress is None:
+            return
+        with self._count_lock:
+            self._bytes_done += n
+            done = self._bytes_done
+        total = self._fixed_total if self._fixed_total is not None else self._bytes_total
+        self._progress(done, max(total, done))
+
+    def _work(self) -> None:
+        buf = bytearray(self.chunk)  # this thread's one buffer, for every file it hashes
+        while True:
+            with self._cv:
+                while not self._heap and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                _, _, path = heapq.heappop(self._heap)
+                self._in_heap[path] = 0
+                prev = self._done.get(path)
+                have = set() if prev is None or isinstance(prev, OSError) else set(prev[0])
+                busy = self._busy.setdefault(path, set())
+                algs = tuple(sorted(self._want[path] - have - busy))
+                busy |= set(algs)
+                if not algs or isinstance(prev, OSError):
+                    self._jobs -= 1
+                    self._cv.notify_all()
+                    continue
+            result: DigestResult
+            try:
+                result = digest_file(path, algs, on_bytes=self._tick, buffer=buf,
+                                     stop=self._stop)
+            except OSError as e:
+                result = e
+            except BaseException as e:  # a bug (or a progress callback's): wake the waiters
+                with self._cv:
+                    self._failed = e
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._busy[path] -= set(algs)
+                prev = self._done.get(path)
+                if isinstance(result, OSError) or prev is None or isinstance(prev, OSError):
+                    self._done[path] = prev if isinstance(prev, OSError) else result
+                else:  # more algorithms for a file read before: merge
+                    self._done[path] = ({**prev[0], **result[0]}, result[1])
+                self._jobs -= 1
+                self._cv.notify_all()
+
+    # -- lifetime
+    def close(self, *, cancel: bool = False) -> None:
+        """Stop the threads once the queue is empty (with ``cancel``: at once, abandoning
+        queued files and the files being hashed) and wait for them."""
+        with self._cv:
+            if cancel:
+                self._heap.clear()
+                self._stop.set()
+            else:
+                self._cv.wait_for(lambda: self._jobs == 0 or self._failed is not None)
+            self._closed = True
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join()
+
+    def __enter__(self) -> HashPool:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close(cancel=exc_type is not None)
+
+
+def hash_files(paths: Iterable[Path], *, workers: int | None = None,
+               progress: ProgressFn | None = None,
+               total_bytes: int | None = None) -> dict[Path, Result]:
+    """Hash many files on a :class:`HashPool` (default: one thread per usable core).
+
+    Returns ``{path: (hex, size)}``, or the ``OSError`` raised for an unreadable file (the
+    other files are still hashed).  ``progress(done, total)`` sees the running byte count;
+    ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
+    """
+    plist = [Path(p) for p in paths]
+    with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
+        return pool.results(plist)
+
+
+def digest_files(todo: Mapping[Path, Iterable[str]], *, workers: int | None = None,
+                 progress: ProgressFn | None = None,
+                 total_bytes: int | None = None) -> dict[Path, DigestResult]:
+    """:func:`hash_files` for several algorithms: ``todo`` maps each path to the algorithms
+    it needs (names of :data:`ALGORITHMS`; each file is read once).  Returns
+    ``{path: ({algorithm: hex}, size)}`` or the ``OSError`` of an unreadable file; raises
+    ``ValueError`` for an unknown algorithm."""
+    with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
+        return pool.digests({Path(p): tuple(a) for p, a in todo.items()})
