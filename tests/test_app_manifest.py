@@ -189,6 +189,7 @@ async def _each_method(d: Any) -> dict[str, list[str]]:
     await call("list_check_runs", pull.head_sha, "campaign-bot/screen: x")
     await call("dispatch_workflow", "screen.yml", "main", {"campaign": "a"})
     await call("get_workflow_run", run["id"])
+    await call("list_workflow_runs", "screen.yml", branch="main", event="workflow_dispatch")
     await call("list_run_artifacts", run["id"])
     await call("download_artifact", art["id"])
     await call("cancel_workflow_run", run["id"])

@@ -58,6 +58,8 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "update_check_run": Need("checks", "write", ("checks/update",)),
     "dispatch_workflow": Need("actions", "write", ("actions/get-workflow",
                                                    "actions/create-workflow-dispatch")),
+    "list_workflow_runs": Need("actions", "read", ("actions/get-workflow",
+                                                   "actions/list-workflow-runs")),
     "get_workflow_run": Need("actions", "read", ("actions/get-workflow-run",)),
     "cancel_workflow_run": Need("actions", "write", ("actions/cancel-workflow-run",)),
     "list_run_artifacts": Need("actions", "read", ("actions/get-workflow-run",
