@@ -197,6 +197,9 @@ def test_from_nothing_to_a_screen_result(github_double: Any, tmp_path: Path) -> 
         assert f"signed by trusted runner key {fp[:19]}" in body  # sha256: + 12 hex
         assert "| lpips | 0 | <= 0.2 | pass |" in body
         assert "**Verdict: " in body
+        # the result comment and the check run's completion are two writes: wait for both
+        wait_for(lambda: all(c["status"] == "completed"
+                             for c in d.repo(REPO).check_runs.values()), 60, "the check run")
         checks = list(d.repo(REPO).check_runs.values())
         assert [(c["name"], c["status"]) for c in checks] == [
             ("campaign-bot/screen: noop", "completed")]
