@@ -14,8 +14,10 @@ so the limit only refuses text built to exhaust the parser.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 MAX_JSON_DEPTH = 64
@@ -102,3 +104,13 @@ def loads(text: str | bytes, *, limit: int = MAX_JSON_DEPTH,
         return json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:  # cannot happen under the limit; kept as a last guard
         raise JSONTooDeep(deepest, limit, 1) from None
+
+
+def write_atomic(path: os.PathLike[str] | str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through ``PATH.tmp`` and a rename, creating the
+    parent folders, so a reader never sees a half-written document.  Raises ``OSError``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)

@@ -340,10 +340,9 @@ def register(app: Any) -> None:
             raise typer.Exit(2) from None
         text = doc.model_dump_json(indent=2, by_alias=True) + "\n"
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_suffix(out.suffix + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(out)
+            from evidence.safejson import write_atomic
+
+            write_atomic(out, text)
         except OSError as exc:
             err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
             raise typer.Exit(2) from None

@@ -195,7 +195,4 @@ def write_report(path: Path, report: MediaReport) -> None:
             raise MediaInputError(path, f"holds a report by validator {old.validator_version}; "
                                   f"a {report.validator_version} result is never written over "
                                   "it, choose another --out path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(report_json(report), encoding="utf-8")
-    tmp.replace(path)
+    safejson.write_atomic(path, report_json(report))
