@@ -15,6 +15,7 @@ three requests does not weigh three times.  The verdicts list is filled by the v
 
 from __future__ import annotations
 
+import contextlib
 import re
 import statistics
 import time
@@ -168,7 +169,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    claims_file: Path | None = None,
                    prior_noise: bool = False,
                    trusted_keys: dict[str, Any] | None = None,
-                   loaded: LoadedCampaign | None = None) -> CheckReport:
+                   loaded: LoadedCampaign | None = None,
+                   hasher: HashPool | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
@@ -189,6 +191,10 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 
     ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
     same ``max_file_bytes``), reused instead of reading every document again.
+
+    ``hasher``: a :class:`evidence.hashing.HashPool` the caller opened (and closes), perhaps
+    already hashing the files of ``root`` (:func:`evidence.hashing.prefetch_bag`); its
+    ``progress`` and ``workers`` then apply instead of these arguments.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -221,7 +227,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             return got[0].json_docs
 
         docs = load
-    with HashPool(workers, progress=progress) as pool:
+    pool_cm = (contextlib.nullcontext(hasher) if hasher is not None
+               else HashPool(workers, progress=progress))
+    with pool_cm as pool:
         vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
                                        json_docs=docs, max_document_bytes=max_document_bytes,
                                        hasher=pool)

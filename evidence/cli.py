@@ -55,6 +55,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from evidence.hashing import HashPool
+
 PLUGIN_GROUP = "campaign_bot.cli"
 """Entry-point group of the command plug-ins (see the module docstring)."""
 
@@ -231,6 +233,32 @@ def check_cmd(
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
+    global _early_hashing
+    from evidence.hashing import HashPool, prefetch_bag
+
+    # The hashing threads start on a bag's payload before the document models are imported
+    # (in main(), before typer, when run as the console script), so both cores hash while
+    # this thread imports and parses.
+    if _early_hashing is not None and _early_hashing[0] == directory and trusted_keys is None:
+        _, pool, progress = _early_hashing
+        _early_hashing = None
+    else:
+        progress = _progress()
+        pool = HashPool(progress=progress)
+        if trusted_keys is None and directory.is_dir():
+            prefetch_bag(directory, pool)
+    try:
+        _check(pool, progress, directory, as_json, details, max_file_bytes,
+               max_document_bytes, base, claims, prior_noise, trusted_keys)
+    finally:
+        pool.close(cancel=True)
+
+
+def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_json: bool,
+           details: bool, max_file_bytes: int, max_document_bytes: int, base: str | None,
+           claims: Path | None, prior_noise: bool, trusted_keys: Path | None) -> None:
+    """The body of ``campaign-bot check`` once the hashing pool runs: raises
+    ``typer.Exit`` with the exit code."""
     from evidence.check import check_campaign, render
     from evidence.findings import BaseRefError
 
@@ -246,12 +274,11 @@ def check_cmd(
         except KeyFileError as e:
             _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
             raise typer.Exit(EXIT_USAGE) from None
-    progress = _progress()
     try:
         rep = check_campaign(directory, max_file_bytes=max_file_bytes,
                              max_document_bytes=max_document_bytes, progress=progress,
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
-                             trusted_keys=keys)
+                             trusted_keys=keys, hasher=pool)
     except BaseRefError as e:
         if progress:
             progress.stop()
@@ -422,7 +449,58 @@ def command(*, plugins: bool = True) -> Any:
     return escape_help(typer.main.get_command(app))
 
 
+_CHECK_VALUE_OPTIONS = frozenset({"--max-file-bytes", "--max-document-bytes", "--base",
+                                  "--claims", "--trusted-keys"})
+"""Options of ``check`` that take a value (the next argument unless written ``--opt=value``)."""
+
+_early_hashing: tuple[Path, HashPool, _LazyProgress | None] | None = None
+"""The hashing pool :func:`main` started for ``check DIRECTORY`` before typer parsed the
+command line, with its directory and progress bar; taken by :func:`check_cmd`."""
+
+
+def _check_directory(args: list[str]) -> Path | None:
+    """The DIRECTORY of a ``campaign-bot check`` argument list, or None when ``args`` is not
+    a plain check (another command, ``--help``, ``--trusted-keys``: a signed bundle's files
+    are read only after its signature verifies)."""
+    if _command_of(args) != "check":
+        return None
+    rest = args[args.index("check") + 1:]
+    found: Path | None = None
+    skip = False
+    for a in rest:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if a in ("--help", "-h") or name == "--trusted-keys" or a == "--":
+            return None
+        if name in _CHECK_VALUE_OPTIONS:
+            skip = "=" not in a
+        elif not a.startswith("-") and found is None:
+            found = Path(a)
+    return found
+
+
 def main() -> None:
     """Console-script entry point: load the plug-ins unless a core command runs, then run
-    the app with its help texts escaped (:func:`escape_help`)."""
-    command(plugins=_command_of(sys.argv[1:]) not in CORE_COMMANDS)()
+    the app with its help texts escaped (:func:`escape_help`).
+
+    For ``check DIRECTORY`` the hashing threads start on the payload of a bag at DIRECTORY
+    (:func:`evidence.hashing.prefetch_bag`) before typer is imported, so that both cores
+    hash while this thread parses the command line and imports the document models; typer
+    still parses and validates the command line, and ``check`` verifies every digest as if
+    nothing had been prefetched."""
+    global _early_hashing
+    directory = _check_directory(sys.argv[1:])
+    if directory is not None and directory.is_dir():
+        from evidence.hashing import HashPool, prefetch_bag
+
+        progress = _progress()
+        pool = HashPool(progress=progress)
+        _early_hashing = (directory, pool, progress)
+        prefetch_bag(directory, pool)
+    try:
+        command(plugins=_command_of(sys.argv[1:]) not in CORE_COMMANDS)()
+    finally:
+        if _early_hashing is not None:
+            _early_hashing[1].close(cancel=True)

@@ -369,3 +369,75 @@ def digest_files(todo: Mapping[Path, Iterable[str]], *, workers: int | None = No
     ``ValueError`` for an unknown algorithm."""
     with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
         return pool.digests({Path(p): tuple(a) for p, a in todo.items()})
+
+
+BAG_MANIFEST_PREFIX = "manifest-"
+"""BagIt payload manifests are ``manifest-<algorithm>.txt`` at the bag's root (RFC 8493 2.1.3)."""
+
+PREFETCH_MANIFEST_BYTES = 64 << 20
+"""Largest root manifest read by :func:`prefetch_bag` (64 MiB, the default
+``--max-file-bytes`` of ``campaign-bot check``); a larger one is left to the verifier."""
+
+
+def prefetch_bag(root: Path, pool: HashPool) -> int:
+    """Queue on ``pool`` the payload files that the BagIt manifests at ``root`` list, before
+    the verifier has read them, and return how many files were queued.
+
+    ``campaign-bot check`` calls this before it imports the document models, so that the
+    hashing threads use every core while the main thread imports and parses; the verifier
+    (:func:`evidence.manifest.verify_tree`) later asks the same pool for the same paths
+    (``root / relative path``) and finds them hashed or hashing.  It only warms that cache:
+    it judges nothing, reports nothing, and a line it cannot read simply is not queued.
+
+    Queued are lines ``<hex digest> <path>`` (RFC 8493 2.1.3; a ``*`` binary marker and a
+    ``./`` prefix are dropped, CR, LF and CRLF line ends all end a line) whose path has no
+    ``%`` escape, is relative, has no ``..`` component, names a regular file (``lstat``, not
+    followed) and resolves inside ``root``; at most :data:`PREFETCH_MANIFEST_BYTES` of each
+    manifest are read.  Never raises for a bad manifest or file (``OSError`` is swallowed:
+    the verifier meets the same problem and reports it).
+    """
+    root = Path(root)
+    try:
+        names = sorted(e.name for e in os.scandir(root)
+                       if e.name.startswith(BAG_MANIFEST_PREFIX) and e.name.endswith(".txt")
+                       and e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+    real_root = os.path.realpath(root)
+    queued = 0
+    for name in names:
+        alg = name[len(BAG_MANIFEST_PREFIX):-len(".txt")].lower()
+        if alg not in ALGORITHMS:
+            continue
+        try:
+            with open(root / name, "rb") as f:
+                data = f.read(PREFETCH_MANIFEST_BYTES + 1)
+        except OSError:
+            continue
+        if len(data) > PREFETCH_MANIFEST_BYTES:
+            continue
+        for raw in data.splitlines():
+            parts = raw.split(None, 1)
+            if len(parts) != 2 or len(parts[0]) != ALGORITHMS[alg]:
+                continue
+            rel = parts[1].strip(b" \t").removeprefix(b"*")
+            try:
+                text = rel.decode()
+            except UnicodeDecodeError:
+                continue
+            while text.startswith("./"):
+                text = text[2:]
+            if not text or "%" in text or text.startswith("/") or ".." in text.split("/"):
+                continue
+            path = root / text
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if not os.path.realpath(path).startswith(real_root + os.sep):
+                continue
+            pool.submit(path, st.st_size, (alg,))
+            queued += 1
+    return queued

@@ -246,3 +246,55 @@ def test_verify_tree_reads_a_file_once_for_md5_and_sha512_manifests(
     with HashPool(workers=2) as pool:
         bad = verify_tree(tmp_path, hasher=pool, json_docs=dict)
     assert len(reads) == 3 and bad.mismatched == 2  # MD5 and SHA-512 both disagree
+
+
+def test_prefetch_queues_a_bags_payload_and_verify_tree_reads_each_file_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data" / "media").mkdir(parents=True)
+    media = [_file(tmp_path / "data" / "media" / f"m{i}.bin", (1 << 20) + i, i)
+             for i in range(3)]
+    write_bag(tmp_path)
+    # the same manifest written with a binary marker, a ./ prefix and CRLF line ends
+    lines = (tmp_path / "manifest-sha256.txt").read_text().splitlines()
+    (tmp_path / "manifest-sha256.txt").write_bytes("".join(
+        f"{d} *./{p}\r\n" for d, p in (ln.split(None, 1) for ln in lines)).encode())
+    for tag in tmp_path.glob("tagmanifest-*.txt"):
+        tag.unlink()  # it sealed the manifest as write_bag wrote it
+    reads: list[str] = []
+    real = hashing.digest_file
+
+    def recording(path: Path, algorithms: tuple[str, ...],
+                  **kw: object) -> tuple[dict[str, str], int]:
+        reads.append(Path(path).name)
+        return real(path, algorithms, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashing, "digest_file", recording)
+    with HashPool(workers=2) as pool:
+        assert hashing.prefetch_bag(tmp_path, pool) == 3
+        assert set(media) <= pool.queued()
+        res = verify_tree(tmp_path, hasher=pool, json_docs=dict)
+    assert res.errors == 0 and res.hashes_ok == res.hashes_checked == 3
+    assert sorted(reads) == ["m0.bin", "m1.bin", "m2.bin"]  # once each, not again
+
+
+def test_prefetch_never_reaches_outside_the_bag_nor_opens_special_files(
+        tmp_path: Path) -> None:
+    bag = tmp_path / "bag"
+    (bag / "data").mkdir(parents=True)
+    outside = _file(tmp_path / "secret.bin", 1000)
+    _file(bag / "data" / "ok.bin", 1000)
+    (bag / "data" / "link.bin").symlink_to(outside)
+    os.mkfifo(bag / "data" / "pipe")
+    (bag / "data" / "sub").symlink_to(tmp_path, target_is_directory=True)
+    digest = "0" * 64
+    (bag / "manifest-sha256.txt").write_text("".join(f"{digest}  {p}\n" for p in (
+        "data/ok.bin", "data/link.bin", "data/pipe", "data/sub/secret.bin", "../secret.bin",
+        str(outside), "data/%2E%2E/x", "data/missing.bin")) + "short  data/ok.bin\n")
+    (bag / "manifest-unknown.txt").write_text(f"{digest}  data/ok.bin\n")
+    with HashPool(workers=1) as pool:
+        assert hashing.prefetch_bag(bag, pool) == 1
+        assert pool.queued() == {bag / "data" / "ok.bin"}
+    with HashPool(workers=1) as pool:  # no manifest, or an unreadable directory: nothing
+        assert hashing.prefetch_bag(tmp_path / "absent", pool) == 0
+        assert hashing.prefetch_bag(outside, pool) == 0
+        assert pool.queued() == frozenset()
