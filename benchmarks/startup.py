@@ -79,6 +79,10 @@ def run_once(cmd: list[str]) -> tuple[float, float, float, int]:
 
 
 def main() -> int:
+    # "Warm" includes the bytecode cache: pip writes the .pyc files of an installed package,
+    # but an editable install compiles on first import and PYTHONDONTWRITEBYTECODE (set in
+    # some CI images) would make every timed child compile the project's modules again.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", type=Path, help="also write the figures here")
