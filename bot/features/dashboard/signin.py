@@ -63,7 +63,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from bot import links as link_scheme
 
@@ -87,6 +87,11 @@ ACCESS_CACHE_ENTRIES = 10_000
 HTTP_TIMEOUT_S = 15.0
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 Access = Literal["read", "none", "signed-out"]
+SIGNED_OUT_PAGE = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+                   '<title>Signed out · campaign-bot</title><link rel="icon" href="data:,">'
+                   '</head><body><main><h1>Signed out</h1><p>Signed out of the campaign '
+                   'pages. Opening a private campaign page again signs you in through GitHub.'
+                   '</p></main></body></html>\n')
 
 
 class SignInError(Exception):
@@ -302,7 +307,7 @@ class SignIn:
 
     def logout(self) -> Response:
         """``POST /logout``: the session cookie removed; a short page that says so."""
-        resp = PlainTextResponse("Signed out.\n", 200, headers=_NO_STORE)
+        resp = HTMLResponse(SIGNED_OUT_PAGE, 200, headers=_NO_STORE)
         resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax",
                            secure=self.config.secure)
         return resp
