@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
@@ -89,7 +90,7 @@ ACCOUNT_SLOT = pages.ACCOUNT_SLOT.encode()
 SIGN_OUT_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
                  '<button type="submit">Sign out</button></form>').encode()
 """What replaces the template's account slot on a page of a private repository."""
-PRIVATE_HEADERS = {"Cache-Control": "private, no-store", "Vary": "Cookie"}
+PRIVATE_HEADERS = MappingProxyType({"Cache-Control": "private, no-store", "Vary": "Cookie"})
 """A private repository's pages are never kept by a shared cache (nor by the browser)."""
 log = logging.getLogger(__name__)
 

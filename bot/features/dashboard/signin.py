@@ -55,6 +55,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -321,7 +322,7 @@ class SignIn:
         return resp
 
 
-_NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+_NO_STORE = MappingProxyType({"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
 
 
 def signin_router(current: Callable[[], SignIn | None]) -> APIRouter:
