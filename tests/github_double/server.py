@@ -23,6 +23,9 @@ secondary rate limit with ``Retry-After``, or 422, optionally *after* performing
 second comment).  Every request is logged (:attr:`GitHubDouble.calls`); ``writes()`` lists
 the mutating ones, for exact-write assertions.
 
+github.com's web pages (the App manifest flow, the OAuth web flow of sign-in) are served
+too; they are not REST, are listed in :data:`WEB_ROUTES`, and are not validated.
+
 Adding an endpoint: write a method ``def _op_NAME(self, req, **params)`` and register it in
 ``ROUTES`` with its method and OpenAPI path template (see README.md in this folder).
 """
