@@ -143,6 +143,8 @@ def safe_next(target: str | None) -> str | None:
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or any(ord(c) < 0x21 for c in target):
         return None
+    if any(seg in (".", "..") for seg in parts.path.split("/")):
+        return None  # "/c/../setup" is another page of this service
     return target
 
 
