@@ -182,6 +182,12 @@ class SignIn:
             return None
         return str(data["t"])
 
+    def session_value(self, token: str, lifetime: int) -> str:
+        """The session cookie's value for ``token``, valid ``lifetime`` seconds (at most
+        :data:`SESSION_MAX_S`): the token and its expiry, encrypted and authenticated."""
+        return self._session.encrypt(json.dumps(
+            {"t": token, "exp": int(time.time() + lifetime)}).encode()).decode()
+
     def access(self, token: str, owner: str, repo: str) -> Access:
         """``"read"`` when ``token`` can read ``owner/repo``, ``"none"`` when not (GitHub
         answers 404 or 403), ``"signed-out"`` when GitHub no longer accepts the token (401).
@@ -273,10 +279,8 @@ class SignIn:
         resp = RedirectResponse(target, 303, headers=_NO_STORE)
         resp.delete_cookie(STATE_COOKIE, path=LOGIN_PATH, httponly=True, samesite="lax",
                            secure=self.config.secure)
-        value = self._session.encrypt(json.dumps(
-            {"t": token, "exp": int(time.time() + lifetime)}).encode()).decode()
-        resp.set_cookie(SESSION_COOKIE, value, max_age=lifetime, path="/", httponly=True,
-                        samesite="lax", secure=self.config.secure)
+        resp.set_cookie(SESSION_COOKIE, self.session_value(token, lifetime), max_age=lifetime,
+                        path="/", httponly=True, samesite="lax", secure=self.config.secure)
         return resp
 
     def exchange(self, code: str) -> tuple[str, int]:
