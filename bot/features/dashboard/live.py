@@ -85,6 +85,9 @@ VISIBILITY_TTL_S = 60.0
 TREE_RECHECK_S = 15.0
 """Seconds a repository's visibility, and a campaign directory's tree SHA, are reused before
 GitHub is asked again."""
+VISIBILITY_ENTRIES = 10_000
+"""Most repository visibility answers kept (anyone can ask for any name; the oldest answers
+are dropped first)."""
 NOT_FOUND = "Not Found\n"
 ACCOUNT_SLOT = pages.ACCOUNT_SLOT.encode()
 SIGN_OUT_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
@@ -303,7 +306,8 @@ class LiveDashboard:
         self._budgeted: dict[tuple[str, Path], tuple[str, Site]] = {}
         self._pages: OrderedDict[tuple[str, str], tuple[bytes, str]] = OrderedDict()
         self._page_bytes = 0
-        self._visibility: dict[tuple[str, str], tuple[float, bool | None]] = {}
+        self._visibility: OrderedDict[tuple[str, str], tuple[float, bool | None]] = \
+            OrderedDict()
         self._lock = threading.Lock()
 
     def visibility(self, owner: str, repo: str) -> bool | None:
@@ -314,7 +318,11 @@ class LiveDashboard:
         now = time.monotonic()
         if hit is None or now - hit[0] > VISIBILITY_TTL_S:
             hit = (now, self.repo_private(owner, repo))
-            self._visibility[key] = hit
+            with self._lock:
+                self._visibility[key] = hit
+                self._visibility.move_to_end(key)
+                while len(self._visibility) > VISIBILITY_ENTRIES:
+                    self._visibility.popitem(last=False)
         return hit[1]
 
     def public(self, owner: str, repo: str) -> bool:
