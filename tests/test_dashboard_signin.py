@@ -7,8 +7,9 @@ the double's ``/login/oauth/authorize`` page, the bot exchanges the code at
 Checked: a private page sends a visitor without a session to sign in, and after the flow
 shows the page with a sign-out button, uncacheable; the access answer is reused (no GitHub
 call per page view); a person who cannot read the repository gets the same 404 as an
-unknown repository, and an anonymous visitor gets the same redirect for both; a tampered,
-replayed, expired or foreign state, a state without its cookie, a tampered or foreign
+unknown repository, and an anonymous visitor gets the same redirect for both; sign-ins
+started in two tabs both complete; a tampered, replayed, expired or foreign state, a state
+without its cookie, a tampered or foreign
 session cookie and an open redirect are refused; a revoked token sends the person to sign in
 again; sign-out ends the session; the cookies are HttpOnly, SameSite=Lax, Secure on https and
 never hold the token in plain text; the setup page's App feeds the settings; incomplete
@@ -138,7 +139,8 @@ def test_private_page_signs_in_through_github_and_shows_the_page(served: Served)
         state_cookie = r.headers["set-cookie"].lower()
         assert "httponly" in state_cookie and "samesite=lax" in state_cookie
         assert "path=/login" in state_cookie and "secure" not in state_cookie  # http
-        assert c.cookies.get(signin.STATE_COOKIE) not in q["state"][0]  # encrypted in state
+        (nonce,) = [v for k, v in c.cookies.items() if k.startswith(signin.STATE_COOKIE)]
+        assert nonce not in q["state"][0]  # encrypted in the state
         r = c.get(_authorize(c, r.headers["location"], "amy"))
         assert r.status_code == 303
         assert r.headers["location"] == f"{live.PREFIX}/{PRIVATE}/{CAMPAIGN}/queue.html"
@@ -148,7 +150,8 @@ def test_private_page_signs_in_through_github_and_shows_the_page(served: Served)
         (token,) = served.double.user_tokens
         assert token.startswith("ghu_") and token not in sc
         assert "ghu_" not in c.cookies[signin.SESSION_COOKIE]
-        assert any(h.startswith(signin.STATE_COOKIE + '=""') for h in session)  # one use
+        assert any(h.startswith(signin.state_cookie_name(nonce) + '=""')
+                   for h in session)  # one use
 
         page = c.get(served.base + r.headers["location"])
         assert page.status_code == 200
@@ -234,8 +237,8 @@ def test_tampered_replayed_expired_and_foreign_states_are_refused(served: Served
         assert _callback(served, c, code, state).status_code == 403
         # a state written with another key, and one older than ten minutes
         secret = served.app["client_secret"].encode()
-        nonce = c.cookies.get(signin.STATE_COOKIE) or "n"
-        c.cookies.set(signin.STATE_COOKIE, nonce, path="/login")
+        nonce = "a-nonce-of-this-browser"
+        c.cookies.set(signin.state_cookie_name(nonce), nonce, path="/login")
         body = json.dumps({"n": nonce, "next": f"{live.PREFIX}/{PRIVATE}/{CAMPAIGN}/"}).encode()
         foreign = signin._fernet(b"another secret", b"state").encrypt(body).decode()
         assert _callback(served, c, code, foreign).status_code == 403
@@ -249,6 +252,16 @@ def test_tampered_replayed_expired_and_foreign_states_are_refused(served: Served
             assert "error=access_denied" in back
             r = d.get(back)
             assert r.status_code == 403 and signin.SESSION_COOKIE not in d.cookies
+
+
+def test_two_sign_ins_started_in_two_tabs_both_complete(served: Served) -> None:
+    with httpx.Client(timeout=30) as c:
+        state1, url1 = _start(served, c)
+        state2, url2 = _start(served, c)
+        code1, code2 = _code(served, c, url1), _code(served, c, url2)
+        assert _callback(served, c, code2, state2).status_code == 303
+        assert _callback(served, c, code1, state1).status_code == 303
+        assert c.get(served.page()).status_code == 200
 
 
 def test_a_used_or_wrong_code_is_refused(served: Served) -> None:

@@ -24,7 +24,8 @@ from the cookie, so even a forged cookie cannot borrow someone else's answer.
 
 Cookies (both ``HttpOnly``, ``SameSite=Lax``, ``Secure`` when the public URL is https):
 
-- ``campaign_bot_signin`` (path ``/login``, :data:`STATE_TTL_S`): a random nonce.  The
+- ``campaign_bot_signin_TAG`` (path ``/login``, :data:`STATE_TTL_S`; one per sign-in under
+  way, TAG from the nonce's SHA-256): a random nonce.  The
   ``state`` sent to GitHub is that nonce and the page to return to, encrypted and
   authenticated with a key of this service (Fernet: AES-128-CBC and HMAC-SHA256 with a
   timestamp, from ``cryptography``) and valid :data:`STATE_TTL_S` seconds; the callback
@@ -74,6 +75,8 @@ LOGIN_PATH = "/login"
 CALLBACK_PATH = "/login/callback"
 LOGOUT_PATH = "/logout"
 STATE_COOKIE = "campaign_bot_signin"
+"""Prefix of the state cookies: one per sign-in under way, ``campaign_bot_signin_TAG``
+(:func:`state_cookie_name`), so sign-ins started in two tabs both complete."""
 SESSION_COOKIE = "campaign_bot_session"
 STATE_TTL_S = 600
 """Seconds between ``/login`` and GitHub's redirect back (GitHub's codes themselves expire
@@ -244,7 +247,7 @@ class SignIn:
                            "redirect_uri": self.config.callback_url, "state": state})
         resp = RedirectResponse(f"{self.config.github_url.rstrip('/')}/login/oauth/authorize?"
                                 f"{query}", 302, headers=_NO_STORE)
-        resp.set_cookie(STATE_COOKIE, nonce, max_age=STATE_TTL_S, path=LOGIN_PATH,
+        resp.set_cookie(state_cookie_name(nonce), nonce, max_age=STATE_TTL_S, path=LOGIN_PATH,
                         httponly=True, samesite="lax", secure=self.config.secure)
         return resp
 
@@ -260,7 +263,8 @@ class SignIn:
         except (InvalidToken, ValueError, KeyError, TypeError):
             return _refused(403, "This sign-in link is not valid or is more than ten minutes "
                             "old. Open the campaign page again to sign in.")
-        cookie = request.cookies.get(STATE_COOKIE) or ""
+        name = state_cookie_name(nonce)
+        cookie = request.cookies.get(name) or ""
         if not cookie or not hmac.compare_digest(cookie.encode(), nonce.encode()) \
                 or target is None:
             return _refused(403, "This sign-in was not started in this browser. Open the "
@@ -277,7 +281,7 @@ class SignIn:
             log.warning("sign-in: %s", exc)
             return _refused(502, f"{exc}. Open the campaign page again to sign in.")
         resp = RedirectResponse(target, 303, headers=_NO_STORE)
-        resp.delete_cookie(STATE_COOKIE, path=LOGIN_PATH, httponly=True, samesite="lax",
+        resp.delete_cookie(name, path=LOGIN_PATH, httponly=True, samesite="lax",
                            secure=self.config.secure)
         resp.set_cookie(SESSION_COOKIE, self.session_value(token, lifetime), max_age=lifetime,
                         path="/", httponly=True, samesite="lax", secure=self.config.secure)
@@ -363,9 +367,13 @@ def _not_found() -> Response:
 
 
 def _refused(status: int, message: str) -> Response:
-    resp = PlainTextResponse(message + "\n", status, headers=_NO_STORE)
-    resp.delete_cookie(STATE_COOKIE, path=LOGIN_PATH)
-    return resp
+    return PlainTextResponse(message + "\n", status, headers=_NO_STORE)
+
+
+def state_cookie_name(nonce: str) -> str:
+    """The state cookie of the sign-in whose nonce is ``nonce``: ``campaign_bot_signin_``
+    and 16 hex digits of its SHA-256."""
+    return f"{STATE_COOKIE}_{hashlib.sha256(nonce.encode()).hexdigest()[:16]}"
 
 
 def make_config(*, client_id: str | None, client_secret: str | None, github_url: str,
