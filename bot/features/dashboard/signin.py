@@ -152,7 +152,8 @@ def safe_next(target: str | None) -> str | None:
 
 
 class SignIn:
-    """The flow's routes (:meth:`router`) and the two questions the live pages ask:
+    """The flow (:meth:`start`, :meth:`callback`, :meth:`logout`, served by
+    :func:`signin_router`) and the two questions the live pages ask:
     :meth:`token` (whose session is this request) and :meth:`access` (may that token read
     ``owner/repo``).  ``http``: the HTTP client for GitHub (tests inject one); ``clock``:
     monotonic seconds, for the access cache.  Thread-safe."""
@@ -210,10 +211,12 @@ class SignIn:
         answer: Access
         if r.status_code == 200:
             try:
-                perms = r.json().get("permissions") or {}
+                body = r.json()
             except ValueError:
-                perms = {}
-            answer = "none" if perms.get("pull") is False else "read"
+                body = {}
+            perms = body.get("permissions") if isinstance(body, dict) else None
+            answer = ("none" if isinstance(perms, dict) and perms.get("pull") is False
+                      else "read")
         elif r.status_code in (403, 404):
             answer = "none"
         elif r.status_code == 401:
@@ -253,8 +256,9 @@ class SignIn:
 
     def callback(self, request: Request) -> Response:
         """``GET /login/callback``: check the state against the cookie, exchange the code,
-        set the session cookie, return to the page.  Every refusal is a 400/403 page that
-        says what to do; nothing is signed in."""
+        set the session cookie, return to the page.  Every refusal (403: state; 400: no
+        code; 502: GitHub refused the exchange) is a short text that says what to do, and
+        nothing is signed in."""
         q = request.query_params
         state, code = q.get("state") or "", q.get("code") or ""
         try:
