@@ -9,7 +9,9 @@ Target (not asserted): warm p95 of every live page under 200 ms on a 2-core mach
 evidence comes from an injected ``load_campaign_dir`` returning the folder (what the GitHub
 loader returns once a tree is cached, and what a git mirror returns); the bot's database is
 SQLite with the campaign's ledger and 20 queued or running screens.  Rows: the first request
-(builds the site from the evidence), then warm requests per page kind (p50, p95, max).
+(builds the site from the evidence), then warm requests per page kind (p50, p95, max), and
+the overview of a private repository for a signed-in person (session cookie decrypted, the
+access answer from its cache; GitHub's ``GET /repos`` answered in-process).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from _report_campaign import write_campaign  # noqa: E402
 from webhook_helpers import threaded_server  # noqa: E402
 
 from bot import database  # noqa: E402
-from bot.features.dashboard import live  # noqa: E402
+from bot.features.dashboard import live, signin  # noqa: E402
 from bot.features.dashboard.model import slug  # noqa: E402
 from bot.features.screen.queue import Screen  # noqa: E402
 
@@ -76,8 +78,16 @@ def main() -> None:
         db.add_all(_screens(20))
         db.commit()
     app = FastAPI()
+    github = httpx.Client(transport=httpx.MockTransport(
+        lambda req: httpx.Response(200, json={"permissions": {"pull": True}})))
+    sign = signin.SignIn(signin.SignInConfig(
+        client_id="Iv1.bench", client_secret="bench", github_url="https://github.com",
+        api_url="https://api.github.com", public_url="http://127.0.0.1", secret=b"bench"),
+        http=github)
     live.add_routes(app, live.LiveDashboard(lambda: engine, lambda o, r, c: plan.root,
-                                            lambda o, r: False))
+                                            lambda o, r: r != "campaigns", signin=sign))
+    cookies = {signin.SESSION_COOKIE: sign.session_value("ghu_bench", 3600)}
+    private_base = f"{live.PREFIX}/org/private-campaigns/{CAMPAIGN}/"
     base = f"{live.PREFIX}/{REPO}/{CAMPAIGN}/"
     kinds = {
         "overview": ["index.html"],
@@ -100,13 +110,18 @@ def main() -> None:
         r.raise_for_status()
         t.add_row("first request (builds the site)", f"{(time.perf_counter() - t0) * 1e3:.0f}",
                   "", "", str(len(r.content)), "")
+        kinds["overview, private repository, signed in"] = ["index.html"]
+        # its own site (another repository): built once before the warm requests
+        c.get(private_base + "index.html", cookies=cookies).raise_for_status()
         for kind, names in kinds.items():
             times: list[float] = []
             size = 0
+            private = kind.startswith("overview, private")
             for i in range(a.requests):
                 name = names[i % len(names)]
                 t0 = time.perf_counter()
-                r = c.get(base + name)
+                r = (c.get(private_base + name, cookies=cookies) if private
+                     else c.get(base + name))
                 times.append(time.perf_counter() - t0)
                 r.raise_for_status()
                 size = len(r.content)

@@ -38,6 +38,7 @@ from sqlalchemy.engine import Engine
 from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
+from bot.features.dashboard.signin import SignIn
 from bot.features.screen.campaign_state import campaign_state
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
@@ -284,6 +285,14 @@ def create_app(
         current = state["settings"].model_copy(update={
             "app_id": app_.app_id, "private_key": SecretStr(app_.private_key),
             "webhook_secret": SecretStr(app_.webhook_secret), "bot_login": app_.bot_login})
+        if app_.client_id and app_.client_secret and current.github_client_id is None:
+            current = current.model_copy(update={
+                "github_client_id": app_.client_id,
+                "github_client_secret": SecretStr(app_.client_secret)})
+            try:
+                state["dashboard"].signin = signin_for(current)
+            except SettingsError as exc:
+                log.warning("live pages: sign-in not enabled: %s", exc)
         state["settings"] = current
         state["secret"] = current.secret()
         if run_worker and state.get("worker") is None:
@@ -364,7 +373,9 @@ def create_app(
                          credentials_file=settings.credentials_file, on_configured=configured_as)
         state["setup"] = flow
         add_setup_routes(app, flow)
-    live.add_routes(app, live_dashboard(settings, lambda: state["engine"], metrics=metrics))
+    dashboard = live_dashboard(settings, lambda: state["engine"], metrics=metrics)
+    state["dashboard"] = dashboard
+    live.add_routes(app, dashboard)
     return app
 
 
@@ -419,7 +430,28 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
         cache = tempfile.TemporaryDirectory(prefix="campaign-bot-evidence-")
         load_campaign_dir = live.GitHubCampaignDirs(engine, clients.port, Path(cache.name),
                                                     keep=cache)
-    return live.LiveDashboard(engine, load_campaign_dir, repo_private)
+    return live.LiveDashboard(engine, load_campaign_dir, repo_private,
+                              signin=signin_for(settings))
+
+
+def signin_for(settings: Settings) -> SignIn | None:
+    """GitHub sign-in for the live pages of private repositories, or None when the App's
+    client id and secret are not set.  Raises :class:`bot.settings.SettingsError` naming the
+    variable when the configuration is incomplete (one of the pair, no public URL)."""
+    from bot.features.dashboard.signin import SignInError, make_config
+
+    secret = settings.github_client_secret
+    session = settings.session_secret
+    try:
+        config = make_config(
+            client_id=settings.github_client_id,
+            client_secret=secret.get_secret_value() if secret is not None else None,
+            github_url=settings.github_url, api_url=settings.github_api_url,
+            public_url=settings.public_url,
+            session_secret=session.get_secret_value() if session is not None else None)
+    except SignInError as exc:
+        raise SettingsError(str(exc)) from None
+    return SignIn(config) if config is not None else None
 
 
 async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,

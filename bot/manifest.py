@@ -6,8 +6,9 @@ JSON manifest POSTed as the form field ``manifest`` to ``https://github.com/sett
 the manifest's ``redirect_url`` with a temporary ``code`` (valid for one hour) that
 ``POST /app-manifests/{code}/conversions`` exchanges for the App's id, private key and webhook
 secret.  Manifest keys used here: ``name``, ``url``, ``hook_attributes`` (``url``,
-``active``), ``redirect_url``, ``setup_url``, ``description``, ``public``,
-``default_permissions``, ``default_events``.
+``active``), ``redirect_url``, ``callback_urls`` (where GitHub may send a person back after
+user authorization: the live pages' sign-in, ``/login/callback``), ``setup_url``,
+``description``, ``public``, ``default_permissions``, ``default_events``.
 
 ``default_events`` are the events the registered handlers subscribe to (the composition root's
 router) and ``default_permissions`` the permissions the GitHub port's methods and those events
@@ -26,6 +27,8 @@ from bot.github.permissions import ALWAYS_DELIVERED, EVENT_PERMISSIONS, PORT_NEE
 DEFAULT_APP_NAME = "campaign-bot"
 WEBHOOK_PATH = "/webhook"
 CALLBACK_PATH = "/setup/callback"
+SIGNIN_CALLBACK_PATH = "/login/callback"
+"""The live pages' GitHub sign-in callback (:mod:`bot.features.dashboard.signin`)."""
 INSTALLED_PATH = "/setup/installed"
 DESCRIPTION = ("A/B screens of ML inference candidates on self-hosted runners, signed evidence "
                "bundles, verdicts and campaign status headers.")
@@ -70,6 +73,7 @@ def build_manifest(url: str, events: Iterable[str], *, methods: Iterable[str] | 
         "url": base,
         "hook_attributes": {"url": base + WEBHOOK_PATH, "active": True},
         "redirect_url": base + CALLBACK_PATH,
+        "callback_urls": [base + SIGNIN_CALLBACK_PATH],
         "setup_url": base + INSTALLED_PATH,
         "description": DESCRIPTION,
         "public": public,

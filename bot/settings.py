@@ -21,6 +21,11 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_DATABASE_URL        SQLAlchemy URL (default sqlite file in the working dir)
     CAMPAIGN_BOT_PUBLIC_URL          public base URL of this service: the status header, screen
                                      results and the check run link to its live campaign pages
+    CAMPAIGN_BOT_GITHUB_CLIENT_ID    the App's client id and
+    CAMPAIGN_BOT_GITHUB_CLIENT_SECRET  client secret: GitHub sign-in for the live pages of
+                                     private repositories (the setup page stores both)
+    CAMPAIGN_BOT_SESSION_SECRET      key material for the sign-in cookies (default: derived
+                                     from the client secret); changing it signs everyone out
     CAMPAIGN_BOT_BOT_LOGIN           the bot's own login (its comments are found by it)
     CAMPAIGN_BOT_HOST / _PORT        where ``campaign-bot serve`` listens
     CAMPAIGN_BOT_MAX_BODY_BYTES      largest accepted webhook body
@@ -98,6 +103,9 @@ class Settings(BaseSettings):
     github_url: str = "https://github.com"
     credentials_file: Path = Path("campaign-bot-app.json")
     public_url: str | None = None
+    github_client_id: str | None = None
+    github_client_secret: SecretStr | None = None
+    session_secret: SecretStr | None = None
     bot_login: str = "campaign-bot[bot]"
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -165,8 +173,9 @@ class Settings(BaseSettings):
     def with_stored_app(self) -> Settings:
         """These settings completed from the credentials file the setup page wrote
         (:mod:`bot.setup`): App id, key and webhook secret where the environment sets none,
-        and the bot login ``SLUG[bot]`` unless ``CAMPAIGN_BOT_BOT_LOGIN`` is set.  Unchanged
-        when credentials are configured otherwise or no file exists.  Raises
+        the App's client id and secret (sign-in) unless either is set, and the bot login
+        ``SLUG[bot]`` unless ``CAMPAIGN_BOT_BOT_LOGIN`` is set.  Unchanged when credentials
+        are configured otherwise or no file exists.  Raises
         :class:`SettingsError` for an unreadable file."""
         if self.has_github_credentials:
             return self
@@ -180,6 +189,10 @@ class Settings(BaseSettings):
             return self
         update: dict[str, Any] = {"app_id": stored.app_id,
                                   "private_key": SecretStr(stored.private_key)}
+        if self.github_client_id is None and self.github_client_secret is None \
+                and stored.client_id and stored.client_secret:
+            update["github_client_id"] = stored.client_id
+            update["github_client_secret"] = SecretStr(stored.client_secret)
         if self.webhook_secret is None:
             update["webhook_secret"] = SecretStr(stored.webhook_secret)
         if "bot_login" not in self.model_fields_set:

@@ -8,7 +8,8 @@ for a personal account, ``GITHUB_URL/organizations/ORG/settings/apps/new`` for a
 organisation) with a random ``state``.  GitHub lets the person name the App, creates it and
 redirects to ``PUBLIC_URL/setup/callback?code=...&state=...``; the bot checks the state,
 exchanges the code (``POST /app-manifests/{code}/conversions``, within the hour GitHub allows)
-and stores the App id, slug, private key and webhook secret in the credentials file (mode
+and stores the App id, slug, private key, webhook secret, client id and client secret (the
+GitHub sign-in of the live pages) in the credentials file (mode
 0600, written atomically; never logged), then starts processing as that App: no restart.
 
 The credentials file (``CAMPAIGN_BOT_CREDENTIALS_FILE``, default
@@ -64,6 +65,9 @@ class StoredApp:
     html_url: str = ""
     client_id: str = ""
     created_at: str = ""
+    client_secret: str = ""
+    """The App's OAuth client secret (GitHub sign-in on the live pages); empty in files
+    written before the bot stored it."""
 
     def __repr__(self) -> str:  # never print the secrets
         return f"StoredApp(app_id={self.app_id}, slug={self.slug!r}, owner={self.owner!r})"
@@ -100,7 +104,8 @@ def load_credentials(path: Path) -> StoredApp | None:
                          name=str(data.get("name", "")), owner=str(data.get("owner", "")),
                          html_url=str(data.get("html_url", "")),
                          client_id=str(data.get("client_id", "")),
-                         created_at=str(data.get("created_at", "")))
+                         created_at=str(data.get("created_at", "")),
+                         client_secret=str(data.get("client_secret", "")))
     except (KeyError, TypeError, ValueError) as exc:
         raise CredentialsError(f"{path}: stored App credentials lack or mangle {exc}") from None
 
@@ -113,6 +118,7 @@ def save_credentials(path: Path, app: StoredApp) -> None:
         "app_id": app.app_id, "slug": app.slug, "name": app.name, "owner": app.owner,
         "html_url": app.html_url, "client_id": app.client_id, "created_at": app.created_at,
         "webhook_secret": app.webhook_secret, "private_key": app.private_key,
+        "client_secret": app.client_secret,
     }, indent=2).encode() + b"\n"
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -155,7 +161,8 @@ def exchange_code(api_url: str, code: str, *, timeout_s: float = 30.0) -> Stored
                          webhook_secret=str(d["webhook_secret"]), name=str(d.get("name", "")),
                          owner=str(owner.get("login", "")), html_url=str(d.get("html_url", "")),
                          client_id=str(d.get("client_id", "")),
-                         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         client_secret=str(d.get("client_secret", "")))
     except (ValueError, KeyError, TypeError) as exc:
         raise CredentialsError(f"GitHub's answer to the code exchange lacks {exc}") from None
 

@@ -48,6 +48,7 @@ def test_the_manifest_for_a_public_url() -> None:
         "url": URL,
         "hook_attributes": {"url": URL + "/webhook", "active": True},
         "redirect_url": URL + "/setup/callback",
+        "callback_urls": [URL + "/login/callback"],
         "setup_url": URL + "/setup/installed",
         "description": m["description"],
         "public": False,

@@ -40,6 +40,8 @@ def test_from_click_to_stored_credentials_and_working_as_the_app(
         assert forged.status_code == 403 and "state" in forged.text
         page = httpx.get(svc.setup_url)
         assert page.status_code == 200 and "Create GitHub App" in page.text
+        # no App yet: no sign-in for the live pages
+        assert httpx.get(f"{svc.url}/login?next=/c/o/r/c/").status_code == 404
         assert page.headers["cache-control"] == "no-store"
 
         done = create_app_in_browser(svc.setup_url, "My Campaign Bot", shots=tmp_path)
@@ -61,6 +63,15 @@ def test_from_click_to_stored_credentials_and_working_as_the_app(
         assert (stored["app_id"], stored["slug"]) == (app["id"], "my-campaign-bot")
         assert stored["private_key"] == app["pem"]
         assert stored["webhook_secret"] == app["webhook_secret"]
+        assert m["callback_urls"] == [f"{svc.url}/login/callback"]
+        assert (stored["client_id"], stored["client_secret"]) == (app["client_id"],
+                                                                  app["client_secret"])
+        assert app["client_secret"] not in log_text(svc)
+        # ... and the live pages' sign-in works as that App at once, no restart
+        login = httpx.get(f"{svc.url}/login?next=/c/o/r/c/")
+        assert login.status_code == 302
+        assert login.headers["location"].startswith(f"{d.base_url}/login/oauth/authorize?")
+        assert f"client_id={app['client_id']}" in login.headers["location"]
         log = svc.log.read_text()
         assert app["webhook_secret"] not in log and "PRIVATE KEY" not in log
         assert app["pem"].splitlines()[1] not in log
@@ -139,3 +150,8 @@ def test_credentials_file_is_private_and_atomic(tmp_path: Path) -> None:
     assert flow.token_ok("t" * 10) and not flow.token_ok("t" * 9) and not flow.token_ok(None)
     assert len(SetupFlow.new_token()) >= 40 and flow.state != SetupFlow(
         "x", {}, "", "", p, on_configured=flow.on_configured).state
+
+
+def log_text(svc: Any) -> str:
+    """What ``serve`` wrote so far."""
+    return str(svc.log.read_text())

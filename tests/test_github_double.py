@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from github import Auth, Github
 from github_double import GitHubDouble
@@ -96,3 +98,24 @@ def test_unauthenticated_requests_are_refused(github_double) -> None:
     gh = Github(base_url=github_double.base_url, auth=Auth.Token("wrong"), retry=None)
     with pytest.raises(Exception, match="Bad credentials"):
         gh.get_repo(REPO)
+
+
+def test_every_route_is_a_rest_operation_or_a_listed_web_page(github_double) -> None:
+    """REST routes are operations of openapi-subset.json (the run cancel excepted, listed as
+    unvalidated); github.com's web pages are listed in WEB_ROUTES and are none of them."""
+    from github_double.server import ROUTES, UNVALIDATED_PATH, WEB_PATH, WEB_ROUTES
+
+    api = github_double.openapi
+    for method, template, _name in ROUTES:
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        assert api.match(method, path) is not None or UNVALIDATED_PATH.match(
+            path.replace("x1", "1")), (method, template)
+    samples = {"/settings/apps/new", "/settings/apps/new/confirm",
+               "/organizations/o/settings/apps/new", "/login/oauth/authorize",
+               "/login/oauth/access_token"}
+    for path in samples:
+        assert WEB_PATH.match(path), path
+        for method in ("GET", "POST"):
+            assert api.match(method, path) is None, path
+    assert {m for methods, _p, _w in WEB_ROUTES for m in methods.split()} <= {"GET", "POST"}
+    assert all(w for _m, _p, w in WEB_ROUTES)

@@ -63,9 +63,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def threaded_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a thread; yields the base URL; shuts down on exit."""
-    port = free_port()
+def threaded_server(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a thread (on ``port``, default a free one); yields the
+    base URL; shuts down on exit."""
+    port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             access_log=False, lifespan="on")
     server = uvicorn.Server(config)

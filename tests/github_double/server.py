@@ -23,6 +23,9 @@ secondary rate limit with ``Retry-After``, or 422, optionally *after* performing
 second comment).  Every request is logged (:attr:`GitHubDouble.calls`); ``writes()`` lists
 the mutating ones, for exact-write assertions.
 
+github.com's web pages (the App manifest flow, the OAuth web flow of sign-in) are served
+too; they are not REST, are listed in :data:`WEB_ROUTES`, and are not validated.
+
 Adding an endpoint: write a method ``def _op_NAME(self, req, **params)`` and register it in
 ``ROUTES`` with its method and OpenAPI path template (see README.md in this folder).
 """
@@ -59,8 +62,31 @@ SECONDARY_MESSAGE = (
 )
 WRITE_METHODS = {"POST", "PATCH", "PUT", "DELETE"}
 UNVALIDATED_PATH = re.compile(r"^/repos/[^/]+/[^/]+/actions/runs/\d+/cancel$")
-WEB_PATH = re.compile(r"^/(settings/apps/new|organizations/[^/]+/settings/apps/new)(/confirm)?$")
-"""github.com pages of the App manifest flow (HTML forms, not REST; never validated)."""
+WEB_ROUTES: list[tuple[str, str, str]] = [
+    # (methods, path pattern, what it is and where GitHub documents it)
+    ("POST", r"/settings/apps/new(/confirm)?",
+     "App manifest flow: the 'Create GitHub App' page (GitHub Docs, 'Registering a GitHub "
+     "App from a manifest')"),
+    ("POST", r"/organizations/[^/]+/settings/apps/new(/confirm)?",
+     "the same for an organization"),
+    ("GET POST", r"/login/oauth/authorize",
+     "user authorization page of the OAuth web flow: GET shows it, POST is its buttons "
+     "(GitHub Docs, 'Generating a user access token for a GitHub App', step 1)"),
+    ("POST", r"/login/oauth/access_token",
+     "the code exchange of the OAuth web flow (same page, step 2); answers JSON with "
+     "Accept: application/json"),
+]
+"""github.com's web endpoints the double serves.  They are not part of the REST API (they live
+on ``github.com``, not ``api.github.com``), so GitHub's REST description, and
+``openapi-subset.json`` cut from it, do not describe them: their answers are never validated
+against it.  Every other route of the double is a REST operation of that description."""
+WEB_PATH = re.compile("^(" + "|".join(p for _m, p, _w in WEB_ROUTES) + ")$")
+OAUTH_CODE_TTL_S = 600.0
+"""An OAuth web flow code expires after ten minutes (GitHub Docs, "Generating a user access
+token for a GitHub App")."""
+USER_TOKEN_TTL_S = 8 * 3600
+"""User access tokens expire after eight hours (GitHub Docs, "Refreshing user access
+tokens")."""
 APP_JWT_PATH = re.compile(r"^/repos/[^/]+/[^/]+/installation$")
 """Repository operations GitHub serves to the App itself (a JWT), not only to tokens."""
 MANIFEST_CODE_TTL_S = 3600.0
@@ -331,6 +357,10 @@ class GitHubDouble:
             self.apps: dict[int, dict[str, Any]] = {}
             self.manifest_codes: dict[str, tuple[int, float]] = {}
             self.token_apps: dict[str, int] = {}  # installation token -> App id
+            # the OAuth web flow: single-use codes -> (App id, login, redirect_uri, time),
+            # and user access tokens -> (login, expiry epoch seconds)
+            self.oauth_codes: dict[str, tuple[int, str, str, float]] = {}
+            self.user_tokens: dict[str, tuple[str, float]] = {}
 
     # ---------------------------------------------------------------------- seeding
 
@@ -537,6 +567,8 @@ class GitHubDouble:
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         req = Request(method, path, query, headers, body)
         if WEB_PATH.match(path):
+            if path.startswith("/login/oauth/"):
+                return self._oauth(req)
             return self._web(req)
         if path == "/favicon.ico":  # a browser on the manifest pages asks; GitHub has one
             return 404, {"Content-Type": "text/plain"}, b""
@@ -641,8 +673,22 @@ class GitHubDouble:
             self._verify_app_jwt(auth.split(" ", 1)[1])
             return
         scheme, _, token = auth.partition(" ")
+        user = self.user_tokens.get(token)
+        if scheme.lower() in ("token", "bearer") and user is not None:
+            if user[1] <= time.time():
+                raise HTTPError(401, "Bad credentials")
+            return
         if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
             raise HTTPError(401, "Bad credentials")
+
+    def _user_login(self, req: Request) -> str | None:
+        """The login of the user access token authorising ``req``, if it is one."""
+        user = self.user_tokens.get(req.headers.get("authorization", "").partition(" ")[2])
+        return user[0] if user is not None else None
+
+    def can_read(self, repo: RepoState, login: str) -> bool:
+        """Whether ``login`` can read ``repo`` (public, or a permission other than none)."""
+        return not repo.private or repo.permissions.get(login, "none") != "none"
 
     def _run(self, handler: str, req: Request,
              params: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
@@ -651,6 +697,11 @@ class GitHubDouble:
             full = f"{params.pop('owner')}/{params.pop('repo')}"
             repo = self.repos.get(full)
             if repo is None:
+                raise HTTPError(404, "Not Found")
+            login = self._user_login(req)
+            if login is not None and not self.can_read(repo, login):
+                # a user access token reaches only what the user can read: GitHub answers a
+                # private repository the user cannot see as if it did not exist
                 raise HTTPError(404, "Not Found")
             params["repo"] = repo  # type: ignore[assignment]
         out = fn(req, **params)
@@ -980,6 +1031,106 @@ class GitHubDouble:
         loc = f"{target}{sep}code={code}" + (f"&state={state}" if state else "")
         return 302, {"Location": loc, "Content-Type": "text/html"}, b""
 
+    # -------------------------------------------------- github.com: the OAuth web flow
+
+    def _oauth(self, req: Request) -> tuple[int, dict[str, str], bytes]:
+        """The user authorization of a GitHub App (OAuth web flow).
+
+        ``GET /login/oauth/authorize?client_id=&redirect_uri=&state=`` shows the
+        authorization page of the App with that client id (400 for an unknown one, or a
+        ``redirect_uri`` that is none of the App's ``callback_urls``): a form with the GitHub
+        login of the person (the double has no GitHub session) and the buttons Authorize and
+        Cancel, POSTed back to the same path.  Authorize redirects to ``redirect_uri`` with a
+        single-use ``code`` (ten minutes) and the ``state`` unchanged; Cancel with
+        ``error=access_denied``.  ``POST /login/oauth/access_token`` (form or JSON:
+        ``client_id``, ``client_secret``, ``code``, optional ``redirect_uri``) answers 200
+        with the token (``ghu_...``, eight hours, and a ``ghr_...`` refresh token) or, as
+        GitHub does, 200 with ``error`` (``incorrect_client_credentials``,
+        ``bad_verification_code``, ``redirect_uri_mismatch``)."""
+        import html
+        from urllib.parse import urlencode
+
+        with self._lock:
+            self.calls.append(Call(req.method, req.path, req.query, None, 200, None, None,
+                                   "text/html"))
+        ctype = req.headers.get("content-type", "")
+        if req.method == "POST" and "json" in ctype:
+            form = {k: str(v) for k, v in (req.json() or {}).items()}
+        elif req.method == "POST":
+            form = {k: v[-1] for k, v in parse_qs(req.body.decode(errors="replace")).items()}
+        else:
+            form = {}
+        page_type = {"Content-Type": "text/html; charset=utf-8"}
+        if req.path == "/login/oauth/access_token":
+            if req.method != "POST":
+                return 404, {"Content-Type": "text/plain"}, b""
+            return self._oauth_exchange(form)
+        params = {**req.query, **form}
+        app = next((a for a in self.apps.values()
+                    if a["client_id"] == params.get("client_id")), None)
+        if app is None:
+            return 404, page_type, b"<h1>Not Found</h1><p>No application with this client id.</p>"
+        callbacks = list(app["manifest"].get("callback_urls") or [])
+        redirect = params.get("redirect_uri") or (callbacks[0] if callbacks else "")
+        if redirect not in callbacks:
+            return 400, page_type, (b"<h1>Be careful!</h1><p>The redirect_uri is not associated "
+                                    b"with this application.</p>")
+        state = params.get("state", "")
+        if req.method == "GET":
+            page = (
+                '<!doctype html><title>Authorize application</title><link rel="icon" href="data:,">'
+                f"<h1>Authorize {html.escape(app['name'])}</h1>"
+                f'<form method="post" action="/login/oauth/authorize">'
+                f'<input type="hidden" name="client_id" value="{html.escape(app["client_id"])}">'
+                f'<input type="hidden" name="redirect_uri" value="{html.escape(redirect)}">'
+                f'<input type="hidden" name="state" value="{html.escape(state)}">'
+                '<label>GitHub login <input name="login" value="octocat"></label>'
+                '<button type="submit" name="decision" value="authorize">Authorize</button>'
+                '<button type="submit" name="decision" value="cancel">Cancel</button></form>')
+            return 200, page_type, page.encode()
+        sep = "&" if "?" in redirect else "?"
+        if params.get("decision") != "authorize":
+            q = {"error": "access_denied", "error_description": "The user has denied your "
+                 "application access.", "state": state}
+            return 302, {"Location": f"{redirect}{sep}{urlencode(q)}"}, b""
+        login = params.get("login") or "octocat"
+        import secrets
+
+        code = f"double_code_{next(self._ids)}_{secrets.token_hex(4)}"
+        with self._lock:
+            self.oauth_codes[code] = (app["id"], login, redirect, time.time())
+        q = {"code": code, **({"state": state} if state else {})}
+        return 302, {"Location": f"{redirect}{sep}{urlencode(q)}"}, b""
+
+    def _oauth_exchange(self, form: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        def answer(body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+            return 200, {"Content-Type": "application/json; charset=utf-8"}, \
+                json.dumps(body).encode()
+
+        app = next((a for a in self.apps.values()
+                    if a["client_id"] == form.get("client_id")), None)
+        if app is None or form.get("client_secret") != app["client_secret"]:
+            return answer({"error": "incorrect_client_credentials",
+                           "error_description": "The client_id and/or client_secret passed "
+                           "are incorrect."})
+        with self._lock:
+            entry = self.oauth_codes.pop(form.get("code", ""), None)
+        if entry is None or entry[0] != app["id"] \
+                or time.time() - entry[3] > OAUTH_CODE_TTL_S:
+            return answer({"error": "bad_verification_code",
+                           "error_description": "The code passed is incorrect or expired."})
+        if form.get("redirect_uri") and form["redirect_uri"] != entry[2]:
+            return answer({"error": "redirect_uri_mismatch",
+                           "error_description": "The redirect_uri MUST match the registered "
+                           "callback URL for this application."})
+        token = f"ghu_double_{next(self._ids)}"
+        with self._lock:
+            self.user_tokens[token] = (entry[1], time.time() + USER_TOKEN_TTL_S)
+        return answer({"access_token": token, "expires_in": USER_TOKEN_TTL_S,
+                       "refresh_token": f"ghr_double_{next(self._ids)}",
+                       "refresh_token_expires_in": 15897600, "scope": "",
+                       "token_type": "bearer"})
+
     def register_app(self, manifest: dict[str, Any], *, owner: str = "octocat",
                      org: bool = False, name: str | None = None) -> dict[str, Any]:
         """Register a GitHub App from ``manifest`` (as the manifest flow's confirm does): a
@@ -1040,7 +1191,15 @@ class GitHubDouble:
         return 200, b
 
     def _op_get_repo(self, req: Request, repo: RepoState) -> tuple[int, Any]:
-        return 200, self._repo_body(repo)
+        body = self._repo_body(repo)
+        login = self._user_login(req)
+        if login is not None:  # the authenticated user's permissions, as GitHub adds them
+            perm = repo.permissions.get(login, "none" if repo.private else "read")
+            body["permissions"] = {"admin": perm == "admin", "maintain": perm == "admin",
+                                   "push": perm in ("admin", "write"),
+                                   "triage": perm in ("admin", "write"),
+                                   "pull": perm != "none"}
+        return 200, body
 
     def _op_get_installation(self, req: Request, repo: RepoState) -> tuple[int, Any]:
         b = self.ex("installation")
@@ -1120,6 +1279,8 @@ class GitHubDouble:
     def _author(self, req: Request) -> tuple[str, str]:
         """The login writes are attributed to: the bot for installation tokens."""
         token = req.headers.get("authorization", "").partition(" ")[2]
+        if token in self.user_tokens:
+            return self.user_tokens[token][0], "User"
         if token in self.token_apps:  # minted for an App registered here: SLUG[bot]
             return f"{self.apps[self.token_apps[token]]['slug']}[bot]", "Bot"
         if token.startswith("ghs_"):

@@ -11,10 +11,14 @@ does) and caches it by the directory's git tree SHA, so unchanged evidence is re
 git mirror can replace it.  The loader must return a new path whenever the evidence changes
 (a folder named by the tree SHA does): the pages built from a path are cached by that path.
 
-Access (decided here, documented in ``docs/dashboard.md``): pages of a **public** repository
-are open to anyone; a **private** repository, an unknown one and an unknown campaign are all
-answered ``404 Not Found`` with the same body, so the pages never tell whether a private
-repository exists.  GitHub sign-in for private repositories is not offered yet.
+Access (decided here, documented in ``docs/dashboard.md`` and ``docs/security.md``): pages of
+a **public** repository are open to anyone.  Without sign-in configured, a **private**
+repository, an unknown one and an unknown campaign are all answered ``404 Not Found`` with the
+same body, so the pages never tell whether a private repository exists.  With sign-in
+(:mod:`bot.features.dashboard.signin`), a visitor without a session is sent to sign in for
+*every* repository that is not public (private, unknown, or one the App cannot see alike: the
+redirect tells nothing either); once signed in, a repository the person cannot read and one
+that does not exist get the same 404, as GitHub itself answers.
 
 The bot's tables are read with SQLAlchemy Core (only the columns used, never written): the
 dashboard imports no other feature's code.
@@ -36,9 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+from urllib.parse import quote
 
-from fastapi import APIRouter, FastAPI
+import httpx
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, select
 from sqlalchemy.engine import Engine
@@ -47,6 +54,7 @@ from bot import links as link_scheme
 from bot.features.dashboard import pages
 from bot.features.dashboard.ledger import LedgerError, read_ledger_from
 from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
+from bot.features.dashboard.signin import LOGOUT_PATH, SignIn, signin_router
 from bot.github.port import GitHubError
 
 LoadCampaignDir = Callable[[str, str, str], Path]
@@ -77,7 +85,16 @@ VISIBILITY_TTL_S = 60.0
 TREE_RECHECK_S = 15.0
 """Seconds a repository's visibility, and a campaign directory's tree SHA, are reused before
 GitHub is asked again."""
+VISIBILITY_ENTRIES = 10_000
+"""Most repository visibility answers kept (anyone can ask for any name; the oldest answers
+are dropped first)."""
 NOT_FOUND = "Not Found\n"
+ACCOUNT_SLOT = pages.ACCOUNT_SLOT.encode()
+SIGN_OUT_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
+                 '<button type="submit">Sign out</button></form>').encode()
+"""What replaces the template's account slot on a page of a private repository."""
+PRIVATE_HEADERS = MappingProxyType({"Cache-Control": "private, no-store", "Vary": "Cookie"})
+"""A private repository's pages are never kept by a shared cache (nor by the browser)."""
 log = logging.getLogger(__name__)
 
 
@@ -275,30 +292,64 @@ class LiveDashboard:
     """The live pages: :meth:`page` renders one (used by the routes of :meth:`router`).
 
     ``engine()``: the bot's database; ``load_campaign_dir`` and ``repo_private``: see
-    :data:`LoadCampaignDir` and :data:`RepoPrivate`; ``clock()``: now (UTC)."""
+    :data:`LoadCampaignDir` and :data:`RepoPrivate`; ``clock()``: now (UTC); ``signin``:
+    GitHub sign-in for repositories that are not public (None: they are all 404)."""
 
     def __init__(self, engine: Callable[[], Engine], load_campaign_dir: LoadCampaignDir,
                  repo_private: RepoPrivate, *,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 signin: SignIn | None = None) -> None:
         self.engine, self.load_campaign_dir, self.repo_private, self.clock = (
             engine, load_campaign_dir, repo_private, clock)
+        self.signin = signin
         self._sites: OrderedDict[tuple[str, Path], Site] = OrderedDict()
         self._budgeted: dict[tuple[str, Path], tuple[str, Site]] = {}
         self._pages: OrderedDict[tuple[str, str], tuple[bytes, str]] = OrderedDict()
         self._page_bytes = 0
-        self._visibility: dict[tuple[str, str], tuple[float, bool | None]] = {}
+        self._visibility: OrderedDict[tuple[str, str], tuple[float, bool | None]] = \
+            OrderedDict()
         self._lock = threading.Lock()
 
-    def public(self, owner: str, repo: str) -> bool:
-        """True when ``owner/repo`` exists and is public (answer kept for
-        :data:`VISIBILITY_TTL_S` seconds)."""
+    def visibility(self, owner: str, repo: str) -> bool | None:
+        """``repo_private(owner, repo)`` (True private, False public, None unknown), kept
+        :data:`VISIBILITY_TTL_S` seconds."""
         key = (owner, repo)
         hit = self._visibility.get(key)
         now = time.monotonic()
         if hit is None or now - hit[0] > VISIBILITY_TTL_S:
             hit = (now, self.repo_private(owner, repo))
-            self._visibility[key] = hit
-        return hit[1] is False
+            with self._lock:
+                self._visibility[key] = hit
+                self._visibility.move_to_end(key)
+                while len(self._visibility) > VISIBILITY_ENTRIES:
+                    self._visibility.popitem(last=False)
+        return hit[1]
+
+    def public(self, owner: str, repo: str) -> bool:
+        """True when ``owner/repo`` exists and is public (see :meth:`visibility`)."""
+        return self.visibility(owner, repo) is False
+
+    def authorise(self, request: Request | None, owner: str, repo: str,
+                  visibility: bool | None, here: str) -> Response | None:
+        """None when ``request`` may see the pages of ``owner/repo`` (not public:
+        ``visibility`` True or None), else the answer: 404 without sign-in configured or for
+        a signed-in person who cannot read it (or when it does not exist), a redirect to sign
+        in (back to ``here``) without a session or with one GitHub no longer accepts.
+        Raises :class:`httpx.HTTPError` when GitHub cannot be asked."""
+        if self.signin is None or request is None:
+            return PlainTextResponse(NOT_FOUND, 404)
+        token = self.signin.token(request)
+        if token is None:
+            return Response(status_code=303, headers={
+                "Location": self.signin.login_url(here), **PRIVATE_HEADERS})
+        if visibility is None:
+            return PlainTextResponse(NOT_FOUND, 404, headers=PRIVATE_HEADERS)
+        access = self.signin.access(token, owner, repo)
+        if access == "signed-out":
+            return self.signin.signed_out(here)
+        if access != "read":
+            return PlainTextResponse(NOT_FOUND, 404, headers=PRIVATE_HEADERS)
+        return None
 
     def site(self, owner: str, repo: str, campaign: str) -> tuple[Site, Path, str]:
         """The campaign's :class:`Site` with the budget from the bot's ledger as it is now,
@@ -332,18 +383,32 @@ class LiveDashboard:
                 self._budgeted.pop(next(iter(self._budgeted)))
         return budgeted, root, fp
 
-    def page(self, owner: str, repo: str, campaign: str, name: str) -> Response:
-        """The response for page ``name`` (``""`` is the overview); 404 for anything not
-        public or not there.  Pages are kept (at most :data:`PAGE_CACHE_BYTES`) until the
+    def page(self, owner: str, repo: str, campaign: str, name: str,
+             request: Request | None = None) -> Response:
+        """The response for page ``name`` (``""`` is the overview) to ``request`` (its
+        session cookie, for a repository that is not public: :meth:`authorise`); 404 for
+        anything not there.  Pages are kept (at most :data:`PAGE_CACHE_BYTES`) until the
         evidence or the ledger changes; the queue page is rendered for every request."""
         if not all(NAME.match(x) for x in (owner, repo, campaign)):
             return PlainTextResponse(NOT_FOUND, 404)
+        private = False
         try:
-            if not self.public(owner, repo):
-                return PlainTextResponse(NOT_FOUND, 404)
+            visibility = self.visibility(owner, repo)
+            if visibility is not False:
+                here = f"{PREFIX}/{owner}/{repo}/{campaign}/{quote(name)}"
+                try:
+                    denied = self.authorise(request, owner, repo, visibility, here)
+                except httpx.HTTPError as exc:
+                    log.warning("live page %s/%s: access check: %s", owner, repo, exc)
+                    return PlainTextResponse("GitHub did not answer; try again in a minute.\n",
+                                             503, headers=PRIVATE_HEADERS)
+                if denied is not None:
+                    return denied
+                private = True
             site, root, fp = self.site(owner, repo, campaign)
         except (CampaignNotFound, CampaignUnreadable, FileNotFoundError):
-            return PlainTextResponse(NOT_FOUND, 404)
+            return PlainTextResponse(NOT_FOUND, 404, headers=PRIVATE_HEADERS if private
+                                     else None)
         except GitHubError as exc:
             log.warning("live page %s/%s/%s: GitHub: %s", owner, repo, campaign, exc)
             return PlainTextResponse("GitHub did not answer; try again in a minute.\n", 503)
@@ -356,11 +421,12 @@ class LiveDashboard:
             hit = self._pages.get(cache_key)
             if hit is not None:
                 self._pages.move_to_end(cache_key)
-                return Response(hit[0], media_type=hit[1])
+                return self._respond(hit[0], hit[1], private)
         links = pages.Links(f"{PREFIX}/{owner}/{repo}/{campaign}/", live=True)
         out = self._render(site, root, links, name, f"{owner}/{repo}", campaign)
         if out is None:
-            return PlainTextResponse(NOT_FOUND, 404)
+            return PlainTextResponse(NOT_FOUND, 404, headers=PRIVATE_HEADERS if private
+                                     else None)
         body, media_type = out
         if name != "queue.html":
             with self._lock:
@@ -369,7 +435,17 @@ class LiveDashboard:
                 while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
                     _, (old, _t) = self._pages.popitem(last=False)
                     self._page_bytes -= len(old)
-        return Response(body, media_type=media_type)
+        return self._respond(body, media_type, private)
+
+    @staticmethod
+    def _respond(body: bytes, media_type: str, private: bool) -> Response:
+        """A page; on a private repository's HTML pages the account slot becomes the
+        sign-out button, and no cache may keep it."""
+        if not private:
+            return Response(body, media_type=media_type)
+        if media_type.startswith("text/html"):
+            body = body.replace(ACCOUNT_SLOT, SIGN_OUT_FORM, 1)
+        return Response(body, media_type=media_type, headers=PRIVATE_HEADERS)
 
     def _render(self, site: Site, root: Path, links: pages.Links, name: str, repo: str,
                 campaign: str) -> tuple[bytes, str] | None:
@@ -414,16 +490,20 @@ class LiveDashboard:
         r = APIRouter()
 
         @r.get(PREFIX + "/{owner}/{repo}/{campaign}")
-        def campaign_root(owner: str, repo: str, campaign: str) -> Response:
-            return self.page(owner, repo, campaign, "")
+        def campaign_root(owner: str, repo: str, campaign: str, request: Request) -> Response:
+            return self.page(owner, repo, campaign, "", request)
 
         @r.get(PREFIX + "/{owner}/{repo}/{campaign}/{name:path}")
-        def campaign_page(owner: str, repo: str, campaign: str, name: str) -> Response:
-            return self.page(owner, repo, campaign, name)
+        def campaign_page(owner: str, repo: str, campaign: str, name: str,
+                          request: Request) -> Response:
+            return self.page(owner, repo, campaign, name, request)
 
         return r
 
 
 def add_routes(app: FastAPI, dashboard: LiveDashboard) -> None:
-    """Serve ``dashboard``'s pages from ``app``."""
+    """Serve ``dashboard``'s pages and the sign-in routes (``/login``,
+    ``/login/callback``, ``/logout``: 404 while ``dashboard.signin`` is None, which may be
+    set later, e.g. once the setup page stored the App) from ``app``."""
     app.include_router(dashboard.router())
+    app.include_router(signin_router(lambda: dashboard.signin))

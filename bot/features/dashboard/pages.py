@@ -66,6 +66,12 @@ def safe_url(url: str | None) -> str | None:
     return url
 
 
+ACCOUNT_SLOT = "<!-- campaign-bot:account -->"
+"""Marks, in the header of every live page, where the live server puts the person's account
+controls (the sign-out button on a private repository's pages): the rendered pages are
+shared by everyone who may see them, the account part is not."""
+
+
 @dataclass(frozen=True)
 class Links:
     """URLs of the dashboard's pages under ``base`` (``""`` for the static site's relative
@@ -164,7 +170,7 @@ def environment() -> Environment:
                       keep_trailing_newline=True)
     env.filters.update(s=_s, h=_h, pct=_pct, when=_when, ratio=_ratio, amount=_amount,
                        duration=_duration)
-    env.globals.update(severity_text=SEVERITY_TEXT, safe_url=safe_url)
+    env.globals.update(severity_text=SEVERITY_TEXT, safe_url=safe_url, account_slot=ACCOUNT_SLOT)
     return env
 
 
