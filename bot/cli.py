@@ -15,8 +15,10 @@ command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -113,6 +115,7 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
 
     from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
     from bot.database import ServiceLock
+    from bot.inbox.limits import LISTEN_BACKLOG, ConnectionGuard, connection_cap, guarded_protocol
     from bot.redaction import mask_url
 
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -148,8 +151,19 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
             sys.stdout.flush()
         # log_config=None: uvicorn's loggers propagate to the root handler, whose filter masks
         # secrets (configure_logging)
+        # The h11 protocol with a head and body deadline and a connection cap kept below the
+        # descriptor limit (bot.inbox.limits: uvicorn has neither timeout, and its
+        # limit_concurrency would answer 503 to /healthz once stalled connections fill it).
+        cap = connection_cap(settings.max_connections)
+        guard = ConnectionGuard(cap=cap, header_timeout_s=settings.header_timeout_s,
+                                body_timeout_s=settings.body_timeout_s)
+        logging.getLogger(__name__).info(
+            "at most %d connections (%sMAX_CONNECTIONS=%d, file descriptors %s)", cap,
+            ENV_PREFIX, settings.max_connections,
+            resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                    log_level=settings.log_level.lower(), lifespan="on", log_config=None)
+                    log_level=settings.log_level.lower(), lifespan="on", log_config=None,
+                    http=guarded_protocol(guard), backlog=LISTEN_BACKLOG)
     finally:
         lock.release()
 
