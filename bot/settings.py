@@ -110,8 +110,8 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     max_inflight_body_bytes: int = Field(DEFAULT_MAX_INFLIGHT_BODY_BYTES, gt=0)
-    # GitHub gives a delivery 10 s to be answered ("Best practices for using webhooks", GitHub Docs):
-    # a body that takes longer than 20 s to arrive is not GitHub's
+    # GitHub expects an answer within 10 s ("Best practices for using webhooks", GitHub
+    # Docs): a body that takes longer than 20 s to arrive is not GitHub's
     body_timeout_s: float = Field(20.0, gt=0)
     header_timeout_s: float = Field(10.0, gt=0)
     max_connections: int = Field(1000, ge=1)
