@@ -115,7 +115,13 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
 
     from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
     from bot.database import ServiceLock
-    from bot.inbox.limits import LISTEN_BACKLOG, ConnectionGuard, connection_cap, guarded_protocol
+    from bot.inbox.limits import (
+        LISTEN_BACKLOG,
+        ConnectionGuard,
+        RepeatFilter,
+        connection_cap,
+        guarded_protocol,
+    )
     from bot.redaction import mask_url
 
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -161,6 +167,8 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
             "at most %d connections (%sMAX_CONNECTIONS=%d, file descriptors %s)", cap,
             ENV_PREFIX, settings.max_connections,
             resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        logging.getLogger("uvicorn.error").addFilter(RepeatFilter(
+            logging.getLogger("bot.inbox.limits"), ("Invalid HTTP request received.",)))
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
                     log_level=settings.log_level.lower(), lifespan="on", log_config=None,
                     http=guarded_protocol(guard), backlog=LISTEN_BACKLOG)

@@ -395,6 +395,26 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
 # ------------------------------------------------------------------------ accept() errors
 
 
+class RepeatFilter(logging.Filter):
+    """A logging filter that lets through records whose message is not one of ``messages``
+    and turns those that are into one :class:`Summary` line per interval each (uvicorn logs
+    ``Invalid HTTP request received.`` once per bad connection, a flood of lines for a flood
+    of connections)."""
+
+    def __init__(self, logger: logging.Logger, messages: tuple[str, ...]) -> None:
+        super().__init__()
+        self.summaries = {m: Summary(logger, logging.WARNING, f"{m.rstrip('.')} (uvicorn)")
+                          for m in messages}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        summary = self.summaries.get(record.getMessage())
+        if summary is None:
+            return True
+        summary.note()
+        return False
+
+
+
 def install_accept_error_handler(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
     """Make ``loop`` log a failed ``accept()`` for lack of descriptors or memory (asyncio
     retries it after a second, logging a traceback each time) as one line per
