@@ -368,3 +368,20 @@ def test_accept_out_of_descriptors_is_one_line_per_interval(mode: str) -> None:
         assert "EMFILE" in text
     else:
         assert tracebacks >= 3, text
+
+
+def test_repeated_events_are_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from bot.inbox.limits import Summary
+
+    now = [0.0]
+    s = Summary(logging.getLogger("t"), logging.WARNING, "closed", interval=10,
+                clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="t"):
+        for i in range(1000):  # 1000 events, one each 20 ms
+            now[0] = i * 0.02
+            s.note("x")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["closed: x", "closed: x (499 more in the last 10 s)"]
+    assert s.total == 1000

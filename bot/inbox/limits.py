@@ -14,15 +14,17 @@ down:
   a deadline for the request head (from the connection, or from the previous response on a
   kept-alive one) and for the whole body (a backstop for routes that never read theirs), and
   a cap on open connections.  At the cap a new connection closes the oldest one that has not
-  finished sending its request (head first, then body); connections whose request is
-  complete are never closed for another.  uvicorn's own ``limit_concurrency`` is not used:
+  finished sending its request (head first, then body), from the client address holding the
+  most connections (:meth:`ConnectionGuard.admit`); connections whose request is complete
+  are never closed for another.  uvicorn's own ``limit_concurrency`` is not used:
   it counts idle and stalled connections too and answers 503 to every new request once they
   fill it, ``/healthz`` included, which is what a flood of stalled connections wants.
   uvicorn's open issue "Further timeouts and resource limiting" (encode/uvicorn #157) lists
   these timeouts as not implemented; ``timeout_keep_alive`` is reset by every byte received.
 * :func:`install_accept_error_handler`: when the process runs out of file descriptors,
   asyncio logs the failed ``accept()`` with a traceback on every retry; this handler logs one
-  line per interval with a count instead.
+  line per interval with a count instead; :class:`RepeatFilter` does the same for uvicorn's
+  one warning per malformed request.
 
 The cap is kept below the file-descriptor limit (:func:`connection_cap`), with
 :data:`FD_RESERVE` descriptors left for the database, the worker's pipes, log files and the
@@ -73,7 +75,8 @@ ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, e
 class Summary:
     """Counts events of one kind and logs them at most once per ``interval`` seconds:
     ``note()`` adds one; the first event and the first after a quiet interval are logged
-    at once, the rest are folded into the next line as ``(N more since ...)``."""
+    at once, the rest are folded into the next line written, as ``(N more in the last S s)``
+    (a quiet end leaves the last few uncounted in the log; ``total`` has them all)."""
 
     def __init__(self, logger: logging.Logger, level: int, message: str,
                  interval: float = SUMMARY_INTERVAL_S,
