@@ -121,6 +121,7 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
         RepeatFilter,
         connection_cap,
         guarded_protocol,
+        raise_fd_limit,
     )
     from bot.redaction import mask_url
 
@@ -160,6 +161,7 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
         # The h11 protocol with a head and body deadline and a connection cap kept below the
         # descriptor limit (bot.inbox.limits: uvicorn has neither timeout, and its
         # limit_concurrency would answer 503 to /healthz once stalled connections fill it).
+        raise_fd_limit()
         cap = connection_cap(settings.max_connections)
         guard = ConnectionGuard(cap=cap, header_timeout_s=settings.header_timeout_s,
                                 body_timeout_s=settings.body_timeout_s)

@@ -34,13 +34,14 @@ TIMEOUT_S = 3
 """CAMPAIGN_BOT_HEADER_TIMEOUT_S and CAMPAIGN_BOT_BODY_TIMEOUT_S in these tests."""
 
 
-def _limit_fds() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+def start_serve(cwd: Path, port: int, nofile: tuple[int, int] = (NOFILE, NOFILE),
+                **env_extra: str) -> subprocess.Popen[bytes]:
+    """``campaign-bot serve`` in ``cwd`` with RLIMIT_NOFILE ``nofile`` (soft, hard), receiving
+    only (no worker), its output in ``cwd/serve.log``; returns once ``/healthz`` answers."""
 
+    def _limit_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
 
-def start_serve(cwd: Path, port: int, **env_extra: str) -> subprocess.Popen[bytes]:
-    """``campaign-bot serve`` in ``cwd`` with RLIMIT_NOFILE = :data:`NOFILE`, receiving only
-    (no worker), its output in ``cwd/serve.log``; returns once ``/healthz`` answers."""
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("CAMPAIGN_BOT_"):
@@ -368,6 +369,21 @@ def test_accept_out_of_descriptors_is_one_line_per_interval(mode: str) -> None:
         assert "EMFILE" in text
     else:
         assert tracebacks >= 3, text
+
+
+def test_the_soft_fd_limit_is_raised_to_the_hard_one_and_the_cap_follows(
+        tmp_path: Path) -> None:
+    port = free_port()
+    proc = start_serve(tmp_path, port, nofile=(256, 512))
+    try:
+        pid_limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        line = next(ln for ln in pid_limits.splitlines() if ln.startswith("Max open files"))
+        assert line.split()[3:5] == ["512", "512"], line
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    # 512 - 192 descriptors kept free
+    assert "at most 320 connections" in (tmp_path / "serve.log").read_text()
 
 
 def test_repeated_events_are_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:

@@ -226,6 +226,23 @@ async def _plain(send: Send, status: int, body: bytes, *, retry_after: bool = Fa
 # ---------------------------------------------------------------------------- connections
 
 
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one, as the Go runtime does for every
+    program since Go 1.19 and as systemd recommends for programs that do not use
+    ``select(2)`` (the soft limit of 1,024 only protects ``select``'s fixed-size sets; this
+    service waits with epoll).  Returns ``(soft, hard)`` after; the soft limit stays as it
+    was when the hard one cannot be set (``OSError``, ``ValueError``)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError) as exc:
+            log.info("could not raise the file-descriptor limit from %s to %s: %s", soft,
+                     hard, exc)
+    return soft, hard
+
+
 def connection_cap(max_connections: int, *, reserve: int = FD_RESERVE) -> int:
     """The open connections allowed: ``max_connections``, lowered to the soft
     ``RLIMIT_NOFILE`` minus ``reserve`` (at least 1) so that ``accept()`` keeps finding a
