@@ -26,7 +26,8 @@ down:
   line per interval with a count instead; :class:`RepeatFilter` does the same for uvicorn's
   one warning per malformed request.
 
-The cap is kept below the file-descriptor limit (:func:`connection_cap`), with
+The cap is kept below the file-descriptor limit (:func:`connection_cap`, after
+:func:`raise_fd_limit` raised the soft limit to the hard one), with
 :data:`FD_RESERVE` descriptors left for the database, the worker's pipes, log files and the
 connections accepted in one batch (:data:`LISTEN_BACKLOG`), so ``accept()`` itself does not
 fail: the oldest stalled connection is closed instead.
