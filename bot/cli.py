@@ -14,6 +14,7 @@ command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -122,6 +123,7 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
         connection_cap,
         guarded_protocol,
         raise_fd_limit,
+        widen_listen_queue,
     )
     from bot.redaction import mask_url
 
@@ -171,9 +173,23 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
             resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         logging.getLogger("uvicorn.error").addFilter(RepeatFilter(
             logging.getLogger("bot.inbox.limits"), ("Invalid HTTP request received.",)))
-        uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                    log_level=settings.log_level.lower(), lifespan="on", log_config=None,
-                    http=guarded_protocol(guard), backlog=LISTEN_BACKLOG)
+        config = uvicorn.Config(app, host=settings.host, port=settings.port,
+                                access_log=access_log, log_level=settings.log_level.lower(),
+                                lifespan="on", log_config=None, http=guarded_protocol(guard),
+                                backlog=LISTEN_BACKLOG)
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                for srv in getattr(self, "servers", []):
+                    for sock in srv.sockets:
+                        widen_listen_queue(sock)
+
+        server = Server(config)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+        if not server.started:
+            raise SystemExit(3)  # uvicorn.run's exit status when it could not start
     finally:
         lock.release()
 

@@ -250,15 +250,15 @@ def test_stalled_connections_over_the_fd_limit_leave_healthz_and_deliveries_answ
           f"attack connections closed by the server: {closed}; "
           f"slow loris cut after {alone['seconds']:.1f} s alone, "
           f"{loris.get('seconds', 0):.1f} s under attack")
-    # a few seconds at most: with the listen queue full of the attack's connections, a
-    # client's handshake can be dropped and retried by its kernel after 1 s, then 2 s more
+    # a few seconds at most (typically under 1 s: the listen queue is long enough for the
+    # attack's connections and ours, LISTEN_QUEUE; the rest is the shared machine's load)
     assert max(healthz) < 5 and max(deliveries) < 5
     # the stalled connections were closed by the server (deadline or cap), not left open
     assert closed >= ATTACKERS
     # the slow-loris body was cut off by the body deadline, not accepted
     answer = loris["answer"]
     assert isinstance(answer, bytes)
-    assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer
+    assert answer.startswith(b"HTTP/1.1 408"), answer  # from another address: not closed
     assert float(loris["seconds"]) < TIMEOUT_S + 3  # type: ignore[arg-type]
     text = log.read_text()
     assert "Traceback" not in text

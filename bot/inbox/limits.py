@@ -55,12 +55,19 @@ FD_RESERVE = 192
 """File descriptors kept free below the soft ``RLIMIT_NOFILE`` by :func:`connection_cap`: the
 database, the worker process's pipes, log and temporary files, the :data:`OVERFLOW`
 connections and up to two accept batches of :data:`LISTEN_BACKLOG` connections opened
-before the cap closes old ones."""
+before the cap closes old ones (the connections waiting in the listen queue hold no
+descriptor of this process)."""
 LISTEN_BACKLOG = 32
-"""The listening socket's backlog (``listen(2)``).  asyncio also accepts up to this many
-connections in one go before any of them runs (``BaseSelectorEventLoop._accept_connection``),
-so it bounds how far above the cap the descriptors in use can go; a queue of 32 is drained in
-one pass of the event loop."""
+"""The backlog handed to asyncio, which accepts up to this many connections in one go before
+any of them runs (``BaseSelectorEventLoop._accept_connection``): it bounds how far above the
+cap the descriptors in use can go."""
+LISTEN_QUEUE = 1024
+"""The listening socket's queue of connections not yet accepted (``listen(2)``, set again by
+:func:`widen_listen_queue` once asyncio has set it to :data:`LISTEN_BACKLOG`; the kernel
+caps it at ``net.core.somaxconn``).  When the queue is full the kernel drops a client's
+handshake and the client retries after 1 s, then 2 s more: a long queue, drained
+:data:`LISTEN_BACKLOG` at a time, keeps GitHub's connection waiting milliseconds behind a
+flood instead."""
 OVERFLOW = 64
 """Connections allowed over the cap while none of the open ones can be closed for a new one
 (all not yet read once, or all with a complete request); they come out of
@@ -227,6 +234,19 @@ async def _plain(send: Send, status: int, body: bytes, *, retry_after: bool = Fa
 # ---------------------------------------------------------------------------- connections
 
 
+def widen_listen_queue(sock: Any, queue: int = LISTEN_QUEUE) -> None:
+    """``listen(queue)`` on the listening socket ``sock`` (a socket or asyncio's
+    ``TransportSocket``: anything with ``fileno()``, ``family`` and ``type``), through a
+    duplicate of its descriptor; the accept batch asyncio uses is not changed."""
+    import socket
+
+    dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
+    try:
+        dup.listen(queue)
+    finally:
+        dup.close()
+
+
 def raise_fd_limit() -> tuple[int, int]:
     """Raise the soft ``RLIMIT_NOFILE`` to the hard one, as the Go runtime does for every
     program since Go 1.19 and as systemd recommends for programs that do not use
@@ -277,37 +297,38 @@ class ConnectionGuard:
                                "open connections can be closed: closed the new one")
 
     def admit(self, conn: Any) -> bool:
-        """Register ``conn`` (a new connection).  At the cap, close one connection that is still
-        sending its request (head first, then body), read at least once (``conn.seen``: a
-        connection just accepted may hold a whole request not yet read), from the client
-        address that holds the most open connections, oldest first; so a flood from a few
-        addresses closes its own connections, not GitHub's.  When none can be closed, go up to
-        :data:`OVERFLOW` over the cap; beyond that, close ``conn`` itself: returns False (the
-        caller closes it)."""
-        host = conn.client[0] if conn.client else None
+        """Register ``conn`` (a new connection).  At the cap, close one connection that is
+        still sending its request (head first, then body) and has been read at least once
+        (``conn.seen``: one just accepted may hold a whole request not yet read), from the
+        client address that holds the most open connections, oldest first: a flood from a few
+        addresses closes its own connections, not GitHub's.  When that address has none to
+        close, go up to :data:`OVERFLOW` over the cap; there, close such a connection of any
+        address, or else ``conn`` itself: returns False (the caller closes it)."""
         if len(self.open) >= self.cap:
-            victim = self._victim()
+            top = max(self.hosts, key=self.hosts.__getitem__, default=None)
+            victim = self._victim(top)
+            if victim is None and len(self.open) >= self.cap + OVERFLOW:
+                victim = self._victim(None)
+                if victim is None:
+                    self.refused.note(f"{len(self.open)} open")
+                    return False
             if victim is not None:
                 self.evictions.note(f"{len(self.open)} open, {self.hosts.get(victim.host, 0)} "
                                     f"of them from {victim.host}")
                 self.forget(victim)
                 victim.abort_request()
-            elif len(self.open) >= self.cap + OVERFLOW:
-                self.refused.note(f"{len(self.open)} open")
-                return False
-        conn.host = host
+        conn.host = conn.client[0] if conn.client else None
         self.open[conn] = None
-        self.hosts[host] = self.hosts.get(host, 0) + 1
+        self.hosts[conn.host] = self.hosts.get(conn.host, 0) + 1
         return True
 
-    def _victim(self) -> Any:
-        """The connection :meth:`admit` closes, or None."""
-        top = max(self.hosts, key=self.hosts.__getitem__, default=None)
-        for only_top in (True, False):
-            for phase in ("head", "body"):
-                for c in self.open:
-                    if c.seen and (not only_top or c.host == top) and c.phase() == phase:
-                        return c
+    def _victim(self, host: Any) -> Any:
+        """The oldest seen connection of ``host`` (any host: None) still sending its request
+        head, else its body; None when there is none."""
+        for phase in ("head", "body"):
+            for c in self.open:
+                if c.seen and (host is None or c.host == host) and c.phase() == phase:
+                    return c
         return None
 
     def forget(self, conn: Any) -> None:
