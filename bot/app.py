@@ -354,7 +354,8 @@ def create_app(
     app.state.bot = state
     # every request: its body within a deadline, all bodies in flight within a budget
     app.add_middleware(BodyLimits, timeout_s=settings.body_timeout_s,
-                       max_inflight_bytes=settings.max_inflight_body_bytes)
+                       max_inflight_bytes=settings.max_inflight_body_bytes,
+                       on_refused=metrics.inc_rejected)
     add_routes(app, Inbox(
         secret=state["secret"] or b"", max_body=settings.max_body_bytes, submit=submit,
         metrics=metrics, problems=problems,

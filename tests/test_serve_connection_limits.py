@@ -22,7 +22,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_helpers import ROOT, SECRET, fixture_bytes, free_port, headers_for, wait_for
+from webhook_helpers import (
+    ROOT,
+    SECRET,
+    fixture_bytes,
+    free_port,
+    headers_for,
+    metric_values,
+    wait_for,
+)
 
 NOFILE = 256
 """The serve process's RLIMIT_NOFILE (soft and hard) in these tests."""
@@ -328,6 +336,10 @@ def test_body_bytes_in_flight_are_capped_before_reading(serve: tuple[str, Path])
     text = log.read_text()
     assert "Traceback" not in text
     assert text.count("Invalid HTTP request received") == 1, text
+    # the summarised refusals are counted one by one in /metrics
+    counts = metric_values(httpx.get(f"{base}/metrics", timeout=5).text)
+    assert counts['campaign_bot_deliveries_rejected_total{reason="busy"}'] >= 2
+    assert counts['campaign_bot_deliveries_rejected_total{reason="body_timeout"}'] == 2
 
 
 ACCEPT_SERVER = """

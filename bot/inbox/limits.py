@@ -142,10 +142,13 @@ class BodyLimits:
     reading its body, and one whose next chunk would pass it gets 503 and is not read
     further.  Bytes are counted as received, not as declared, so a stalled sender holds only
     what it sent.  A client that disconnects mid-body ends its request quietly (no
-    traceback).  Other scope types pass through."""
+    traceback).  Other scope types pass through.  ``on_refused(reason)``, when given, is
+    called for each refusal: ``body_timeout`` (408) or ``busy`` (503)."""
 
-    def __init__(self, app: ASGIApp, *, timeout_s: float, max_inflight_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, timeout_s: float, max_inflight_bytes: int,
+                 on_refused: Callable[[str], None] | None = None) -> None:
         self.app = app
+        self.on_refused = on_refused or (lambda reason: None)
         self.timeout_s = timeout_s
         self.max_inflight_bytes = max_inflight_bytes
         self.inflight = 0
@@ -162,6 +165,7 @@ class BodyLimits:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_inflight_bytes - self.inflight:
             self.refusals.note(f"Content-Length {declared}, {self.inflight} held")
+            self.on_refused("busy")
             await _plain(send, 503, b"busy: too many request bodies in flight, retry later\n",
                          retry_after=True)
             return
@@ -201,10 +205,12 @@ class BodyLimits:
             await self.app(scope, limited_receive, tracked_send)
         except BodyTimeout:
             self.timeouts.note(f"{scope.get('method')} {scope.get('path')}")
+            self.on_refused("body_timeout")
             if not started:
                 await _plain(send, 408, b"request body not received in time\n")
         except OverBudget:
             self.refusals.note(f"{held} bytes read of this one, {self.inflight} held")
+            self.on_refused("busy")
             if not started:
                 await _plain(send, 503, b"busy: too many request bodies in flight, retry "
                              b"later\n", retry_after=True)
