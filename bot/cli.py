@@ -14,12 +14,9 @@ command that uses them), see the plug-in contract in :mod:`evidence.cli`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import re
-import resource
 import shutil
 import sys
 import tempfile
@@ -112,19 +109,9 @@ def serve(
 
 
 def _serve(settings: Settings, access_log: bool, setup_token: str | None = None) -> None:
-    import uvicorn
-
     from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
     from bot.database import ServiceLock
-    from bot.inbox.limits import (
-        LISTEN_BACKLOG,
-        ConnectionGuard,
-        RepeatFilter,
-        connection_cap,
-        guarded_protocol,
-        raise_fd_limit,
-        widen_listen_queue,
-    )
+    from bot.inbox.limits import run_server
     from bot.redaction import mask_url
 
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -158,37 +145,15 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
                 "No GitHub App is configured yet. Open this one-time setup URL in a browser "
                 f"to create it (GitHub asks you to confirm):\n\n    {url}\n", markup=False)
             sys.stdout.flush()
-        # log_config=None: uvicorn's loggers propagate to the root handler, whose filter masks
-        # secrets (configure_logging)
-        # The h11 protocol with a head and body deadline and a connection cap kept below the
-        # descriptor limit (bot.inbox.limits: uvicorn has neither timeout, and its
-        # limit_concurrency would answer 503 to /healthz once stalled connections fill it).
-        raise_fd_limit()
-        cap = connection_cap(settings.max_connections)
-        guard = ConnectionGuard(cap=cap, header_timeout_s=settings.header_timeout_s,
-                                body_timeout_s=settings.body_timeout_s)
-        logging.getLogger(__name__).info(
-            "at most %d connections (%sMAX_CONNECTIONS=%d, file descriptors %s)", cap,
-            ENV_PREFIX, settings.max_connections,
-            resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-        logging.getLogger("uvicorn.error").addFilter(RepeatFilter(
-            logging.getLogger("bot.inbox.limits"), ("Invalid HTTP request received.",)))
-        config = uvicorn.Config(app, host=settings.host, port=settings.port,
-                                access_log=access_log, log_level=settings.log_level.lower(),
-                                lifespan="on", log_config=None, http=guarded_protocol(guard),
-                                backlog=LISTEN_BACKLOG)
-
-        class Server(uvicorn.Server):
-            async def startup(self, sockets: Any = None) -> None:
-                await super().startup(sockets)
-                for srv in getattr(self, "servers", []):
-                    for sock in srv.sockets:
-                        widen_listen_queue(sock)
-
-        server = Server(config)
-        with contextlib.suppress(KeyboardInterrupt):
-            server.run()
-        if not server.started:
+        # uvicorn (its loggers propagate to the root handler, whose filter masks secrets:
+        # configure_logging) with the limits of bot.inbox.limits: head and body deadlines, a
+        # connection cap below the descriptor limit, a long listen queue, quiet logs
+        started = run_server(app, host=settings.host, port=settings.port,
+                             access_log=access_log, log_level=settings.log_level.lower(),
+                             max_connections=settings.max_connections,
+                             header_timeout_s=settings.header_timeout_s,
+                             body_timeout_s=settings.body_timeout_s)
+        if not started:
             raise SystemExit(3)  # uvicorn.run's exit status when it could not start
     finally:
         lock.release()

@@ -36,6 +36,7 @@ fail: the oldest stalled connection is closed instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import resource
@@ -486,3 +487,46 @@ def install_accept_error_handler(loop: asyncio.AbstractEventLoop) -> Callable[[]
 
     loop.set_exception_handler(handler)
     return lambda: loop.set_exception_handler(previous)
+
+
+# --------------------------------------------------------------------------------- server
+
+
+def run_server(app: Any, *, host: str, port: int, access_log: bool, log_level: str,
+               max_connections: int, header_timeout_s: float, body_timeout_s: float) -> bool:
+    """Serve ``app`` with uvicorn until SIGINT/SIGTERM, with this module's limits: the soft
+    descriptor limit raised (:func:`raise_fd_limit`), at most :func:`connection_cap`
+    connections through :func:`guarded_protocol`, a listen queue of :data:`LISTEN_QUEUE`
+    accepted :data:`LISTEN_BACKLOG` at a time, uvicorn's per-request warnings summarised
+    (:class:`RepeatFilter`).  ``log_config=None``: uvicorn's loggers propagate to the root
+    handler (whose filters mask secrets).  Returns False when the server could not start
+    (the port is taken, say), as ``uvicorn.run`` then exits 3."""
+    import uvicorn
+
+    raise_fd_limit()
+    cap = connection_cap(max_connections)
+    guard = ConnectionGuard(cap=cap, header_timeout_s=header_timeout_s,
+                            body_timeout_s=body_timeout_s)
+    log.info("at most %d connections (CAMPAIGN_BOT_MAX_CONNECTIONS=%d, file descriptors %s)",
+             cap, max_connections, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    quiet = RepeatFilter(log, ("Invalid HTTP request received.",))
+    uvicorn_log.addFilter(quiet)
+    config = uvicorn.Config(app, host=host, port=port, access_log=access_log,
+                            log_level=log_level, lifespan="on", log_config=None,
+                            http=guarded_protocol(guard), backlog=LISTEN_BACKLOG)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            for srv in getattr(self, "servers", []):
+                for sock in srv.sockets:
+                    widen_listen_queue(sock)
+
+    server = Server(config)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    finally:
+        uvicorn_log.removeFilter(quiet)
+    return bool(server.started)
