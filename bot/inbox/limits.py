@@ -1,7 +1,7 @@
 """Connection and request-body limits of the HTTP face (``campaign-bot serve``).
 
-Three parts, each for one way a client that never finishes its request can take the service
-down:
+:func:`run_server` runs uvicorn with all of them (``campaign-bot serve``).  The parts, each
+for one way a client that never finishes its request can take the service down:
 
 * :class:`BodyLimits`, an ASGI middleware: the request body must arrive within
   ``body_timeout_s`` of the request head (408 and the connection closed), and the body bytes
