@@ -43,6 +43,7 @@ from bot.features.screen.campaign_state import campaign_state
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
 from bot.inbox.endpoint import Inbox, add_routes
+from bot.inbox.limits import BodyLimits, install_accept_error_handler
 from bot.inbox.replay import ReplayReport, SavedDelivery
 from bot.inbox.router import Event, Router
 from bot.inbox.worker import ContextFactory, Worker
@@ -317,12 +318,15 @@ def create_app(
         # starts once the App exists
         if run_worker and state["secret"] is not None:
             await start_worker(settings)
+        # out of file descriptors, asyncio logs every retried accept() with a traceback
+        restore_handler = install_accept_error_handler(asyncio.get_running_loop())
         log.info("campaign-bot ready (database %s)%s",
                  eng.url.render_as_string(hide_password=True),
                  "" if state["secret"] is not None else ": waiting for the App setup")
         try:
             yield
         finally:
+            restore_handler()
             if state.get("scheduler") is not None:
                 state["scheduler"].shutdown(wait=False)
             writer.stop()
@@ -357,6 +361,10 @@ def create_app(
     app = FastAPI(title="campaign-bot", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.bot = state
+    # every request: its body within a deadline, all bodies in flight within a budget
+    app.add_middleware(BodyLimits, timeout_s=settings.body_timeout_s,
+                       max_inflight_bytes=settings.max_inflight_body_bytes,
+                       on_refused=metrics.inc_rejected)
     add_routes(app, Inbox(
         secret=state["secret"] or b"", max_body=settings.max_body_bytes, submit=submit,
         metrics=metrics, problems=problems,

@@ -109,10 +109,9 @@ def serve(
 
 
 def _serve(settings: Settings, access_log: bool, setup_token: str | None = None) -> None:
-    import uvicorn
-
     from bot.app import ExtraHandlersError, configure_logging, create_app, extra_features
     from bot.database import ServiceLock
+    from bot.inbox.limits import run_server
     from bot.redaction import mask_url
 
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -146,10 +145,16 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
                 "No GitHub App is configured yet. Open this one-time setup URL in a browser "
                 f"to create it (GitHub asks you to confirm):\n\n    {url}\n", markup=False)
             sys.stdout.flush()
-        # log_config=None: uvicorn's loggers propagate to the root handler, whose filter masks
-        # secrets (configure_logging)
-        uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                    log_level=settings.log_level.lower(), lifespan="on", log_config=None)
+        # uvicorn (its loggers propagate to the root handler, whose filter masks secrets:
+        # configure_logging) with the limits of bot.inbox.limits: head and body deadlines, a
+        # connection cap below the descriptor limit, a long listen queue, quiet logs
+        started = run_server(app, host=settings.host, port=settings.port,
+                             access_log=access_log, log_level=settings.log_level.lower(),
+                             max_connections=settings.max_connections,
+                             header_timeout_s=settings.header_timeout_s,
+                             body_timeout_s=settings.body_timeout_s)
+        if not started:
+            raise SystemExit(3)  # uvicorn.run's exit status when it could not start
     finally:
         lock.release()
 

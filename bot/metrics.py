@@ -95,7 +95,8 @@ class Metrics:
         self._duplicates.inc()
 
     def inc_rejected(self, reason: str) -> None:
-        """One request refused for ``reason`` (signature, too_large, malformed, bad_request)."""
+        """One request refused for ``reason`` (signature, too_large, malformed, bad_request;
+        body_timeout and busy from :class:`bot.inbox.limits.BodyLimits`)."""
         self._rejected.labels(reason).inc()
 
     def inc_processed(

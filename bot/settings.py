@@ -29,6 +29,10 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_BOT_LOGIN           the bot's own login (its comments are found by it)
     CAMPAIGN_BOT_HOST / _PORT        where ``campaign-bot serve`` listens
     CAMPAIGN_BOT_MAX_BODY_BYTES      largest accepted webhook body
+    CAMPAIGN_BOT_MAX_INFLIGHT_BODY_BYTES  body bytes all unanswered requests may hold (503)
+    CAMPAIGN_BOT_BODY_TIMEOUT_S      seconds a request body may take to arrive (408)
+    CAMPAIGN_BOT_HEADER_TIMEOUT_S    seconds a request head may take to arrive (closed)
+    CAMPAIGN_BOT_MAX_CONNECTIONS     open connections (lowered below the descriptor limit)
     CAMPAIGN_BOT_MAX_ATTEMPTS        attempts per delivery before it is marked failed
     CAMPAIGN_BOT_RETRY_DELAYS        seconds between attempts, comma separated
     CAMPAIGN_BOT_WORKER_CONCURRENCY  deliveries of different installations processed at once
@@ -69,6 +73,9 @@ DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
 # webhook is not fired": GitHub Docs, "Webhook events and payloads"), so nothing genuine is
 # larger.
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+# Two bodies of the largest size GitHub sends, or many ordinary ones, may be in flight at once;
+# every body is unauthenticated until it is read whole (the signature covers the raw bytes).
+DEFAULT_MAX_INFLIGHT_BODY_BYTES = 2 * DEFAULT_MAX_BODY_BYTES
 
 
 SECRETS_DIR_ENV = "CAMPAIGN_BOT_SECRETS_DIR"
@@ -110,6 +117,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_inflight_body_bytes: int = Field(DEFAULT_MAX_INFLIGHT_BODY_BYTES, gt=0)
+    # GitHub expects an answer within 10 s ("Best practices for using webhooks", GitHub
+    # Docs): a body that takes longer than 20 s to arrive is not GitHub's
+    body_timeout_s: float = Field(20.0, gt=0)
+    header_timeout_s: float = Field(10.0, gt=0)
+    max_connections: int = Field(1000, ge=1)
     max_attempts: int = Field(3, ge=1)
     retry_delays: str = "5,60,300"
     worker_concurrency: int = Field(4, ge=1)

@@ -139,6 +139,8 @@ def test_the_caddyfile_proxies_only_what_github_and_people_need() -> None:
         assert path in text
     assert 'respond "Not Found" 404' in text  # /metrics is not public
     assert text.count("{") == text.count("}")
+    # slow clients are cut by the proxy (the bot sees one address behind it)
+    assert "read_header 10s" in text and "read_body 20s" in text
 
 
 def kit_commands() -> set[str]:
