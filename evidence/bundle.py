@@ -9,8 +9,10 @@ What is read:
 * Every ``*.json`` file anywhere in the tree (bags' ``data/`` included; ``.git`` and other
   :data:`evidence.manifest.SKIP_DIRS` skipped outside bags; symlinks never followed; inside a
   signed bundle checked with ``--trusted-keys``, only the files its signed manifests list)
-  whose top-level ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1`` or
-  ``campaign-bot/media-report@1``.  Validation is strict (a string is not a number, ``NaN``
+  whose top-level ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1``,
+  ``campaign-bot/media-report@1``, ``campaign-bot/probe@1`` or
+  ``campaign-bot/trace-summary@1`` (diagnostics: listed, never inputs to a verdict).
+  Validation is strict (a string is not a number, ``NaN``
   and negative seconds are refused) and every error becomes a :class:`Finding` with the file,
   the field path and the line, never a traceback.
 
@@ -57,6 +59,8 @@ from evidence.models import (
     Severity,
     StatusSnapshot,
 )
+from evidence.operator_probe import OperatorProbe
+from evidence.trace_summary import TraceSummary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,6 +68,8 @@ DOC_MODELS: dict[str, type[BaseModel]] = {
     "receipt": Receipt,
     "status": StatusSnapshot,
     "media-report": MediaReport,
+    "probe": OperatorProbe,
+    "trace-summary": TraceSummary,
 }
 """Document types found by their ``schema`` anywhere in the tree (``campaign`` is the TOML)."""
 
@@ -98,6 +104,8 @@ class LoadedCampaign:
     receipts: list[Doc[Receipt]] = field(default_factory=list)
     statuses: list[Doc[StatusSnapshot]] = field(default_factory=list)
     media_reports: list[Doc[MediaReport]] = field(default_factory=list)
+    probes: list[Doc[OperatorProbe]] = field(default_factory=list)
+    trace_summaries: list[Doc[TraceSummary]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     json_docs: dict[str, tuple[Any, str]] = field(default_factory=dict, repr=False)
     index: TreeIndex | None = field(default=None, repr=False)
@@ -322,6 +330,10 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
             lc.statuses.append(Doc(rel, doc, text))
         elif isinstance(doc, MediaReport):
             lc.media_reports.append(Doc(rel, doc, text))
+        elif isinstance(doc, OperatorProbe):
+            lc.probes.append(Doc(rel, doc, text))
+        elif isinstance(doc, TraceSummary):
+            lc.trace_summaries.append(Doc(rel, doc, text))
 
     if lc.scope is not None:
         _against_scope(lc)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
+from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
 from evidence.manifest import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
@@ -101,6 +102,11 @@ class CheckReport(BaseModel):
         description="Screening decisions: never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
+    probes: list[ProbeRow] = Field(
+        default_factory=list, description="Operator probes: listed, never verdict inputs.")
+    trace_summaries: list[TraceRow] = Field(
+        default_factory=list, description="Trace summaries per rank: diagnostic, never a "
+        "speedup.")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -226,6 +232,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
+    if lc.scope is not None:
+        from evidence.reference_rules import reference_findings
+
+        findings += reference_findings(root, lc.scope.path, lc.scope.text,
+                                       lc.scope.model.inputs)
     # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 
@@ -238,6 +249,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         campaign=lc.scope.model.id if lc.scope else None,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
+                   "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
                    "json_files": len(lc.json_docs)},
         hashes_checked=vr.hashes_checked,
         hash_errors=vr.errors,
@@ -252,6 +264,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         verdicts=reviewed.verdicts,
         screening=reviewed.screening,
         claims=reviewed.claims,
+        probes=probe_rows(root, lc.probes),
+        trace_summaries=trace_rows(root, lc.trace_summaries),
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -387,7 +401,9 @@ def render_summary(rep: CheckReport, console: Any) -> None:
     d = rep.documents
     line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-         f"{d.get('media_reports', 0)} media reports")
+         f"{d.get('media_reports', 0)} media reports"
+         + (f", {d['probes']} operator probes" if d.get("probes") else "")
+         + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     counts = {s: sum(f.severity == s for f in rep.findings) for s in SEVERITY_ORDER}
     line("findings: " + ", ".join(f"[{SEVERITY_STYLE[s]}]{s}[/] {n}" for s, n in counts.items())
          + "  (P0-P2 fail the check; P3 are notes)")
@@ -461,7 +477,9 @@ def render_details(rep: CheckReport, console: Any) -> None:
     console.print(
         f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
-        f"{d.get('media_reports', 0)} media reports valid")
+        f"{d.get('media_reports', 0)} media reports valid"
+        + (f", {d['probes']} operator probes" if d.get("probes") else "")
+        + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
     extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     console.print(
         f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
@@ -500,7 +518,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
                     escape(_short_lifecycle(a.lifecycle_problems))]
             t.add_row(*row)
         console.print(t)
+    from evidence.diagnostics import render_rows
     from evidence.review import render_review
+
+    render_rows(rep.probes, rep.trace_summaries, console)
 
     render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:

@@ -27,8 +27,11 @@ from evidence.models import SCHEMA_MODELS
 
 def _all_schemas() -> dict[str, Any]:
     from evidence.check import CheckReport
+    from evidence.operator_probe import OperatorProbe
+    from evidence.trace_summary import TraceSummary
 
-    return {**SCHEMA_MODELS, "check-report": CheckReport}
+    return {**SCHEMA_MODELS, "probe": OperatorProbe, "trace-summary": TraceSummary,
+            "check-report": CheckReport}
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -65,8 +68,8 @@ def _root(
 
 @app.command("schema")
 def schema_cmd(
-    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_MODELS)}, "
-                                            "check-report")],
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SCHEMA_MODELS)}, probe, "
+                                            "trace-summary, check-report")],
 ) -> None:
     """Print the JSON Schema of one evidence document type."""
     models = _all_schemas()

@@ -22,6 +22,9 @@ Rules (severity):
 - ``LOSSLESS_UNPROVEN`` (P2): a lossless track whose bit-exactness or control repeatability
   is not established.
 - ``SUMMED_GAINS`` (P0) and ``UNTRACEABLE_CLAIM`` (P1): see :mod:`evidence.claims`.
+- ``PROBE_GAIN_AS_MODEL_GAIN`` and ``PROBE_NONEXACT_LOSSLESS`` (P1): see
+  :mod:`evidence.operator_probe`; STALE_STATUS on untyped status files:
+  :mod:`evidence.untyped_status`.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 REVIEW_RULES = frozenset({
     "STALE_STATUS", "FROZEN_RECEIPT_CHANGED", "LIFECYCLE_FAILED", "REQUEST_FAILED",
     "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
-    "UNTRACEABLE_CLAIM",
+    "UNTRACEABLE_CLAIM", "PROBE_GAIN_AS_MODEL_GAIN", "PROBE_NONEXACT_LOSSLESS",
 })
 """The rule ids of the review findings (the loader's and the manifests' rules are in
 :mod:`evidence.bundle` and :mod:`evidence.manifest`)."""

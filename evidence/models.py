@@ -256,7 +256,10 @@ class QualityGates(Strict):
     lpips_max: Gate
     audio_spectral_cosine_min: Gate
     audio_rms_ratio: RangeGate
-    audio_latent_rate_hz: Gate
+    audio_latent_rate_hz: Gate | None = Field(
+        default=None,
+        description="A model's audio-latent rate (Hz): names the model-specific audio-length "
+        "rule (MiniMax-H3: 40 Hz). Absent: generic audio coverage checks only.")
 
 
 class Budget(Strict):
@@ -338,6 +341,12 @@ class CampaignScope(Strict):
 # --------------------------------------------------------------------------------- receipt
 
 
+HEADER_ROUNDING_S = 0.0005
+"""vLLM-Omni prints ``X-Inference-Time-S`` with three decimals (``f"{inference_time_s:.3f}"``,
+``vllm_omni/entrypoints/openai/api_server.py:2770-2780`` in 0.30.0), so the header can exceed
+the server's true time by up to half a millisecond."""
+
+
 class RequestRecord(Strict):
     """One HTTP request of a session. A failed request is recorded, never dropped."""
 
@@ -368,6 +377,14 @@ class RequestRecord(Strict):
     def ok(self) -> bool:
         """True when the request returned HTTP 200 without an error."""
         return self.http_status == 200 and self.error is None
+
+    def wall_covers_server(self) -> bool | None:
+        """True when the client wall time is at least the server's own time (the client's
+        span contains the server's), within :data:`HEADER_ROUNDING_S`; None when either time
+        is missing."""
+        if self.client_wall_s is None or self.server_inference_s is None:
+            return None
+        return self.client_wall_s >= self.server_inference_s - HEADER_ROUNDING_S
 
 
 class WorkerExit(Strict):
@@ -434,6 +451,17 @@ class Lifecycle(Strict):
     server_exit_code: int | None = None
     server_signal: int | None = None
     container_exit_code: int | None = None
+    server_exited_unasked: bool = Field(
+        default=False,
+        description="The main process had exited before the runner asked it to stop. After an "
+        "engine death vLLM ends its own server and exits 0 (vllm/entrypoints/launchers/"
+        "launcher.py, terminate_if_errored), so exit 0 alone does not mean a clean shutdown.",
+    )
+    engine_died: bool = Field(
+        default=False,
+        description="The server logged an engine death ('EngineDeadError: ...', "
+        "vllm_omni/entrypoints/serve/utils/errors.py).",
+    )
     devices_idle_before: DeviceCheck | None = None
     devices_idle_after: DeviceCheck | None = None
     interrupted: bool = False
@@ -454,6 +482,10 @@ class Lifecycle(Strict):
             out.append(self.server_problem())
         if self.container_exit_code not in (None, 0):
             out.append(f"container exit {self.container_exit_code}")
+        if self.server_exited_unasked:
+            out.append("server exited on its own before the runner's SIGTERM")
+        if self.engine_died:
+            out.append("engine died (EngineDeadError in the server log)")
         checks = (("before", self.devices_idle_before), ("after", self.devices_idle_after))
         for label, chk in checks:
             if chk is None or not chk.idle:

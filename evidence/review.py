@@ -121,7 +121,39 @@ def review_full(
             line = raw[: e.start].count(b"\n") + 1
             raise ValueError(f"--claims {claims_file}: not UTF-8 text (byte {e.start}, "
                              f"line {line})") from None
-    return review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
+    res = review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
+    probe_fs, explained = _probe_rules(loaded, res.claims, claims)
+    kept = [f for f in res.findings if not (
+        f.rule in ("UNTRACEABLE_CLAIM", "SUMMED_GAINS") and claims is not None
+        and f.path == claims[0] and any(f.line == ln and repr(t) in f.message
+                                        for ln, t in explained))]
+    res.findings = sort_findings([*kept, *_untyped_stale(loaded), *probe_fs])
+    return res
+
+
+def _probe_rules(loaded: LoadedCampaign, traced: Sequence[Claim],
+                 claims: tuple[str, str] | None) -> tuple[list[Finding], set[tuple[int, str]]]:
+    """PROBE_NONEXACT_LOSSLESS and PROBE_GAIN_AS_MODEL_GAIN (:mod:`evidence.operator_probe`);
+    probes are never inputs to a verdict."""
+    from evidence.operator_probe import probe_findings
+
+    if not loaded.probes:
+        return [], set()
+    scope = loaded.scope.model if loaded.scope else None
+    lossless = [t.id for t in scope.tracks if t.quality_mode == "lossless"] if scope else []
+    return probe_findings([(d.model, d.path, d.text) for d in loaded.probes],
+                          lossless_tracks=lossless, receipts=[d.model for d in loaded.receipts],
+                          claims=traced, claims_path=claims[0] if claims else None,
+                          claims_text=claims[1] if claims else "")
+
+
+def _untyped_stale(loaded: LoadedCampaign) -> list[Finding]:
+    """STALE_STATUS for status files without our schema (:mod:`evidence.untyped_status`)."""
+    from evidence.untyped_status import untyped_stale_findings
+
+    return untyped_stale_findings(loaded.json_docs,
+                                  [(d.model, d.path) for d in loaded.receipts],
+                                  loaded.scope.model.id if loaded.scope else None)
 
 
 def review_check(
@@ -143,7 +175,8 @@ def review_check(
         # A bare runner bundle has receipts but no scope: no verdict, but the rules that
         # need no scope still run, so a failed lifecycle or request is never exit 0.
         items = [ReceiptIn(d.model, d.path, d.text) for d in loaded.receipts]
-        found += lifecycle_findings(items) + request_findings(items)
+        found += lifecycle_findings(items) + request_findings(items) + _untyped_stale(loaded)
+        found += _probe_rules(loaded, [], None)[0]
         return ReviewResult(findings=sort_findings(found))
     return review_full(loaded, base_ref=base_ref, claims_file=claims_file,
                        prior_noise=prior_noise, extra_findings=verify_findings)

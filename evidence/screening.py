@@ -20,8 +20,17 @@ Rules, per (track, candidate, screen), in order:
    so far exceeds the margin.
 4. PROMOTE_TO_FULL_SCREEN when the Hodges-Lehmann ratio of the sessions so far is at or below
    ``theta0 = 1 - target_reduction`` (the pair is consistent with the target) and quality is
-   not failed; CONTINUE otherwise (no complete pair yet, or a ratio between the target and
-   the futility margin).
+   not failed.
+5. REJECT (futility on the target) when the sessions already exclude reaching the target:
+   the exact rule of :func:`evidence.verdicts.decide` already says FAILED, or even the most
+   favourable pairwise ratio, granted the scope's futility margin as the most one pair may
+   mislead (``min(t_j / c_i) / futility_ratio``), is above ``theta0``.  Campaign #297's
+   screening pair is the case: 1.57 % lower latency against a 50 % target (theta0 0.5;
+   0.984 / 1.10 = 0.895) can never become the target's gain.
+6. CONTINUE otherwise (no complete pair yet, or a ratio that may still reach the target),
+   with ``more_pairs_needed``: how many further balanced pairs could let the exact rule
+   decide if the observed fraction of contrary pairs held (:func:`evidence.stats.
+   pairs_needed`, as the verdict's projection; None: not within 40 pairs).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from evidence import stats
 from evidence.models import MediaReport, Receipt, Track
 from evidence.verdicts import (
     Evidence,
+    decide,
     hard_lifecycle_issues,
     judge_quality,
     request_issues,
@@ -66,6 +76,9 @@ class ScreeningDecision(BaseModel):
     )
     first_pair_ratio: float | None = None
     ratio: float | None = None
+    more_pairs_needed: int | None = Field(
+        default=None, description="CONTINUE: further balanced pairs that could let the exact "
+        "rule decide if the observed contrary fraction held; None when not projected.")
     m: int = 0
     n: int = 0
 
@@ -143,11 +156,33 @@ def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receip
         return ScreeningDecision(
             decision="PROMOTE_TO_FULL_SCREEN", reason=f"ratio {ratio:.3f} at or below the "
             f"target's {theta0:g}: worth a full balanced screen", **base)
-    target = f"the target {theta0:g}" if theta0 is not None else (
-        "the target (unknown: the track is not in the scope)")
+    if theta0 is None:
+        return ScreeningDecision(
+            decision="CONTINUE", reason=f"ratio {ratio:.3f}: the track is not in the scope, "
+            "so no target to screen against: run the next pair", **base)
+    c_vals, t_vals = [m for _, m in c_med], [m for _, m in t_med]
+    dec = decide(c_vals, t_vals, theta0)
+    best = min(stats.pairwise_ratios(c_vals, t_vals))
+    gain = (1 - ratio) * 100
+    target = (1 - theta0) * 100
+    if dec.verdict == "FAILED":
+        return ScreeningDecision(
+            decision="REJECT", reason=f"futility on the target: the exact rule already "
+            f"excludes {target:g} % lower latency ({dec.below} of {dec.pairs} pairs at or "
+            f"below {theta0:g}); ratio {ratio:.3f}", **base)
+    if best / fut > theta0:
+        return ScreeningDecision(
+            decision="REJECT", reason=f"futility on the target: {gain:.1f} % lower latency "
+            f"(ratio {ratio:.3f}) cannot reach the {target:g} % target: even the best pair "
+            f"{best:.3f}, granted the futility margin {fut:g}x, stays above {theta0:g}",
+            **base)
+    more = dec.more_pairs_needed
+    base["more_pairs_needed"] = more
+    nxt = (f"{more} more balanced pair(s) could decide" if more is not None
+           else "no decision is projected within 40 more pairs")
     return ScreeningDecision(
-        decision="CONTINUE", reason=f"ratio {ratio:.3f} between {target} and the futility "
-        f"margin {fut:g}: run the next pair", **base)
+        decision="CONTINUE", reason=f"ratio {ratio:.3f} between the target {theta0:g} and the "
+        f"futility margin {fut:g}: run the next pair ({nxt})", **base)
 
 
 def decisions_for(ev: Evidence, candidate: str, track: str) -> Sequence[ScreeningDecision]:

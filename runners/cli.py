@@ -1,4 +1,5 @@
-"""``campaign-bot screen`` and ``campaign-bot keygen`` (registered as a plug-in).
+"""``campaign-bot screen``, ``campaign-bot keygen`` and ``campaign-bot runner check-flags``
+(registered as a plug-in).
 
 Exit codes: 0 clean, 1 problems found, 2 unreadable input or bad usage.
 """
@@ -94,7 +95,64 @@ def keygen_cmd(
                                    f"{pub.read_text().splitlines()[0]}")
 
 
+def check_flags_cmd(
+    campaign: Annotated[Path, typer.Argument(help="Campaign directory (holds campaign.toml).")],
+    python: Annotated[Path | None, typer.Option(
+        help="Interpreter with vLLM-Omni installed (default: the upstream contract "
+             "environment, else this interpreter when it can import vllm_omni).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Parse every arm's server command line (control, then each candidate) with vLLM-Omni's
+    own ``vllm serve --omni`` argument parser, as the real server would at start-up.  Exit 0
+    every arm accepted, 1 an arm refused (unknown flag, bad value), 2 unreadable campaign or
+    vLLM-Omni not available."""
+    import json
+
+    from rich.table import Table
+
+    from runners.screen import UsageError, load_scope
+    from runners.server import build_command
+    from runners.upstream import FlagCheckUnavailable, check_flag_lines
+
+    err = Console(stderr=True)
+    try:
+        scope = load_scope(campaign)
+    except UsageError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    arms = [("control", build_command(scope.serving, None, host="127.0.0.1",
+                                      port=scope.serving.port, server_cmd="vllm serve"))]
+    arms += [(c.name, build_command(scope.serving, c, host="127.0.0.1",
+                                    port=scope.serving.port, server_cmd="vllm serve"))
+             for c in scope.candidates]
+    try:
+        res = check_flag_lines(arms, python=python)
+    except (FlagCheckUnavailable, ValueError) as exc:
+        err.print(f"[red]cannot check flags:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    if as_json:
+        typer.echo(json.dumps({"python": res.python, "vllm_omni": res.vllm_omni, "arms": [
+            {"arm": a.arm, "argv": a.argv, "exit": a.exit, "message": a.message}
+            for a in res.arms]}, indent=2))
+    else:
+        out = Console(highlight=False)
+        t = Table(title=f"serving flags against vLLM-Omni {res.vllm_omni}'s parser "
+                        f"({res.python})", title_justify="left")
+        for c in ("arm", "result", "upstream's message"):
+            t.add_column(c)
+        for a in res.arms:
+            t.add_row(escape(a.arm), "[green]accepted[/]" if a.ok else f"[red]exit {a.exit}[/]",
+                      escape(a.message))
+        out.print(t)
+    raise typer.Exit(0 if res.ok else 1)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the runner's commands (``screen``, ``keygen``) to ``app``."""
+    """Add the runner's commands (``screen``, ``keygen``, ``runner check-flags``) to
+    ``app``."""
     app.command("screen")(screen_cmd)
     app.command("keygen")(keygen_cmd)
+    runner = typer.Typer(help="Runner-side checks against the pinned vLLM-Omni.",
+                         no_args_is_help=True)
+    runner.command("check-flags")(check_flags_cmd)
+    app.add_typer(runner, name="runner")

@@ -1,11 +1,15 @@
 """The measured request: ``POST /v1/videos/sync`` as a streamed multipart upload, the MP4
 streamed to disk, timed by the client from the first upload byte to the last MP4 byte.
 
-Contract (``../shared/VLLM_OMNI.md`` §2): text fields ``prompt``, ``width``, ``height``,
-``fps``, ``num_inference_steps``, ``seed``, ``flow_shift`` and ``extra_params`` (JSON:
-``task``, ``duration``, ``audio_flow_shift``); the reference video and audio each as a
-repeated ``input_references`` file part with its MIME type.  Response headers recorded:
-``X-Request-Id``, ``X-Inference-Time-S``, ``X-Stage-Durations``, ``X-Peak-Memory-MB``.
+Contract (vLLM-Omni 0.30.0, ``vllm_omni/entrypoints/openai/api_server.py``
+``create_video_sync`` and ``video/generation/helpers.py`` ``_parse_video_form``): text fields
+``prompt``, ``width``, ``height``, ``fps``, ``num_inference_steps``, ``seed``, ``flow_shift``
+and ``extra_params`` (JSON: ``task``, ``duration``, ``audio_flow_shift``); the reference video
+and audio each as a repeated ``input_references`` file part with its MIME type.  Response
+headers recorded: ``X-Request-Id``, ``X-Inference-Time-S``, ``X-Stage-Durations``,
+``X-Peak-Memory-MB``.  An error answer carries no ``X-Request-Id``; its body is vLLM's
+``{"error": {"message", "type", "param", "code"}}``, and an engine error (HTTP 500) adds
+``request_id`` there (``vllm_omni/entrypoints/serve/utils/errors.py``), which is recorded.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from evidence.models import RequestRecord
 
 READ_CHUNK = 1 << 20
 ERROR_BODY_MAX = 2000
+ERROR_READ_MAX = 64 << 10
+"""At most this many bytes of an error body are read (a hostile server cannot make the
+runner buffer a huge one)."""
+REQUEST_ID_MAX = 200
 
 
 @dataclass
@@ -113,6 +121,42 @@ def _stages(v: str | None) -> dict[str, float]:
     return out
 
 
+def parse_error_body(status: int, raw: bytes) -> tuple[str, str | None]:
+    """The recorded ``error`` text and the request id found in an error body.
+
+    vLLM's envelope ``{"error": {"message", "type", ...}}`` gives ``"HTTP 500
+    InternalServerError: <message>"`` and ``error.request_id`` (a printable string of at most
+    200 characters, else ignored); FastAPI's ``{"detail": ...}`` gives ``"HTTP 404: <detail>"``;
+    anything else keeps the first 2000 characters of the body as text."""
+    text = raw.decode("utf-8", "replace")
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        doc = None
+    rid: str | None = None
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        err = doc["error"]
+        message = str(err.get("message") or "(no message)")
+        kind = err.get("type")
+        head = f"HTTP {status} {kind}" if isinstance(kind, str) and kind else f"HTTP {status}"
+        got = err.get("request_id")
+        if isinstance(got, str) and 0 < len(got) <= REQUEST_ID_MAX and got.isprintable():
+            rid = got
+        return f"{head}: {message}"[:ERROR_BODY_MAX], rid
+    if isinstance(doc, dict) and "detail" in doc:
+        return f"HTTP {status}: {doc['detail']}"[:ERROR_BODY_MAX], None
+    return f"HTTP {status}: {text[:ERROR_BODY_MAX]}", None
+
+
+def _read_capped(resp: httpx.Response, limit: int) -> bytes:
+    buf = bytearray()
+    for chunk in resp.iter_raw(READ_CHUNK):
+        buf += chunk
+        if len(buf) >= limit:
+            break
+    return bytes(buf[:limit])
+
+
 def send_request(
     client: httpx.Client, url: str, *, index: int, kind: str,
     fields: list[tuple[str, str]], files: list[FilePart], out_path: Path, rel_path: str,
@@ -122,7 +166,8 @@ def send_request(
 
     Returns a :class:`RequestRecord`; never raises for HTTP or transport failures (they are
     recorded with ``error`` set, ``http_status`` None when no response arrived).  A non-200
-    body is not kept as an output; its first 2000 characters go into ``error``.
+    body is not kept as an output; :func:`parse_error_body` turns it into ``error`` and, when
+    the header is missing, the body's request id into ``request_id``.
     ``client_wall_s`` runs from the first upload byte to the last response byte."""
     body = MultipartBody(fields, files)
     started = datetime.now(UTC)
@@ -152,9 +197,11 @@ def send_request(
                 rec["output_sha256"] = sha.hexdigest()
                 rec["output_bytes"] = size
             else:
-                text = resp.read()[:ERROR_BODY_MAX].decode("utf-8", "replace")
+                raw = _read_capped(resp, ERROR_READ_MAX)
                 t_end = time.perf_counter()
-                rec["error"] = f"HTTP {resp.status_code}: {text}"
+                rec["error"], body_id = parse_error_body(resp.status_code, raw)
+                if rec["request_id"] is None:
+                    rec["request_id"] = body_id
     except httpx.TimeoutException as exc:
         t_end = time.perf_counter()
         rec["error"] = f"client timeout after {timeout_s:g} s: {type(exc).__name__}"

@@ -1,12 +1,14 @@
 """Device idle gate: parse ``npu-smi`` and ``nvidia-smi`` text and decide whether the devices
 a session will use are idle before a server starts (and after it stopped).
 
-Formats: ``../shared/fixtures/npu-smi/FORMATS.md`` and ``../shared/VLLM_OMNI.md`` §5.1 for
-``npu-smi`` (default table, A3 two chips per NPU / A2 one chip; ``-t proc-mem -i N``;
-``-t usages -i N``); the ``nvidia-smi`` default table for NVIDIA.  Parsers are tolerant of
-column spacing and skip lines they do not know.
+Formats: Huawei's ``npu-smi`` as printed by Ascend drivers 23.x-25.x (default table, A3 two
+chips per NPU / A2 one chip; ``-t proc-mem -i N``; ``-t usages -i N``; recorded samples in
+``tests/fixtures/npu-smi/``); the ``nvidia-smi`` default table for NVIDIA.  Parsers are
+tolerant of column spacing and skip lines they do not know.
 
-Idle rule (VLLM_OMNI.md §5.1 "Suggested idle gate"): every device in use has health OK, no
+Idle rule, after the stop gate of vLLM-Omni's MiniMax H3 NPU recipe
+(``recipes/MiniMaxAI/MiniMax-H3-NPU.md``: "the port and processes were free, and all eight
+cards were healthy and idle"): every device in use has health OK, no
 process (``No process in device.`` / ``No running processes found``), AI core / GPU
 utilisation 0 %, and memory used near the idle baseline.  The baseline thresholds:
 
@@ -265,7 +267,7 @@ def check_idle(tool: str, devices: Sequence[int], run: Runner = run_tool,
 
     ``tool`` is ``npu-smi``, ``nvidia-smi`` or ``none`` (no accelerator gate: recorded as
     NOT idle, detail "not checked", so the session's lifecycle cannot qualify on a check that
-    never ran; DESIGN.md: a check that cannot fail is no check).  Tool failures give
+    never ran: a check that cannot fail is no check).  Tool failures give
     ``idle=False`` with the error in ``detail``; never raises."""
     now = datetime.now(UTC)
     if tool == "none":

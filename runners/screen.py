@@ -1,6 +1,6 @@
 """``campaign-bot screen``: one A/B screen of a candidate against control on one track.
 
-Flow (issue 6): load ``campaign.toml`` -> plan (order, warmups, measured per session) and
+Flow: load ``campaign.toml`` -> plan (order, warmups, measured per session) and
 estimate -> for every session: wait ``idle_wait_s`` after the previous server's exit, device
 idle gate, start an independent server in its own process session, wait for ``/health`` 200,
 snapshot the workers, send warmups then measured requests (a failed request is recorded and the
@@ -178,7 +178,9 @@ def resolve_inputs(scope: CampaignScope, campaign_dir: Path) -> Inputs:
 
 def request_fields(scope: CampaignScope, track_duration_s: float, prompt: str,
                    ) -> list[tuple[str, str]]:
-    """The text form fields of ``POST /v1/videos/sync`` (VLLM_OMNI.md §2.4)."""
+    """The text form fields of ``POST /v1/videos/sync`` (vLLM-Omni's MiniMax H3 recipe,
+    ``recipes/MiniMaxAI/MiniMax-H3.md`` "Ref2VA"; ``fps`` is sent as the scope's integer, which
+    upstream's float field accepts)."""
     w = scope.workload
     extra: dict[str, Any] = {"task": w.task, "duration": track_duration_s}
     if w.audio_flow_shift is not None:
@@ -429,8 +431,8 @@ class _Screen:
     def _futile(self) -> bool:
         """After the first control and candidate sessions with a successful measured request:
         True (and a note) when candidate/control client wall exceeds the protocol's
-        ``futility_ratio`` (seed 000: 173.211 s control vs 365.884 s candidate, rejected
-        after the first pair, the rest of the order explicitly not run)."""
+        ``futility_ratio`` (as campaign #320 showed: 173.211 s control vs 365.884 s candidate,
+        rejected after the first pair, the rest of the order explicitly not run)."""
         walls: dict[str, list[float]] = {"control": [], "candidate": []}
         for r in self.results:
             walls[r.planned.arm] += [float(q.client_wall_s) for q in r.receipt.measured

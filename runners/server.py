@@ -1,12 +1,21 @@
 """One server session's process: command line, start in its own process session, readiness,
 worker snapshot, the shutdown ladder and the lifecycle record.
 
-Facts used (``../shared/VLLM_OMNI.md``): ``vllm serve MODEL --omni ...`` (§1.1); readiness is
-the first ``GET /health`` 200, connections are refused while loading (§1.4); worker titles
-``vLLM-Omni::DiffusionWorker...`` (§4.1); SIGTERM to the main pid only, never the process
-group (§4.2); ladder markers "Calling terminate on diffusion worker", "Calling kill on",
-"cleanup incomplete" (§4.2); workers log "Worker N: Shutdown complete." before exit 0 and
-"Shutdown signal received" before exit 128+signum (§4.2).
+Facts used (vLLM-Omni 0.30.0 and vLLM 0.30.0 source files):
+
+* ``vllm serve MODEL --omni ...`` (``vllm_omni/entrypoints/cli/main.py``); readiness is the
+  first ``GET /health`` 200, connections are refused while loading (``omni_run_server_worker``
+  binds the socket early, uvicorn accepts only in ``serve_http``);
+* worker titles ``vLLM-Omni::DiffusionWorker...`` (``diffusion/worker/diffusion_worker.py``,
+  ``set_process_title``); SIGTERM to the main pid only, never the process group, because a
+  signalled worker exits 128+signum instead of completing its own shutdown;
+* ladder markers "Calling terminate on diffusion worker", "Calling kill on", "cleanup
+  incomplete" and "died unexpectedly" (``diffusion/executor/multiproc_executor.py``); workers
+  log "Worker N: Shutdown complete." before exit 0 and "Shutdown signal received" before exit
+  128+signum (``diffusion_worker.py``);
+* an engine death is logged as "EngineDeadError: ..." (``entrypoints/serve/utils/errors.py``)
+  and vLLM then ends its own server, exit 0 (``vllm/entrypoints/launchers/launcher.py``,
+  ``terminate_if_errored``): a server that exited before the runner asked is recorded as such.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ MARK_DIED = re.compile(r"died unexpectedly: \[(.*)\]")
 MARK_PREFIX_PID = re.compile(r"\((\S+) pid=(\d+)\)")
 MARK_COMPLETE = re.compile(r"Worker (\d+): Shutdown complete")
 MARK_SIGNALLED = re.compile(r"Worker (\d+): Shutdown signal received")
+MARK_ENGINE_DEAD = re.compile(r"EngineDeadError: orchestrator_alive=")
 
 
 def _alive(proc: psutil.Process | None) -> bool:
@@ -173,6 +183,7 @@ class ServerProcess:
     runner_terminate: int = 0
     runner_kill: int = 0
     exited_at: float | None = None
+    exited_unasked: bool = False
 
     @property
     def base_url(self) -> str:
@@ -257,9 +268,12 @@ class ServerProcess:
 
     def shutdown(self, shutdown_timeout_s: float) -> None:
         """SIGTERM to the main pid only; after ``shutdown_timeout_s`` SIGKILL every process of
-        the tree (main, descendants, snapshot workers) and record each forced action."""
+        the tree (main, descendants, snapshot workers) and record each forced action.  A main
+        process that had already exited is recorded in ``exited_unasked``."""
         assert self.popen is not None
-        if self.popen.poll() is None:
+        if self.popen.poll() is not None:
+            self.exited_unasked = True
+        else:
             self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=shutdown_timeout_s)
@@ -325,7 +339,12 @@ class ServerProcess:
         died: dict[str, int] = {}
         forced = list(self.forced)
         container_code: int | None = None
+        engine_died = False
         for line in text.splitlines():
+            if MARK_ENGINE_DEAD.search(line):
+                engine_died = True
+                markers.append(line.strip())
+                continue
             m = MARK_TERMINATE.search(line) or MARK_OLD_TERMINATE.search(line)
             if m:
                 terminate += 1
@@ -373,7 +392,8 @@ class ServerProcess:
             workers=workers, terminate_actions=terminate + self.runner_terminate,
             kill_actions=kill + self.runner_kill, forced_actions=forced, log_markers=markers,
             server_exit_code=server_code, server_signal=server_sig,
-            container_exit_code=cont)
+            container_exit_code=cont, server_exited_unasked=self.exited_unasked,
+            engine_died=engine_died)
 
     def _worker_exit(self, w: WorkerInfo, complete: dict[int, set[int]],
                      signalled: dict[int, set[int]], died: dict[str, int],

@@ -67,7 +67,7 @@ def generate_key(private_path: Path) -> Path:
 
 
 def _write_bag_fallback(root: Path, info: dict[str, str]) -> None:
-    """BagIt 1.0 (RFC 8493) with SHA-256 manifests, used when ``evidence.manifest`` (issue 2)
+    """BagIt 1.0 (RFC 8493) with SHA-256 manifests, used when ``evidence.manifest``'s writer
     is not installed."""
     data = root / "data"
     files = sorted(f for f in data.rglob("*") if f.is_file())
@@ -88,7 +88,7 @@ def _write_bag_fallback(root: Path, info: dict[str, str]) -> None:
 
 def write_bag(root: Path, info: dict[str, str]) -> str:
     """Turn ``root`` (payload under ``root/data``) into a BagIt bag; returns which writer
-    was used: ``evidence.manifest`` (issue 2's, when present) or ``runners fallback``."""
+    was used: ``evidence.manifest`` (when present) or ``runners fallback``."""
     try:
         from evidence.manifest import write_bag as evidence_write_bag  # type: ignore
     except ImportError:

@@ -1,39 +1,53 @@
 """A stand-in for a vLLM-Omni server (``vllm serve MODEL --omni``), for tests and benchmarks.
 
-It is a real HTTP server process that speaks the contract the screen runner depends on
-(``../shared/VLLM_OMNI.md``):
+It is a real HTTP server process that follows vLLM-Omni 0.30.0's contract, the same answers
+for the same requests as upstream's own server code (``runners.standin_contract`` lists the
+sources; ``tests/test_upstream_contract.py`` compares the two servers):
 
-* ``GET /health``: 200 ``{"status":"healthy"}``; 503 ``{"status":"unhealthy"}`` once a worker
-  died.  The socket only listens once the "model" is loaded and the workers are up, so
-  connections are refused while loading (§1.4).
-* ``POST /v1/videos/sync``: ``multipart/form-data`` with ``prompt``, ``width``, ``height``,
-  ``fps``, ``num_inference_steps``, ``seed``, ``flow_shift``, ``extra_params`` (JSON, with
-  ``task`` and ``duration``) and repeated ``input_references`` file parts (classified by MIME
-  type as in §2.2: audio-only is rejected).  Answers the raw MP4 (H.264 + AAC stereo 32 kHz,
-  made with PyAV) with ``X-Request-Id``, ``X-Model``, ``X-Inference-Time-S``,
-  ``X-Stage-Durations`` and ``X-Peak-Memory-MB``; 504 "Video generation timed out after Ns."
-  after ``VLLM_OMNI_VIDEO_SYNC_TIMEOUT`` seconds.
+* ``GET /health``: 200 ``{"status":"healthy"}``; 503 ``{"status":"unhealthy"}`` once the
+  engine died.  The socket only listens once the "model" is loaded and the workers are up, so
+  connections are refused while loading (``vllm_omni/entrypoints/openai/api_server.py``,
+  ``omni_run_server_worker``: uvicorn starts accepting in ``serve_http``).
+* ``POST /v1/videos/sync``: ``multipart/form-data`` (or urlencoded) with upstream's form
+  fields, types and bounds; repeated ``input_references`` parts classified and refused as
+  upstream refuses them (:mod:`evidence.reference_rules`) and MiniMax H3's Ref2VA count rule.
+  Answers the raw MP4 (H.264 + AAC stereo 32 kHz, made with PyAV) with ``X-Request-Id``
+  (``video_sync-<16 hex>``), ``X-Model``, ``X-Inference-Time-S`` (three decimals),
+  ``X-Stage-Durations`` and ``X-Peak-Memory-MB`` (three decimals).  Errors carry no
+  ``X-Request-Id`` and the body ``{"error": {"message", "type", "param", "code"}}``; an engine
+  error (500) adds ``request_id`` and ``error_stage_id``; 504 "Video generation timed out after
+  N.Ns." after ``VLLM_OMNI_VIDEO_SYNC_TIMEOUT`` seconds.
+* Engine death (a worker died): the request in flight gets HTTP 500 with ``EngineDeadError``'s
+  message, the server logs ``EngineDeadError: ...``, then shuts itself down and exits 0, as
+  vLLM's ``terminate_if_errored`` (``vllm/entrypoints/launchers/launcher.py``) does unless
+  ``VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1``; a death between requests is noticed within 5 s
+  (vLLM's watchdog loop).
 * Worker child processes, spawned like ``MultiprocDiffusionExecutor`` (``spawn`` start
   method, process title ``vLLM-Omni::DiffusionWorker_SP<rank>``, ``PR_SET_PDEATHSIG``), and
-  the same shutdown ladder and log markers (§4.2): shutdown message, wait, "Calling terminate
-  on diffusion worker ...", wait, "Calling kill on diffusion worker ...", "Diffusion worker
-  cleanup incomplete after kill: [...]"; workers log "Worker N: Shutdown complete." and exit 0,
-  or exit 143 on SIGTERM.
+  the same shutdown ladder and log markers as
+  ``vllm_omni/diffusion/executor/multiproc_executor.py`` (``_ExecutorShutdownCleaner``):
+  shutdown message, wait, "Calling terminate on diffusion worker ...", wait, "Calling kill on
+  diffusion worker ...", "Diffusion worker cleanup incomplete after kill: [...]"; workers log
+  "Worker N: Shutdown complete." and exit 0, or exit 143 on SIGTERM
+  (``vllm_omni/diffusion/worker/diffusion_worker.py``).
 
-Usage: ``python -m runners.standin MODEL --omni --host 127.0.0.1 --port P [switches]``.
-Unknown vLLM flags (``--usp 4`` ...) are accepted and ignored, so a campaign's real serving
-flags can be passed through unchanged.  Switches (all off by default):
+Usage: ``python -m runners.standin [serve] MODEL --omni --host 127.0.0.1 --port P [flags]``.
+Like upstream's parser it refuses an unknown flag with exit 2 ("unrecognized arguments"); it
+accepts every flag of vLLM-Omni's ``vllm serve --omni`` (``runners/upstream/serve-flags.json``)
+without acting on it, and these simulation-only switches (all off by default), which the real
+server does not have:
 
-``--num-gpus N``            number of worker processes (default 2)
+``--num-gpus N``            number of worker processes (default 2; upstream's flag too)
 ``--slow-start S``          sleep S seconds "loading" before listening
 ``--die-during-load``       exit 1 during loading (after ``--slow-start``)
-``--fail-first-500``        the first /v1/videos/sync answers HTTP 500
+``--fail-first-500``        the first /v1/videos/sync answers HTTP 500 (an engine error)
 ``--fail-request-500 N``    the N-th (1-based) /v1/videos/sync answers HTTP 500
 ``--timeout-504``           every request exceeds the sync timeout and answers 504
 ``--gen-seconds S``         simulated generation time per request (default 0.05)
 ``--ignore-shutdown``       workers ignore the shutdown message and SIGTERM (terminate + kill)
 ``--hang-shutdown``         the main process ignores SIGTERM (the runner must SIGKILL it)
-``--crash-worker-mid-request``  worker 0 SIGKILLs itself during the first request (HTTP 500)
+``--crash-worker-mid-request``  worker 0 SIGKILLs itself during the first request: engine
+                            death (HTTP 500, then the server shuts itself down, exit 0)
 ``--die-mid-request``       the main process SIGKILLs itself during the first request
 ``--vary-output``           different output bytes on every run (random noise in the frames)
 ``--response-mb M``         pad each MP4 with a trailing ``free`` box to M MiB (benchmarks)
@@ -41,6 +55,11 @@ flags can be passed through unchanged.  Switches (all off by default):
 ``--max-frames N``          cap the encoded frame count (default 48) for speed
 ``--ladder-s A,B,C``        shutdown ladder waits: message, terminate, kill (default 15,5,5)
 ``--container-exit N``      act as a container: log the server's exit code, exit with N
+
+Differences from upstream that remain, on purpose: flag values are not type-checked (use
+``campaign-bot runner check-flags``); reference videos and audio are not decoded (upstream's
+model checks duration, codec and resolution); the fps and duration do not follow MiniMax H3's
+17n+5 frame alignment.
 """
 
 from __future__ import annotations
@@ -57,14 +76,19 @@ import signal
 import sys
 import threading
 import time
-import uuid
+import urllib.parse
+from fractions import Fraction
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported lazily: spawned workers import this module and stay light
+    pass
 
 LOG = logging.getLogger("vllm_omni.standin")
 CHUNK = 1 << 20
 
-# Markers the runner reads (same wording as vLLM-Omni 0.30.0, VLLM_OMNI.md §4.2).
+# Markers the runner reads (same wording as vLLM-Omni 0.30.0:
+# vllm_omni/diffusion/executor/multiproc_executor.py and uvicorn).
 MARK_STARTUP = "Application startup complete."
 MARK_TERMINATE = "Calling terminate on diffusion worker {name} (pid={pid})"
 MARK_KILL = "Calling kill on diffusion worker {name} (pid={pid})"
@@ -75,8 +99,8 @@ CONTAINER_MARKER = "campaign-bot-entrypoint: server exited with code {code}"
 the container's (see runners.server)."""
 
 AUDIO_RATE = 32000
-AUDIO_SUFFIXES = (".wav", ".mp3", ".m4a", ".aac", ".flac", ".ogg")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".heic", ".heif")
+WATCHDOG_S = 5.0
+"""vLLM's ``watchdog_loop`` checks the engine every 5 s (``launchers/launcher.py``)."""
 
 
 def _set_death_signal(sig: int = signal.SIGTERM) -> None:
@@ -151,12 +175,13 @@ def make_mp4(
     height: int,
     frames: int,
     *,
-    fps: int = 24,
+    fps: float = 24,
     seed: int = 0,
     noise: bytes | None = None,
 ) -> bytes:
     """Encode a small real MP4: ``frames`` H.264 frames (yuv420p, ``width`` x ``height``,
-    both rounded up to even) and AAC stereo 32 kHz audio of the same duration.  Deterministic
+    both rounded up to even) at ``fps`` frames per second (fractional rates allowed) and AAC
+    stereo 32 kHz audio of the same duration.  Deterministic
     for a given ``seed`` unless ``noise`` bytes are given (then they perturb the frames)."""
     import io
 
@@ -169,7 +194,7 @@ def make_mp4(
     base = rng.integers(0, 255, size=(height, width, 3), dtype=np.uint8)
     buf = io.BytesIO()
     with av.open(buf, "w", format="mp4") as out:
-        vs = out.add_stream("libx264", rate=fps)
+        vs = out.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         vs.width, vs.height, vs.pix_fmt = width, height, "yuv420p"
         vs.options = {"preset": "ultrafast", "threads": "1"}
         aus = out.add_stream("aac", rate=AUDIO_RATE)
@@ -304,14 +329,18 @@ def _join_all(procs: list[Any], timeout: float) -> None:
 
 
 def _parse_form(ctype: str, body: bytes) -> tuple[dict[str, str], list[tuple[str, str, bytes]]]:
-    """Parse ``multipart/form-data``: (text fields, [(filename, content type, bytes)] of the
-    ``input_references`` parts).  Raises ValueError on a malformed body."""
+    """Parse a ``multipart/form-data`` or ``application/x-www-form-urlencoded`` body: (text
+    fields, [(filename, content type, bytes)] of the ``input_references`` parts).  Anything
+    else, or a malformed body, gives no fields (upstream then reports ``prompt`` missing)."""
+    if ctype.startswith("application/x-www-form-urlencoded"):
+        pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        return dict(pairs), []
     if not ctype.startswith("multipart/form-data"):
-        raise ValueError("expected multipart/form-data")
+        return {}, []
     head = f"Content-Type: {ctype}\r\nMIME-Version: 1.0\r\n\r\n".encode()
     msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
     if not msg.is_multipart():
-        raise ValueError("body is not multipart")
+        return {}, []
     fields: dict[str, str] = {}
     files: list[tuple[str, str, bytes]] = []
     for part in msg.iter_parts():
@@ -320,24 +349,19 @@ def _parse_form(ctype: str, body: bytes) -> tuple[dict[str, str], list[tuple[str
         payload = raw if isinstance(raw, bytes) else b""
         filename = part.get_filename()
         if filename is not None:
-            if name in ("input_references", "input_reference"):
+            if name == "input_references":
                 files.append((filename, part.get_content_type(), payload))
         elif name:
-            fields[str(name)] = payload.decode("utf-8")
+            fields[str(name)] = payload.decode("utf-8", "replace")
     return fields, files
 
 
-def _kind(filename: str, ctype: str) -> str:
-    low = filename.lower()
-    if ctype.startswith("image/") or low.endswith(IMAGE_SUFFIXES):
-        return "image"
-    if ctype.startswith("audio/") or low.endswith(AUDIO_SUFFIXES):
-        return "audio"
-    return "video"
+def make_handler(engine: Engine, opts: argparse.Namespace,
+                 on_engine_death: Any = None) -> type[BaseHTTPRequestHandler]:
+    """The request handler class bound to ``engine`` and the switches in ``opts``;
+    ``on_engine_death()`` is called after answering a request that found the engine dead."""
+    from runners import standin_contract as contract
 
-
-def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
-    """The request handler class bound to ``engine`` and the switches in ``opts``."""
     sync_timeout = float(os.environ.get("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", "600"))
 
     class Handler(BaseHTTPRequestHandler):
@@ -346,13 +370,11 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             LOG.info("%s - %s", self.address_string(), format % args)
 
-        def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(obj).encode()
+        def _json(self, status: int, obj: Any) -> None:
+            data = json.dumps(obj, separators=(",", ":")).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
 
@@ -373,59 +395,57 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
                 self._json(404, {"detail": "Not Found"})
                 return
             LOG.info("stand-in: POST /v1/videos/sync received")
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = max(0, int(self.headers.get("Content-Length") or 0))
+            except ValueError:
+                length = 0
             body = self.rfile.read(length)
             try:
                 fields, files = _parse_form(self.headers.get("Content-Type", ""), body)
-                if not fields.get("prompt"):
-                    raise ValueError("field 'prompt' is required")
-                width, height = int(fields["width"]), int(fields["height"])
-                fps = int(fields.get("fps", "24"))
-                seed = int(fields.get("seed", "42"))
-                int(fields.get("num_inference_steps", "50"))
-                float(fields.get("flow_shift", "12"))
-                extra = json.loads(fields.get("extra_params", "{}"))
-                if not isinstance(extra, dict):
-                    raise ValueError("extra_params must be a JSON object")
-                duration = float(extra.get("duration", fields.get("seconds", 5)))
-                kinds = [_kind(f, c) for f, c, _ in files]
-                if extra.get("task", "ref2va") == "ref2va" and not (
-                    "video" in kinds or "image" in kinds
-                ):
-                    raise ValueError("Ref2VA needs at least one image or video reference")
-            except (KeyError, ValueError) as exc:
-                self._json(400, {"error": {"message": f"invalid request: {exc}"}})
-                return
+                parts = [(name, ctype, len(data)) for name, ctype, data in files]
+                form, extra = contract.parse_request(
+                    fields, parts, served_model=opts.model, read=lambda i: files[i][2])
+                self._generate(form, extra, parts, t_start)
+            except contract.ContractError as exc:
+                self._json(exc.status, exc.body)
+
+        def _generate(self, form: Any, extra: dict[str, Any],
+                      parts: list[tuple[str, str, int]], t_start: float) -> None:
             with engine.lock:
                 engine.requests += 1
                 first = engine.requests == 1
                 t_inf = time.perf_counter()
-                rid = f"video_gen_{uuid.uuid4().hex}"
+                rid = contract.sync_request_id()
                 if opts.die_mid_request and first:
                     LOG.error("stand-in: server dying mid-request (--die-mid-request)")
                     os.kill(os.getpid(), signal.SIGKILL)
+                refusal = contract.ref2va_refusal(extra, parts)
+                if refusal:
+                    LOG.info("Client error during sync video generation: %s", refusal)
+                    raise contract.http_error(400, refusal)
                 if (opts.fail_first_500 and first) or engine.requests == opts.fail_request_500:
-                    self._json(500, {"error": {"message": "stand-in: injected HTTP 500"}},
-                               {"X-Request-Id": rid})
-                    return
-                if engine.dead.is_set():
-                    self._json(500, {"error": {"message": "EngineDeadError"}},
-                               {"X-Request-Id": rid})
-                    return
+                    LOG.error("stand-in: injected engine error for request_id=%s", rid)
+                    raise contract.engine_error(rid, dead=False)
                 gen = sync_timeout + 1.0 if opts.timeout_504 else opts.gen_seconds
-                state = engine.run(gen, opts.crash_worker_mid_request and first,
-                                   time.monotonic() + sync_timeout)
-                if state == "timeout":
-                    self._json(504, {"detail": f"Video generation timed out after "
-                                     f"{sync_timeout:g}s."}, {"X-Request-Id": rid})
+                if not engine.dead.is_set():
+                    state = engine.run(gen, opts.crash_worker_mid_request and first,
+                                       time.monotonic() + sync_timeout)
+                    if state == "timeout":
+                        raise contract.timeout_error(sync_timeout)
+                if engine.dead.is_set():
+                    LOG.error(contract.ENGINE_DEAD_LOG.format(rid=rid))
+                    self._json(500, contract.engine_error(rid, dead=True).body)
+                    if on_engine_death is not None:
+                        on_engine_death()
                     return
-                if state == "dead":
-                    self._json(500, {"error": {"message": "Diffusion worker died"}},
-                               {"X-Request-Id": rid})
-                    return
+                width = form.width or 1344
+                height = form.height or 768
+                fps = form.fps or 24.0
                 if opts.resolution:
                     width, height = opts.resolution
+                duration = float(extra.get("duration", form.seconds or 5))
                 frames = min(opts.max_frames, max(1, int(round(duration * fps))))
+                seed = 42 if form.seed is None else form.seed
                 data = make_mp4(width, height, frames, fps=fps, seed=seed,
                                 noise=os.urandom(8) if opts.vary_output else None)
                 if opts.response_mb:
@@ -436,11 +456,11 @@ def make_handler(engine: Engine, opts: argparse.Namespace) -> type[BaseHTTPReque
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("X-Request-Id", rid)
                 self.send_header("X-Model", opts.model)
-                self.send_header("X-Inference-Time-S", f"{inf_s:.6f}")
+                self.send_header("X-Inference-Time-S", f"{inf_s:.3f}")
                 self.send_header("X-Stage-Durations",
                                  json.dumps({"diffuse": gen, "encode": inf_s - gen},
                                             separators=(",", ":")))
-                self.send_header("X-Peak-Memory-MB", "1024.0")
+                self.send_header("X-Peak-Memory-MB", f"{1024.0:.3f}")
                 self.end_headers()
                 view = memoryview(data)
                 for k in range(0, len(data), CHUNK):
@@ -464,10 +484,25 @@ def _resolution(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
+OWN_SWITCHES = {
+    "--num-gpus", "--slow-start", "--die-during-load", "--fail-first-500",
+    "--fail-request-500", "--timeout-504", "--gen-seconds", "--ignore-shutdown",
+    "--hang-shutdown", "--crash-worker-mid-request", "--die-mid-request", "--vary-output",
+    "--response-mb", "--resolution", "--max-frames", "--ladder-s", "--container-exit",
+    "--omni", "--host", "--port",
+}
+"""Options the stand-in acts on (the rest of upstream's flags are accepted and ignored)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Argument parser; vLLM flags it does not know are ignored (parse_known_args)."""
-    p = argparse.ArgumentParser(prog="python -m runners.standin", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Argument parser: the stand-in's switches plus every flag of upstream's ``vllm serve
+    --omni`` parser; anything else exits 2 with "unrecognized arguments", as upstream."""
+    from runners import standin_contract as contract
+
+    p = argparse.ArgumentParser(
+        prog="python -m runners.standin", description=__doc__,
+        usage="%(prog)s [serve] MODEL --omni [vLLM-Omni flags] [stand-in switches]",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("serve", nargs="?", help="optional literal 'serve' (vllm serve MODEL)")
     p.add_argument("model", nargs="?", default="standin/model")
     p.add_argument("--omni", action="store_true")
@@ -490,25 +525,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=int, default=48)
     p.add_argument("--ladder-s", dest="ladder", type=_ladder, default=(15.0, 5.0, 5.0))
     p.add_argument("--container-exit", type=int, default=None)
+    contract.add_upstream_flags(p, OWN_SWITCHES)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the stand-in server until SIGTERM/SIGINT; returns the process exit code."""
-    opts, unknown = build_parser().parse_known_args(argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse a command line like upstream's parser: ``--a_b`` is ``--a-b``; ``serve`` before
+    the model is optional.  Exits 2 on an unknown flag."""
+    from runners import standin_contract as contract
+
+    opts = build_parser().parse_args([contract.normalize_flag(a) for a in argv])
     if opts.serve and opts.serve != "serve" and opts.model == "standin/model":
         opts.model = opts.serve
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stand-in server until SIGTERM/SIGINT or an engine death; returns the process
+    exit code (argparse exits 2 on an unknown flag)."""
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(asctime)s [standin] %(message)s")
-    LOG.info("stand-in vLLM-Omni server for %s (pid %d); ignoring flags %s",
-             opts.model, os.getpid(), unknown)
+    LOG.info("stand-in vLLM-Omni server for %s (pid %d)", opts.model, os.getpid())
     stop = threading.Event()
+    keep_alive = os.environ.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "0") not in ("", "0")
 
     def _on_signal(signum: int, _frame: Any) -> None:
         if opts.hang_shutdown and signum == signal.SIGTERM:
             LOG.warning("stand-in: ignoring SIGTERM (--hang-shutdown)")
             return
         stop.set()
+
+    def _on_engine_death() -> None:
+        if not keep_alive:
+            stop.set()
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
@@ -520,14 +570,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     engine = Engine(opts)
     engine.start()
-    httpd = ThreadingHTTPServer((opts.host, opts.port), make_handler(engine, opts))
+    httpd = ThreadingHTTPServer((opts.host, opts.port),
+                                make_handler(engine, opts, _on_engine_death))
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                      daemon=True).start()
     LOG.info("Started server process [%d]", os.getpid())
     LOG.info(MARK_STARTUP)
+    dead_since: float | None = None
     while not stop.wait(0.2):
-        pass
+        if engine.dead.is_set() and not keep_alive:
+            dead_since = dead_since or time.monotonic()
+            if time.monotonic() - dead_since >= WATCHDOG_S:
+                break  # vLLM's watchdog: an errored engine ends the server
+    if engine.dead.is_set() and not keep_alive:
+        LOG.error("stand-in: engine dead; the server shuts itself down (as vLLM's "
+                  "terminate_if_errored)")
     LOG.info("Shutting down FastAPI HTTP server.")
     httpd.shutdown()
     httpd.server_close()

@@ -90,7 +90,7 @@ def test_clean_screen_has_no_findings() -> None:
 
 
 def test_too_few_sessions_points_at_scope_and_rejected_screens_are_nits() -> None:
-    ev = Evidence(scope(), as_items(screen([100.0], [90.0], order="AB")),
+    ev = Evidence(scope(), as_items(screen([100.0], [75.0], order="AB")),
                   scope_text=SCOPE_TOML)
     fs = review_findings(ev, judge(ev), screen_decisions(ev))
     hits = [f for f in fs if f.rule == "PROTOCOL_SHORTFALL"]

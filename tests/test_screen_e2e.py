@@ -1,8 +1,15 @@
-"""End to end: ``campaign-bot screen`` as a real subprocess against the stand-in server
-(runners.standin), a fake ``npu-smi`` printing recorded-format idle output, and
-``campaign-bot check --trusted-keys`` on the signed bundle.
+"""End to end: ``campaign-bot screen`` as a real subprocess against two servers, a fake
+``npu-smi`` printing recorded-format idle output, and ``campaign-bot check --trusted-keys`` on
+the signed bundle.
 
-The seed cases (seeds/000): a teardown with four terminate and four kill actions fails the
+* ``standin``: ``runners.standin``, our simulation: worker processes, the shutdown ladder, its
+  log markers and exit codes.
+* ``upstream``: vLLM-Omni 0.30.0's own ``vllm serve --omni`` with a fake engine
+  (``runners/upstream/launch_fake_engine.py``): the request/response contract.  It spawns no
+  workers, so every upstream session's lifecycle reads "no worker exits recorded".  Skipped
+  when the contract environment is absent (``tests/upstream_helpers.py``).
+
+Cases from campaign #320: a teardown with four terminate and four kill actions fails the
 lifecycle; a failed measured request leaves no denominator (and container exit 1 fails the
 lifecycle although every worker exited 0); a clean run passes."""
 
@@ -20,13 +27,31 @@ from pathlib import Path
 
 import psutil
 import pytest
+from upstream_helpers import upstream_campaign, upstream_python
 
 from evidence.models import MediaReport, Receipt
+from runners import upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tests" / "data" / "screen-campaign"
 FIX = ROOT / "tests" / "fixtures" / "npu-smi"
 STANDIN = f"{sys.executable} -m runners.standin"
+SERVERS = ("standin", "upstream")
+NO_WORKERS = "no worker exits recorded"
+RECEIPTS = {"data/receipts/session-00-control.json", "data/receipts/session-01-candidate.json"}
+
+
+@pytest.fixture(scope="module")
+def upstream_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(server command prefix, campaign directory) for vLLM-Omni's real server."""
+    py = upstream_python()
+    return upstream.server_cmd(py), upstream_campaign(tmp_path_factory.mktemp("upstream"))
+
+
+def _server(request: pytest.FixtureRequest, name: str) -> tuple[str, Path]:
+    if name == "upstream":
+        return request.getfixturevalue("upstream_setup")
+    return STANDIN, CAMPAIGN
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +87,9 @@ def _cli(*args: str, env: dict[str, str] | None = None,
                           cwd=ROOT)
 
 
-def _screen_args(out: Path, key: Path, candidate: str, *extra: str) -> list[str]:
-    return ["screen", "--campaign", str(CAMPAIGN), "--candidate", candidate,
+def _screen_args(out: Path, key: Path, candidate: str, *extra: str,
+                 campaign: Path = CAMPAIGN) -> list[str]:
+    return ["screen", "--campaign", str(campaign), "--candidate", candidate,
             "--track", "1s-lossless", "--out", str(out), "--signing-key", str(key),
             "--device-tool", "npu-smi", "--health-poll-s", "0.05", "--idle-timeout-s", "2",
             *extra]
@@ -94,45 +120,59 @@ def _assert_checks_clean(out: Path, pub: Path,
     assert chk.returncode == (1 if expect else 0)
 
 
-@pytest.fixture(scope="module")
-def clean_bundle(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path],
-                 npu_dir: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    out = tmp_path_factory.mktemp("clean") / "bundle"
-    res = _cli(*_screen_args(out, keys[0], "noop"), env=_env(npu_dir))
-    return out, res
+@pytest.fixture(scope="module", params=SERVERS)
+def clean_bundle(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 keys: tuple[Path, Path], npu_dir: Path
+                 ) -> tuple[Path, subprocess.CompletedProcess[str], str]:
+    cmd, campaign = _server(request, request.param)
+    out = tmp_path_factory.mktemp(f"clean-{request.param}") / "bundle"
+    res = _cli(*_screen_args(out, keys[0], "noop", campaign=campaign),
+               env=_env(npu_dir, server_cmd=cmd), timeout=600)
+    return out, res, request.param
 
 
-def test_clean_run_passes(clean_bundle: tuple[Path, subprocess.CompletedProcess[str]],
+def test_clean_run_passes(clean_bundle: tuple[Path, subprocess.CompletedProcess[str], str],
                           keys: tuple[Path, Path]) -> None:
-    out, res = clean_bundle
-    assert res.returncode == 0, res.stdout + res.stderr
+    out, res, server = clean_bundle
+    assert res.returncode == (0 if server == "standin" else 1), res.stdout + res.stderr
     control, cand = _receipts(out)
     assert (control.arm, cand.arm, cand.candidate) == ("control", "candidate", "noop")
     for r in (control, cand):
-        assert r.lifecycle.problems() == []
-        assert [w.exit_code for w in r.lifecycle.workers] == [0, 0]
-        assert all("DiffusionWorker" in (w.name or "") for w in r.lifecycle.workers)
+        if server == "standin":
+            assert r.lifecycle.problems() == []
+            assert [w.exit_code for w in r.lifecycle.workers] == [0, 0]
+            assert all("DiffusionWorker" in (w.name or "") for w in r.lifecycle.workers)
+        else:  # upstream's HTTP layer only: no worker processes, a clean SIGTERM exit
+            assert r.lifecycle.problems() == [NO_WORKERS]
+            assert r.lifecycle.server_exit_code == 0 and not r.lifecycle.server_exited_unasked
         assert "npu-smi: devices [0, 1] idle" == r.lifecycle.devices_idle_before.detail
         assert [q.kind for q in r.requests] == ["warmup", "measured"]
         for q in r.requests:
-            assert q.ok and q.request_id and q.request_id.startswith("video_gen_")
+            assert q.ok and q.request_id and re.fullmatch(r"video_sync-[0-9a-f]{16}",
+                                                          q.request_id)
             assert q.client_wall_s is not None and q.server_inference_s is not None
-            assert q.client_wall_s >= q.server_inference_s
+            assert q.wall_covers_server()
             assert q.stage_durations and q.peak_memory_mb == 1024.0
             f = out / str(q.output_path)
             assert f.stat().st_size == q.output_bytes
         assert r.server_log and "Application startup complete." in (out / r.server_log
                                                                    ).read_text()
-    # Same seed, same stand-in: byte-identical outputs across the arms.
+    # Same seed, same server: byte-identical outputs across the arms.
     assert control.measured[0].output_sha256 == cand.measured[0].output_sha256
     assert control.config_digest == cand.config_digest
     summary = json.loads((out / "data" / "screen.json").read_text())
-    assert summary["problems"] == [] and summary["order"] == "AB"
-    _assert_checks_clean(out, keys[1])
+    assert summary["order"] == "AB"
+    if server == "standin":
+        assert summary["problems"] == []
+        _assert_checks_clean(out, keys[1])
+    else:
+        assert summary["problems"] == [f"session {i} ({arm}): lifecycle: {NO_WORKERS}"
+                                       for i, arm in enumerate(("control", "candidate"))]
+        _assert_checks_clean(out, keys[1], {"LIFECYCLE_FAILED": RECEIPTS})
 
 
 def test_bundle_is_a_valid_bagit_bag(
-        clean_bundle: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+        clean_bundle: tuple[Path, subprocess.CompletedProcess[str], str]) -> None:
     bagit = pytest.importorskip("bagit")
     bag = bagit.Bag(str(clean_bundle[0]))
     bag.validate()  # raises BagValidationError on any problem
@@ -140,7 +180,7 @@ def test_bundle_is_a_valid_bagit_bag(
 
 
 def test_tamper_after_signing_fails(
-        clean_bundle: tuple[Path, subprocess.CompletedProcess[str]], keys: tuple[Path, Path],
+        clean_bundle: tuple[Path, subprocess.CompletedProcess[str], str], keys: tuple[Path, Path],
         tmp_path: Path) -> None:
     edited = tmp_path / "edited"
     shutil.copytree(clean_bundle[0], edited)
@@ -182,54 +222,80 @@ def test_teardown_with_four_terminate_and_four_kill_fails(
         out, keys[1], {"LIFECYCLE_FAILED": {"data/receipts/session-01-candidate.json"}})
 
 
+@pytest.mark.parametrize("server", SERVERS)
 def test_failed_measured_request_leaves_no_denominator(
-        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path) -> None:
+        request: pytest.FixtureRequest, server: str, tmp_path: Path, keys: tuple[Path, Path],
+        npu_dir: Path) -> None:
+    cmd, campaign = _server(request, server)
     out = tmp_path / "b"
-    res = _cli(*_screen_args(out, keys[0], "oom-measured", "--container"),
-               env=_env(npu_dir, server_cmd=f"{STANDIN} --container-exit 0"))
+    extra = ("--container",) if server == "standin" else ()
+    if server == "standin":
+        cmd = f"{STANDIN} --container-exit 0"
+    res = _cli(*_screen_args(out, keys[0], "oom-measured", *extra, campaign=campaign),
+               env=_env(npu_dir, server_cmd=cmd), timeout=600)
     assert res.returncode == 1, res.stdout + res.stderr
     control, cand = _receipts(out)
-    assert control.lifecycle.problems() == [] and control.lifecycle.container_exit_code == 0
     warm, meas = cand.requests
     assert warm.kind == "warmup" and warm.ok
     assert meas.kind == "measured" and meas.http_status == 500 and not meas.ok
-    assert meas.error and meas.error.startswith("HTTP 500")
+    assert meas.error and meas.error.startswith("HTTP 500 InternalServerError: ")
+    # no X-Request-Id on an error answer: the id comes from the error body
+    assert meas.request_id and meas.request_id.startswith("video_sync-")
     assert meas.output_path is None and meas.output_sha256 is None
     assert [q for q in cand.measured if q.ok] == []  # no candidate denominator
     life = cand.lifecycle
-    assert all(w.clean for w in life.workers) and life.server_exit_code == 0
-    assert life.container_exit_code == 1
-    assert life.problems() == ["container exit 1"]
+    assert life.server_exit_code == 0 and not life.engine_died
+    if server == "standin":
+        assert control.lifecycle.problems() == [] and control.lifecycle.container_exit_code == 0
+        assert all(w.clean for w in life.workers)
+        assert life.container_exit_code == 1
+        assert life.problems() == ["container exit 1"]
+    else:  # an engine error (not a death): the server stays up until the runner's SIGTERM
+        assert life.problems() == [NO_WORKERS] and not life.server_exited_unasked
 
 
+@pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize(("candidate", "status", "needle"), [
-    ("timeout-504", 504, "timed out after 0.5s"),
-    ("worker-crash", 500, "Diffusion worker died"),
-], ids=["504", "worker-crash"])
+    ("timeout-504", 504, "HTTP 504 Gateway Timeout: Video generation timed out after 0.5s."),
+    ("worker-crash", 500, "HTTP 500 InternalServerError: EngineCore encountered an issue."),
+], ids=["504", "engine-death"])
 def test_failed_warmup_is_recorded_and_session_shuts_down(
-        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path, candidate: str, status: int,
-        needle: str) -> None:
+        request: pytest.FixtureRequest, server: str, tmp_path: Path, keys: tuple[Path, Path],
+        npu_dir: Path, candidate: str, status: int, needle: str) -> None:
+    cmd, campaign = _server(request, server)
     out = tmp_path / "b"
-    res = _cli(*_screen_args(out, keys[0], candidate), env=_env(npu_dir))
+    res = _cli(*_screen_args(out, keys[0], candidate, campaign=campaign),
+               env=_env(npu_dir, server_cmd=cmd), timeout=600)
     assert res.returncode == 1, res.stdout + res.stderr
     cand = _receipts(out)[1]
     assert len(cand.requests) == 1  # the session went on to shutdown
     q = cand.requests[0]
-    assert q.http_status == status and needle in (q.error or "")
-    assert q.request_id and q.client_wall_s is not None
+    assert q.http_status == status and needle in (q.error or ""), q.error
+    assert q.client_wall_s is not None
     notes = json.loads((out / "data" / "screen.json").read_text())["notes"]
     warned = [n for n in notes if "VLLM_OMNI_VIDEO_SYNC_TIMEOUT=0.5 is not above" in n]
     assert len(warned) == (1 if candidate == "timeout-504" else 0)
-    if candidate == "worker-crash":
-        w0 = cand.lifecycle.workers[0]
+    life = cand.lifecycle
+    if candidate == "timeout-504":
+        assert q.request_id is None  # upstream's 504 names no request id anywhere
+        assert not life.engine_died and not life.server_exited_unasked
+        return
+    # Engine death: HTTP 500 with the id in the body, then the server ends itself (exit 0).
+    # Exit 0 is not a clean lifecycle: the death is recorded from the server log.
+    assert q.request_id and q.request_id.startswith("video_sync-")
+    assert life.engine_died and life.server_exit_code == 0
+    assert "engine died (EngineDeadError in the server log)" in life.problems()
+    assert any("EngineDeadError: orchestrator_alive=" in m for m in life.log_markers)
+    if server == "standin":
+        w0 = life.workers[0]
         assert (w0.rank, w0.signal, w0.source) == (0, 9, "log: died unexpectedly")
-        assert not cand.lifecycle.clean
+    assert not life.clean
 
 
 def test_media_gates_run_against_the_control_output(
-        clean_bundle: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+        clean_bundle: tuple[Path, subprocess.CompletedProcess[str], str]) -> None:
     pytest.importorskip("evidence.media.compare")
-    out = clean_bundle[0]
+    out = clean_bundle[0]  # upstream muxes the fake engine's frames itself: same gate
     cand = _receipts(out)[1]
     assert cand.media_reports == ["data/media/s01-measured-1-vs-s00.json"]
     rep = MediaReport.model_validate_json((out / cand.media_reports[0]).read_text())

@@ -172,7 +172,10 @@ def test_requester_without_write_may_screen_and_extend(env) -> None:
             "+0.00 wall-hours, +8.00 device-hours (second round). Now: 72.00 device-hours, "
             "16.00 wall-hours and 2 directions left.") in comments(d)[0]
     say(rt, port, "maint", "/campaign budget extend device-hours=8", cid=78)
-    assert "only the campaign's requesters may extend its budget" in comments(d)[1]
+    # maint has write permission: the refusal must not say write permission would do
+    assert ("`maint` may not do this here: only the campaign's requesters may extend its "
+            "budget. Only a requester of the campaign (`amy`), can.") in comments(d)[1]
+    assert "write permission" not in comments(d)[1]
     say(rt, port, "amy", "/screen candidate cache-dit track=5s-lossless", cid=79)
     assert len(d.repo(REPO).runs) == 1
     with rt.db() as db:

@@ -32,10 +32,15 @@ CASES: list[tuple[str, Any, dict, str, str]] = [
     ("seed-000-resident-layers-2.11x", lambda: _pair(173.211, 365.884), {}, "REJECT",
      "futility margin"),
     ("clearly-faster", lambda: _pair(100.0, 60.0), {}, "PROMOTE_TO_FULL_SCREEN", "target"),
-    ("faster-but-short-of-target", lambda: _pair(100.0, 90.0), {}, "CONTINUE", "next pair"),
-    ("slower-within-margin", lambda: _pair(100.0, 109.0), {}, "CONTINUE", "next pair"),
-    ("slower-beyond-margin", lambda: _pair(100.0, 111.0), {}, "REJECT", "futility"),
-    ("scope-margin-1.5", lambda: _pair(100.0, 120.0), {"futility_ratio": 1.5}, "CONTINUE",
+    ("short-of-target-within-margin", lambda: _pair(100.0, 75.0), {}, "CONTINUE",
+     "more balanced pair(s) could decide"),
+    # 10 % lower against a 30 % target: 0.90 / 1.10 = 0.82 > 0.70, the target is out of reach
+    ("faster-but-target-excluded", lambda: _pair(100.0, 90.0), {}, "REJECT",
+     "futility on the target"),
+    ("slower-within-margin", lambda: _pair(100.0, 109.0), {}, "REJECT",
+     "futility on the target"),
+    ("slower-beyond-margin", lambda: _pair(100.0, 111.0), {}, "REJECT", "futility margin"),
+    ("scope-margin-1.5", lambda: _pair(100.0, 104.0), {"futility_ratio": 1.5}, "CONTINUE",
      "1.5"),
     ("candidate-request-failed", lambda: [
         receipt("control", 0, 100.0, order="AB"),
@@ -89,3 +94,35 @@ def test_quality_failure_rejects() -> None:
 
 def test_control_only_screen_has_no_decision() -> None:
     assert screen_decisions(Evidence.from_lists(scope(), [receipt("control", 0, 100.0)])) == []
+
+
+def _track_target(target: float, **protocol: Any) -> Any:
+    from _evidence_factory import SCOPE_DATA
+
+    tracks = [{**t, "target_reduction": target} for t in SCOPE_DATA["tracks"]]
+    return scope(tracks=tracks, protocol=protocol)
+
+
+def test_campaign_297_small_gain_against_50_percent_target_is_rejected() -> None:
+    """Campaign #297: one clean 5 s pair, 1.57 % lower complete-HTTP latency, 50 % target."""
+    d = screen_decisions(Evidence.from_lists(_track_target(0.50), _pair(292.148, 287.561)))[0]
+    assert d.decision == "REJECT", d.reason
+    assert "futility on the target" in d.reason and "1.6 % lower" in d.reason
+    assert d.more_pairs_needed is None
+
+
+def test_continue_says_how_many_pairs_could_decide() -> None:
+    d = screen_decisions(Evidence.from_lists(scope(), _pair(100.0, 75.0)))[0]
+    assert d.decision == "CONTINUE" and d.more_pairs_needed is not None
+    assert f"{d.more_pairs_needed} more balanced pair(s) could decide" in d.reason
+    # one pair 0.75 against theta0 0.7: no pair is contrary toward FAILED, 3 v 3 is the
+    # smallest design with a tolerance (u = 0): two more pairs
+    assert d.more_pairs_needed == 2
+
+
+def test_exact_rule_failed_rejects_on_target() -> None:
+    # four pairs, every ratio about 0.8 against theta0 0.5; the best pair 0.76 / 1.5 = 0.507
+    # would pass the margin test, the exact rule already says FAILED
+    rs = screen([100.0, 101.0, 99.0, 100.5], [80.0, 79.0, 81.0, 80.5], order="ABBAABBA")
+    d = screen_decisions(Evidence.from_lists(_track_target(0.5, futility_ratio=1.6), rs))[0]
+    assert d.decision == "REJECT" and "exact rule already excludes" in d.reason, d.reason

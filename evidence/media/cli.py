@@ -6,7 +6,7 @@ Grammar::
         [--campaign DIR [--track ID] | --gates FILE] [--mode lossless|lossy]
         [--device cpu|cuda|npu] [--expected-frames N]
         [--lpips-weights FILE --lpips-sha256 HEX] [--frame-stride N]
-        [--validator media-gates/2] [--ssim-backend auto|lavfi|numpy]
+        [--validator media-gates/3] [--ssim-backend auto|lavfi|numpy]
         [--json] [--out REPORT.json] [--no-progress]
     campaign-bot media probe FILE [--json]
 
@@ -85,7 +85,7 @@ def compare_cmd(
     frame_stride: Annotated[int, typer.Option(
         help="LPIPS on every N-th frame (recorded in the report).", min=1)] = 1,
     validator: Annotated[str, typer.Option(help="Structural validator version.")
-                         ] = "media-gates/2",
+                         ] = "media-gates/3",
     ssim_backend: Annotated[Backend, typer.Option(
         help="SSIM/PSNR: FFmpeg's filters in PyAV (lavfi), the numpy transcription of "
         "FFmpeg's C code (numpy), or auto (lavfi when available).")] = Backend.auto,

@@ -181,12 +181,14 @@ def compare(
     neither); without them LPIPS is reported as not measured and a lossy report fails.
     ``frame_stride``: LPIPS on every N-th frame only (recorded in the report; SSIM/PSNR always
     use every frame).  ``progress``: a rich progress bar over frames on stderr.
-    ``validator``: structural validator version (``media-gates/2``).  ``audio_metrics=False``
-    skips the spectral cosine and RMS ratio (reported as not measured, so a lossy report
-    fails; for timing the video path alone).  ``ssim_backend``: ``"lavfi"`` runs FFmpeg's own
-    ``ssim``/``psnr`` filters inside PyAV (fast, the binary's code), ``"numpy"`` the exact
-    numpy transcription of FFmpeg's C code (:mod:`evidence.media.ffconv`), ``"auto"`` the
-    former when it can be built, else the latter; the report names the one used.
+    ``validator``: structural validator version (``media-gates/3``; the model-specific
+    audio rule applies only when ``gates`` or ``expected`` name a latent rate).
+    ``audio_metrics=False`` skips the spectral cosine and RMS ratio (reported as not
+    measured, so a lossy report fails; for timing the video path alone).
+    ``ssim_backend``: ``"lavfi"`` runs FFmpeg's own ``ssim``/``psnr`` filters inside PyAV
+    (fast, the binary's code), ``"numpy"`` the exact numpy transcription of FFmpeg's C code
+    (:mod:`evidence.media.ffconv`), ``"auto"`` the former when it can be built, else the
+    latter; the report names the one used.
 
     Raises :class:`MediaInputError` when a file is missing, empty, not a media container or
     has no video stream, when the LPIPS weights fail authentication, or when the device is
@@ -204,8 +206,9 @@ def compare(
     if gates_source is None:
         gates_source = "defaults" if gates is DEFAULT_GATES else "caller"
     if expected is None:
+        latent = gates.audio_latent_rate_hz
         expected = Expected(frames=expected_frames,
-                            audio_latent_hz=gates.audio_latent_rate_hz.threshold)
+                            audio_latent_hz=latent.threshold if latent else None)
     elif expected_frames is not None:
         expected = Expected(**{**expected.__dict__, "frames": expected_frames})
     control, candidate = Path(control), Path(candidate)
@@ -570,5 +573,6 @@ def expected_from_scope(scope: Any, track_id: str | None) -> tuple[Expected, str
     if track_id is not None:
         t = scope.track(track_id)
         frames, qmode = t.expected_frames, t.quality_mode
+    latent = scope.quality_gates.audio_latent_rate_hz
     return Expected(frames=frames, width=w.width, height=w.height, fps=Fraction(w.fps),
-                    audio_latent_hz=scope.quality_gates.audio_latent_rate_hz.threshold), qmode
+                    audio_latent_hz=latent.threshold if latent else None), qmode

@@ -3,9 +3,9 @@
 Every threshold carries its source (a :class:`~evidence.models.Gate` with ``source``).  The
 defaults are the thresholds the MiniMax-H3 campaigns adopted (campaign #293's frozen scope,
 "Quality gates"): SSIM >= 0.97 and PSNR >= 34 dB from the upstream H3 reference test (ffmpeg
-filter convention), LPIPS <= 0.20, audio spectral cosine >= 0.80 and RMS ratio in [0.50, 2.00] from
-the upstream H3 quantization test, and the 40 Hz audio-latent rate of vLLM-Omni 0.30.0
-``time_request.py``.
+filter convention), LPIPS <= 0.20, audio spectral cosine >= 0.80 and RMS ratio in [0.50, 2.00]
+from the upstream H3 quantization test.  The 40 Hz audio-latent rate of vLLM-Omni 0.30.0
+``time_request.py`` is a MiniMax-H3 rule: not a default, only where a campaign names it.
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ DEFAULT_GATES = QualityGates(
                    source="campaign #293 frozen scope quality gates (LPIPS AlexNet v0.1)"),
     audio_spectral_cosine_min=Gate(threshold=0.80, source=_H3_QUANT),
     audio_rms_ratio=RangeGate(low=0.5, high=2.0, source=_H3_QUANT),
-    audio_latent_rate_hz=Gate(threshold=40.0,
-                              source="vLLM-Omni 0.30.0 MiniMax-H3 time_request.py (40 Hz)"),
 )
-"""Defaults used when neither ``--campaign`` nor ``--gates`` is given (sources inline)."""
+"""Defaults used when neither ``--campaign`` nor ``--gates`` is given (sources inline).  They
+name no model-specific audio rule: the H3 40 Hz audio-latent rule (:data:`H3_AUDIO_LATENT`)
+applies only when a campaign or gates file names it (``audio_latent_rate_hz``)."""
+
+H3_AUDIO_LATENT = Gate(threshold=40.0,
+                       source="vLLM-Omni 0.30.0 MiniMax-H3 time_request.py (40 Hz)")
+"""MiniMax-H3's audio-latent rate, for campaigns and gates files that name it."""
 
 
 def _errors(exc: ValidationError) -> str:

@@ -44,6 +44,16 @@ def steps_words(steps: dict[str, int]) -> str:
     return ", ".join(f"{k} ({'once' if n == 1 else f'{n} times'})" for k, n in steps.items())
 
 
+def _parse_fraction(s: str | None) -> Fraction | None:
+    if not s:
+        return None
+    try:
+        f = Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return f if f > 0 else None
+
+
 def _frac(x: Fraction | None) -> str | None:
     return None if x is None else f"{x.numerator}/{x.denominator}"
 
@@ -88,6 +98,7 @@ class AudioInfo(BaseModel):
     frame_size: int | None = None
     decoded_format: str | None = None
     declared_duration_s: float | None = None
+    start_s: float | None = Field(default=None, description="First audio timestamp, seconds.")
     decoded_samples: int
     decoded_duration_s: float
     nonfinite_samples: int = 0
@@ -113,7 +124,9 @@ class ProbeResult(BaseModel):
     def problems(self) -> list[str]:
         """Problems visible without any expectation: no video or audio stream, decode
         errors, a decoded frame count that differs from the header's, non-finite audio,
-        missing or non-increasing timestamps, a variable pts step.
+        missing or non-increasing timestamps, a variable pts step, and audio that ends before
+        the video by more than one codec frame of padding (the generic coverage rule of
+        :mod:`evidence.media.coverage`, on the valid decoded samples).
         """
         out: list[str] = []
         v, a = self.video, self.audio
@@ -142,7 +155,39 @@ class ProbeResult(BaseModel):
                 out.append(f"{a.nonfinite_samples} non-finite audio sample(s)")
             if a.decoded_samples == 0:
                 out.append("no audio sample decoded")
+        short = self.audio_shortfall()
+        if short is not None:
+            out.append(short)
         return out
+
+    def audio_shortfall(self) -> str | None:
+        """Why the audio does not cover the video (it ends more than one codec frame before
+        the video's last frame does), or None when it does or either stream is missing."""
+        from evidence.media.coverage import (
+            codec_frame_samples,
+            coverage_ok,
+            coverage_shortfall_s,
+            valid_samples,
+            video_span_s,
+        )
+
+        v, a = self.video, self.audio
+        if v is None or a is None or a.sample_rate <= 0 or v.decoded_frames == 0:
+            return None
+        rate = _parse_fraction(v.frame_rate_from_pts) or _parse_fraction(v.avg_frame_rate)
+        tb = _parse_fraction(v.time_base)
+        vstart = float(v.first_pts * tb) if v.first_pts is not None and tb else 0.0
+        vend = video_span_s(v.decoded_frames, rate, vstart)
+        if vend is None:
+            return None
+        n = valid_samples(a.decoded_samples, a.declared_duration_s, a.sample_rate)
+        short = coverage_shortfall_s(vend, a.start_s, n, a.sample_rate)
+        frame = codec_frame_samples(a.frame_size)
+        if coverage_ok(short, frame, a.sample_rate):
+            return None
+        return (f"audio ends {short:.3f} s before the video ({n} valid samples at "
+                f"{a.sample_rate} Hz from {a.start_s or 0.0:.3f} s; video ends at {vend:.3f} s); "
+                f"codec padding covers at most one {a.codec} frame ({frame} samples)")
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -208,7 +253,7 @@ def build_probe(path: Path, header: dict[str, Any], stats: DecodeStats | None,
             codec=audio.codec, sample_rate=audio.sample_rate, channels=audio.channels,
             layout=audio.layout, frame_size=audio.frame_size,
             decoded_format=audio.source_format or None,
-            declared_duration_s=audio.declared_duration_s,
+            declared_duration_s=audio.declared_duration_s, start_s=audio.start_pts_s,
             decoded_samples=int(audio.samples.shape[1]), decoded_duration_s=audio.duration_s,
             nonfinite_samples=audio.nonfinite, pcm_sha256=audio.pcm_sha256,
             decode_error=audio.error,

@@ -10,14 +10,22 @@ Versions:
 * ``media-gates/1``: the declared audio duration must equal the video length
   ``frames / fps`` seconds within 1 ms (362 frames at 24 fps: 15.083 s).  Kept so that
   frozen v1 results can be reproduced; it wrongly fails correct H3 outputs.
-* ``media-gates/2`` (current): expected audio length follows the pinned model's 40 Hz
-  audio-latent rule, ``round(frames / fps * 40) / 40`` seconds (vLLM-Omni 0.30.0 MiniMax-H3
-  ``time_request.py``): 362 frames carry 15.075 s.  The rate comes from the scope's
-  ``audio_latent_rate_hz`` gate when given.
-
-Audio length passes when the stream's declared duration is within one sample of the
-expected length, or when the decoded length exceeds the expected one by less than one AAC
-frame (1024 samples) of padding.
+* ``media-gates/2``: expected audio length follows the pinned model's 40 Hz audio-latent
+  rule, ``round(frames / fps * 40) / 40`` seconds (vLLM-Omni 0.30.0 MiniMax-H3
+  ``time_request.py``): 362 frames carry 15.075 s.  Audio length passes when the stream's
+  declared duration is within one sample of the expected length, or when the decoded length
+  exceeds the expected one by less than one AAC frame (1024 samples) of padding.  Kept for
+  reproducing frozen v2 reports; it has two faults: it applies the H3 rule to every file
+  (a 25 fps clip with 5.1 audio fails it), and the padding allowance accepts audio one 25 ms
+  latent short when the encoder's last-frame padding happens to cover the gap (at 32 kHz
+  stereo AAC: 22, 277 and 532 frames at 24 fps).
+* ``media-gates/3`` (current): the model-specific rule applies only when the campaign or
+  the gates name it (``audio_latent_rate_hz``), and then exactly: the *valid* decoded
+  samples (decoded samples trimmed to the declared stream duration,
+  :mod:`evidence.media.coverage`) must equal ``round(expected_s * rate)``, with less than
+  one codec frame of padding after them.  Without a named rule the generic
+  ``audio_coverage`` check runs instead: each file's valid audio must not end before its
+  video by more than one codec frame.
 
 Every check compares control and candidate with each other *and* with the expectation, so
 one row shows both files.  Checks run before any metric: FFmpeg's own filters happily score
@@ -35,10 +43,11 @@ from evidence.media.audio import (
     expected_audio_seconds_v1,
     expected_audio_seconds_v2,
 )
+from evidence.media.coverage import codec_frame_samples, valid_samples
 from evidence.media.probe import AudioInfo, ProbeResult, steps_words
 from evidence.models import MediaCheck
 
-CURRENT_VALIDATOR = "media-gates/2"
+CURRENT_VALIDATOR = "media-gates/3"
 EXPECTED_PIX_FMT = "yuv420p"
 EXPECTED_AUDIO_CODEC = "aac"
 
@@ -49,7 +58,9 @@ class Expected:
 
     ``frames``: decoded video frames; ``width``/``height`` pixels; ``fps`` frames per second;
     ``sample_rate`` Hz; ``channels``; ``audio``: whether an audio stream is required;
-    ``audio_latent_hz``: the v2 audio rule's latent rate (40 for MiniMax-H3).
+    ``audio_latent_hz``: the model's audio-latent rate (40 for MiniMax-H3) when the campaign
+    or the gates name one; None runs the generic coverage check (``media-gates/3``; v2
+    assumes 40 Hz).
     """
 
     frames: int | None = None
@@ -59,7 +70,7 @@ class Expected:
     sample_rate: int | None = None
     channels: int | None = None
     audio: bool = True
-    audio_latent_hz: float = 40.0
+    audio_latent_hz: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,9 @@ class Validator:
     expected_audio_s: Callable[[int, Fraction, float], float]
     declared_tolerance_s: float | None = None
     allow_decoded_padding: bool = True
+    exact: bool = False
+    """Exact rule on valid decoded samples, and the generic rule without a named model rule
+    (``media-gates/3``)."""
 
 
 VALIDATORS: dict[str, Validator] = {
@@ -82,6 +96,10 @@ VALIDATORS: dict[str, Validator] = {
     "media-gates/2": Validator(
         "media-gates/2", "round(frames / fps * latent_hz) / latent_hz seconds",
         expected_audio_seconds_v2),
+    "media-gates/3": Validator(
+        "media-gates/3", "valid decoded samples = round(frames / fps * latent_hz) / "
+        "latent_hz seconds exactly (when the campaign or gates name latent_hz)",
+        expected_audio_seconds_v2, exact=True),
 }
 
 
@@ -194,17 +212,27 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
     fps = expected.fps
     if fps is None and cv is not None:
         fps = _parse_rate(cv.avg_frame_rate)
+    if validator.exact and expected.audio_latent_hz is None:
+        _coverage_check(add, control, candidate)
+        return checks
     if frames is None or not fps or not exp_rate:
         add("audio_duration", False, "known frame count and rate",
             "cannot derive the expected audio length", validator.audio_rule)
         return checks
-    exp_s = validator.expected_audio_s(frames, fps, expected.audio_latent_hz)
+    latent_hz = expected.audio_latent_hz if expected.audio_latent_hz is not None else 40.0
+    exp_s = validator.expected_audio_s(frames, fps, latent_hz)
     exp_n = round(exp_s * exp_rate)
 
-    def duration_ok(a: object) -> tuple[bool, str]:
-        assert hasattr(a, "decoded_samples")
-        dec = a.decoded_samples  # type: ignore[attr-defined]
-        decl = a.declared_duration_s  # type: ignore[attr-defined]
+    def duration_ok(a: AudioInfo) -> tuple[bool, str]:
+        dec = a.decoded_samples
+        decl = a.declared_duration_s
+        if validator.exact:
+            valid = valid_samples(dec, decl, a.sample_rate)
+            frame = codec_frame_samples(a.frame_size)
+            ok = valid == exp_n and dec - valid < frame
+            return ok, (f"{valid} valid samples ({valid - exp_n:+d} vs expected), decoded "
+                        f"{dec} (padding {dec - valid}), declared "
+                        f"{decl if decl is None else round(decl, 6)} s")
         tol = validator.declared_tolerance_s
         tol = 1.0 / exp_rate if tol is None else tol
         decl_ok = decl is not None and abs(decl - exp_s) <= tol
@@ -217,8 +245,31 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
     okc, txtc = duration_ok(ca)
     okk, txtk = duration_ok(ka)
     rule = f"{validator.version}: {validator.audio_rule}"
-    if validator.allow_decoded_padding:
+    if validator.exact:
+        rule += f" (latent rate {latent_hz:g} Hz); padding after them < one codec frame"
+    elif validator.allow_decoded_padding:
         rule += f"; decoded padding < {AAC_FRAME_SAMPLES} samples allowed"
     add("audio_duration", okc and okk, f"{exp_s:g} s ({exp_n} samples)", _both(txtc, txtk),
         rule)
     return checks
+
+
+def _coverage_check(add: Callable[..., None], control: ProbeResult,
+                    candidate: ProbeResult) -> None:
+    """The generic ``audio_coverage`` check: each file's valid audio ends at most one codec
+    frame before its video (:mod:`evidence.media.coverage`)."""
+    texts = []
+    ok = True
+    for p in (control, candidate):
+        why = p.audio_shortfall()
+        a = p.audio
+        assert a is not None
+        n = valid_samples(a.decoded_samples, a.declared_duration_s, a.sample_rate)
+        if why is not None:
+            ok = False
+            texts.append(why)
+        else:
+            texts.append(f"{n} valid samples cover the video")
+    add("audio_coverage", ok, "audio covers the video to within one codec frame",
+        _both(*texts), "media-gates/3 generic rule (no model-specific audio rule named by the "
+        "campaign or gates); audio may run past the video")

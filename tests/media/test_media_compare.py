@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from media_helpers import BASE, ffmpeg_ssim_psnr
 
-from evidence.media import MediaInputError, compare, probe
+from evidence.media import Expected, MediaInputError, compare, probe
 from evidence.media.report import write_report
 from evidence.media.synth import ClipSpec, make_clip
 from evidence.models import MediaReport
@@ -51,7 +51,7 @@ def test_lossy_pass_on_small_perturbation(clips: dict[str, Path]) -> None:
     lp = _metric(r, "lpips")
     assert lp.value is None and lp.passed is False and "not_measured" in lp.detail
     assert not r.passed and any("lpips" in x for x in r.reasons)
-    assert r.validator_version == "media-gates/2"
+    assert r.validator_version == "media-gates/3"
 
 
 def test_identical_files_psnr_inf_and_lossless_pass(clips: dict[str, Path]) -> None:
@@ -82,16 +82,22 @@ def test_lossless_fails_with_first_differing_frame(clips: dict[str, Path]) -> No
 
 def test_v1_and_v2_audio_rules_differ(clips: dict[str, Path]) -> None:
     # 25 frames at 24 fps: video 1.0417 s; the 40 Hz latent rule gives 1.05 s of audio
-    v2 = compare(clips["f25"], clips["f25"], mode="lossless")
+    v2 = compare(clips["f25"], clips["f25"], mode="lossless", validator="media-gates/2")
     v1 = compare(clips["f25"], clips["f25"], mode="lossless", validator="media-gates/1")
     assert _check(v2, "audio_duration") and v2.passed
     assert not _check(v1, "audio_duration") and not v1.passed
     assert v1.validator_version == "media-gates/1"
+    v3 = compare(clips["f25"], clips["f25"], mode="lossless",
+                 expected=Expected(audio_latent_hz=40.0))
+    assert _check(v3, "audio_duration") and v3.passed
 
 
 def test_short_audio_fails_duration(clips: dict[str, Path]) -> None:
     r = compare(clips["control"], clips["audio_short"], mode="lossy")
-    assert not _check(r, "audio_duration") and not r.passed
+    assert not _check(r, "audio_coverage") and not r.passed
+    h3 = compare(clips["control"], clips["audio_short"], mode="lossy",
+                 expected=Expected(audio_latent_hz=40.0))
+    assert not _check(h3, "audio_duration") and not h3.passed
 
 
 BAD_REPORTS = [

@@ -660,7 +660,7 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
         raise UserError("unauthorised", who_login=ctx.login,
                         message="only the campaign's requesters may extend its budget",
-                        requesters=list(camp.scope.requesters))
+                        requesters=list(camp.scope.requesters), requesters_only=True)
     with rt.db() as db:
         budget.record(
             db, ctx.repo, camp.scope.id, "extend", ctx.login, ext.reason or "(no reason given)",

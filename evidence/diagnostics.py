@@ -1,0 +1,138 @@
+"""Rows that ``campaign-bot check`` lists for diagnostic documents: operator probes
+(``campaign-bot/probe@1``) and profiler trace summaries (``campaign-bot/trace-summary@1``).
+
+Both are evidence for choosing candidates, never inputs to a verdict and never a speedup:
+the tables say so in their titles.  Each row carries the SHA-256 of the document's bytes, so
+a reviewer can cite exactly the file that was listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+PROBES_TITLE = ("operator probes (ms, medians of measured calls per rank; operator "
+                "observations, never verdict inputs or model gains)")
+TRACES_TITLE = ("trace summaries (s; diagnostic: overlapping kernel time, never a speedup)")
+
+
+class ProbeRow(BaseModel):
+    """One probe as ``check`` lists it."""
+
+    path: str
+    sha256: str
+    probe_id: str
+    control: str
+    candidate: str
+    device: str
+    device_count: int
+    revision: str
+    control_median_ms: float = Field(description="Median over ranks of per-rank medians.")
+    candidate_median_ms: float
+    ratio: float | None = Field(default=None, description="candidate / control (operator).")
+    exact_ranks: int
+    nonexact_ranks: list[int] = Field(default_factory=list)
+    max_abs_diff: float | None = None
+    shapes: str = ""
+
+
+class TraceRow(BaseModel):
+    """One rank of one trace summary as ``check`` lists it (seconds)."""
+
+    path: str
+    sha256: str
+    rank: int
+    trace_sha256: str
+    region: str | None = None
+    region_span_s: float | None = None
+    communication_outside_compute_s: float
+    no_device_s: float
+    top_kernel: str | None = None
+    top_kernel_s: float | None = None
+
+
+def _sha(root: Path, rel: str, text: str) -> str:
+    try:
+        return hashlib.sha256((root / rel).read_bytes()).hexdigest()
+    except OSError:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def probe_rows(root: Path, docs: Sequence[Any]) -> list[ProbeRow]:
+    """Rows for the loaded probe documents (``Doc[OperatorProbe]``)."""
+    out = []
+    for d in docs:
+        p = d.model
+        c = statistics.median(p.medians_ms("control").values())
+        t = statistics.median(p.medians_ms("candidate").values())
+        diffs = [e.max_abs_diff for e in p.exactness if e.max_abs_diff is not None]
+        out.append(ProbeRow(
+            path=d.path, sha256=_sha(root, d.path, d.text), probe_id=p.probe_id,
+            control=p.control.operator, candidate=p.candidate.operator, device=p.device,
+            device_count=p.device_count, revision=p.revision, control_median_ms=c,
+            candidate_median_ms=t, ratio=t / c if c > 0 else None,
+            exact_ranks=p.device_count - len(p.nonexact_ranks()),
+            nonexact_ranks=p.nonexact_ranks(), max_abs_diff=max(diffs) if diffs else None,
+            shapes="; ".join(f"{s.name} {'x'.join(map(str, s.shape))} {s.dtype}"
+                             for s in p.inputs)))
+    return out
+
+
+def trace_rows(root: Path, docs: Sequence[Any]) -> list[TraceRow]:
+    """Rows (one per rank) for the loaded trace-summary documents."""
+    out = []
+    for d in docs:
+        sha = _sha(root, d.path, d.text)
+        for r in d.model.ranks:
+            top = r.kernels[0] if r.kernels else None
+            out.append(TraceRow(
+                path=d.path, sha256=sha, rank=r.rank, trace_sha256=r.sha256,
+                region=d.model.region,
+                region_span_s=None if r.region_span_ns is None else r.region_span_ns / 1e9,
+                communication_outside_compute_s=r.communication_outside_compute_ns / 1e9,
+                no_device_s=r.no_device_ns / 1e9, top_kernel=top.name if top else None,
+                top_kernel_s=top.total_ns / 1e9 if top else None))
+    return out
+
+
+def render_rows(probes: Sequence[ProbeRow], traces: Sequence[TraceRow], console: Any) -> None:
+    """Print the probes table and the trace summaries table with rich (nothing when empty)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    if probes:
+        t = Table(title=PROBES_TITLE, title_justify="left")
+        for c in ("probe", "control", "candidate", "ratio", "exact ranks", "max abs diff",
+                  "device", "shapes", "sha256"):
+            t.add_column(c, overflow="fold",
+                         justify="right" if c in ("ratio", "exact ranks") else "left")
+        for p in probes:
+            exact = f"{p.exact_ranks}/{p.device_count}"
+            if p.nonexact_ranks:
+                exact = f"[red]{exact}[/]"
+            t.add_row(escape(f"{p.probe_id} ({p.path})"),
+                      escape(f"{p.control} {p.control_median_ms:.3f}"),
+                      escape(f"{p.candidate} {p.candidate_median_ms:.3f}"),
+                      "—" if p.ratio is None else f"{p.ratio:.3f}x", exact,
+                      "—" if p.max_abs_diff is None else f"{p.max_abs_diff:.3g}",
+                      escape(f"{p.device_count}x {p.device} @{p.revision[:10]}"),
+                      escape(p.shapes), p.sha256[:12])
+        console.print(t)
+    if traces:
+        t = Table(title=TRACES_TITLE, title_justify="left")
+        for c in ("summary", "rank", "region span", "comm outside compute", "no device kernel",
+                  "top kernel", "trace sha256"):
+            t.add_column(c, overflow="fold", justify="left" if c in (
+                "summary", "top kernel", "trace sha256") else "right")
+        for r in traces:
+            span = "—" if r.region_span_s is None else f"{r.region_span_s:.3f}"
+            top = "—" if r.top_kernel is None else f"{r.top_kernel} {r.top_kernel_s:.3f}"
+            t.add_row(escape(f"{r.path} ({r.sha256[:12]})"), str(r.rank), span,
+                      f"{r.communication_outside_compute_s:.3f}", f"{r.no_device_s:.3f}",
+                      escape(top), r.trace_sha256[:12])
+        console.print(t)

@@ -1,0 +1,115 @@
+"""``campaign-bot trace summarize TRACE... --out FILE`` (a ``campaign_bot.cli`` plug-in; the
+work is in :mod:`evidence.trace_summary`).  Exit codes: 0 written, 2 unreadable input or bad
+usage."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from evidence.trace_summary import (
+    COMM_PATTERN,
+    DEVICE_CATS,
+    DEVICE_PROCESS,
+    TraceError,
+    render_summary,
+    summarize,
+)
+
+
+def register(app: Any) -> None:
+    """Add ``trace summarize`` to the ``campaign-bot`` typer app."""
+    trace_app = typer.Typer(name="trace", help="Profiler trace summaries (diagnostic, never a "
+                            "speedup).", no_args_is_help=True, add_completion=False,
+                            pretty_exceptions_enable=False)
+
+    @trace_app.command("summarize")
+    def summarize_cmd(
+        traces: Annotated[list[Path], typer.Argument(help="Chrome trace JSON files, one per "
+                                                     "rank.")],
+        out: Annotated[Path, typer.Option(help="Write the trace-summary JSON here.")],
+        region: Annotated[str | None, typer.Option(
+            help="Regular expression naming the region whose span is the window, e.g. "
+            "'main-denoise'.")] = None,
+        top: Annotated[int, typer.Option(help="Kernels kept per rank.", min=1)] = 20,
+        kernel_cat: Annotated[list[str] | None, typer.Option(
+            help="Event category counted as a device kernel (repeat; default: kernel, "
+            "gpu_memcpy, gpu_memset).")] = None,
+        device_process: Annotated[str, typer.Option(
+            help="Regular expression of process names whose events are device kernels.")
+        ] = DEVICE_PROCESS,
+        communication: Annotated[str, typer.Option(
+            help="Regular expression of communication kernel names (case-insensitive).")
+        ] = COMM_PATTERN,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the JSON document.")
+                            ] = False,
+    ) -> None:
+        """Summarize profiler traces per rank: kernel sums, region span, communication
+        outside compute, time with no device kernel.  Exit 0 written, 2 unreadable input."""
+        import sys
+
+        from rich.console import Console
+        from rich.markup import escape
+
+        err = Console(stderr=True)
+        bar: Any = None
+        try:
+            total = sum(p.stat().st_size for p in traces)
+        except OSError as exc:
+            err.print(f"[red]cannot read[/] {escape(str(exc.filename))}: "
+                      f"{escape(exc.strerror or str(exc))}")
+            raise typer.Exit(2) from None
+        if err.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TransferSpeedColumn,
+            )
+
+            bar = Progress("reading traces", BarColumn(), DownloadColumn(),
+                           TransferSpeedColumn(), console=err, transient=True)
+            task = bar.add_task("read", total=total)
+            bar.start()
+        t0 = time.perf_counter()
+        try:
+            doc = summarize(traces, region=region, top=top,
+                            kernel_cats=kernel_cat or list(DEVICE_CATS),
+                            device_process=device_process, communication=communication,
+                            progress=(lambda n: bar.advance(task, n)) if bar else None)
+        except (TraceError, ValueError, re.error) as exc:
+            err.print(f"[red]cannot summarize:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        except OSError as exc:
+            err.print(f"[red]cannot read[/] {escape(str(exc.filename))}: "
+                      f"{escape(exc.strerror or str(exc))}")
+            raise typer.Exit(2) from None
+        finally:
+            if bar is not None:
+                bar.stop()
+        text = doc.model_dump_json(indent=2, by_alias=True) + "\n"
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(out.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        if json_out:
+            sys.stdout.write(text)
+        else:
+            con = Console(highlight=False)
+            if not con.is_terminal:
+                con.width = 160
+            render_summary(doc, con)
+            mb = total / 1e6
+            con.print(f"wrote {escape(str(out))} ({mb:.1f} MB read in "
+                      f"{time.perf_counter() - t0:.2f} s)")
+        raise typer.Exit(0)
+
+    app.add_typer(trace_app, name="trace")
