@@ -36,8 +36,8 @@ from sqlalchemy.engine import Engine
 from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.screen.campaign_state import campaign_state
+from bot.inbox import recovery, store
 from bot.inbox import replay as replay_mod
-from bot.inbox import store
 from bot.inbox.endpoint import Inbox, add_routes
 from bot.inbox.replay import ReplayReport, SavedDelivery
 from bot.inbox.router import Event, Router
@@ -47,7 +47,7 @@ from bot.inbox.writer import Checkpointer, InboxWriter
 from bot.metrics import Metrics
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
-from bot.scheduler import start_scheduler
+from bot.scheduler import Job, start_scheduler
 from bot.settings import Settings, SettingsError, dump_settings, restore_settings
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,32 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
         return port, (await configs.load(port)).config
 
     return context
+
+
+def inbox_jobs(settings: Settings, engine: Engine) -> list[Job]:
+    """The inbox's own periodic jobs: ``recover-missed-deliveries``
+    (:func:`bot.inbox.recovery.recover_missed`) every ``redeliver_interval_s`` seconds, when
+    App credentials are set (the App's webhook log needs App JWT auth) and the interval is
+    not 0.  Raises :class:`bot.settings.SettingsError` when the key file cannot be read."""
+    key = settings.private_key_pem()
+    if not settings.app_id or not key or settings.redeliver_interval_s <= 0:
+        return []
+    from bot.github.app_webhook import AppWebhookLog
+    from bot.inbox.recovery import recover_missed
+
+    hooks = AppWebhookLog(base_url=settings.github_api_url, app_id=settings.app_id,
+                          private_key=key, throttle=settings.github_throttle)
+
+    def run() -> None:
+        rep = recover_missed(engine, hooks, window_s=settings.redeliver_window_s,
+                             max_requests=settings.redeliver_max_per_run)
+        if rep.outcomes or rep.stopped:
+            log.info("missed deliveries: %d failed in the log, %d missing, asked %s%s",
+                     rep.failed, rep.missing, rep.outcomes or "none",
+                     f" (stopped: {rep.stopped})" if rep.stopped else "")
+
+    return [Job("recover-missed-deliveries", settings.redeliver_interval_s, run,
+                "ask GitHub to redeliver webhook deliveries that failed and are not stored")]
 
 
 def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
@@ -184,6 +210,7 @@ def create_app(
                 handlers, jobs = bot.router, bot.jobs
             else:
                 handlers, jobs = router, []
+            jobs = [*jobs, *inbox_jobs(settings, eng)]
             scheduler = start_scheduler(jobs) if jobs else None
             worker = Worker(
                 eng, context, concurrency=settings.worker_concurrency,
@@ -245,6 +272,7 @@ def create_app(
     add_routes(app, Inbox(
         secret=secret, max_body=settings.max_body_bytes, submit=submit, metrics=metrics,
         problems=problems, queue_counts=lambda: store.status_counts(state["engine"]),
+        redelivery_counts=lambda: recovery.redelivery_counts(state["engine"]),
     ))
     return app
 
@@ -293,7 +321,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
     metrics = Metrics(rate_limit_unknown=False)
     bot = compose(settings, engine, metrics=metrics)
-    scheduler = start_scheduler(bot.jobs)
+    scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)])
     worker = Worker(
         engine, bot.context, router=bot.router, concurrency=settings.worker_concurrency,
         max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,

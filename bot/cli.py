@@ -119,11 +119,18 @@ def deliveries(
     export: Annotated[str | None, typer.Option(
         metavar="DELIVERY_ID", help="Print one stored delivery (headers and body) as a replay "
                                     "file")] = None,
+    missing: Annotated[bool, typer.Option(
+        "--missing", help="Deliveries GitHub failed to deliver that the bot asked it to "
+                          "redeliver, with the outcome and whether they have arrived (exit 1 "
+                          "if any has not)")] = False,
 ) -> None:
     """List stored webhook deliveries (newest first) with their status and failures."""
     from bot.inbox import store
 
     engine = _engine(_settings(need_secret=False))
+    if missing:
+        _missing(engine, as_json, limit)
+        return
     if export is not None:
         d = store.get_delivery(engine, export)
         if d is None:
@@ -151,6 +158,30 @@ def deliveries(
                     con.print(f"{r['delivery_id']} attempt {f['attempt']} {f['handler']}: "
                               f"{f['error']}", highlight=False)
     if failed and rows:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _missing(engine: Any, as_json: bool, limit: int) -> None:
+    from bot.inbox.recovery import list_redeliveries
+
+    rows = list_redeliveries(engine, limit=limit)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        t = Table(title="missed deliveries asked for again (newest first)")
+        for col in ("delivery", "event", "failed with", "delivered", "asked", "outcome",
+                    "tries", "in the inbox"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            ev = r["event"] + (f".{r['action']}" if r["action"] else "")
+            code = str(r["failed_status_code"]) + (f" {r['failed_status']}"
+                                                   if r["failed_status"] else "")
+            outcome = r["outcome"] + (f": {r['error'][:120]}" if r["error"] else "")
+            t.add_row(r["guid"], ev, code, r["delivered_at"], r["requested_at"], outcome,
+                      str(r["tries"]), r["inbox_status"] or "not yet")
+        out = Console()
+        (out if out.is_terminal else Console(width=200)).print(t)
+    if any(r["inbox_status"] is None for r in rows):
         raise typer.Exit(EXIT_PROBLEMS)
 
 

@@ -60,6 +60,7 @@ class Inbox:
     metrics: Metrics
     problems: Callable[[], list[str]]
     queue_counts: Callable[[], Mapping[str, int]]
+    redelivery_counts: Callable[[], Mapping[str, int]] | None = None
 
 
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
@@ -137,5 +138,7 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
         counts = await asyncio.to_thread(inbox.queue_counts)
-        text = await asyncio.to_thread(m.exposition, counts)
+        redeliveries = (await asyncio.to_thread(inbox.redelivery_counts)
+                        if inbox.redelivery_counts is not None else None)
+        text = await asyncio.to_thread(m.exposition, counts, redeliveries)
         return Response(text, media_type=CONTENT_TYPE)
