@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -116,6 +117,16 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
     return context
 
 
+def replica(engine: Engine, serve_pid: int) -> str | None:
+    """The name the worker claims deliveries under: on PostgreSQL, where several ``serve``
+    replicas may share the database, :func:`bot.database.replica_name` of the ``serve``
+    process; None on SQLite (one process uses the database; it requeues every unfinished
+    delivery at start)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    return database.replica_name(serve_pid)
+
+
 def inbox_jobs(settings: Settings, engine: Engine) -> list[Job]:
     """The inbox's own periodic jobs: ``recover-missed-deliveries``
     (:func:`bot.inbox.recovery.recover_missed`) every ``redeliver_interval_s`` seconds, when
@@ -200,6 +211,7 @@ def create_app(
         # process that composes the same from the settings it is handed
         worker: Worker | WorkerProcess | None = None
         scheduler = None
+        leader: database.JobLeader | None = None
         if run_worker and mode == "process":
             worker = WorkerProcess(WORKER_MODULE, dump_settings(settings),
                                    on_exit=metrics.process_gone)
@@ -211,11 +223,13 @@ def create_app(
             else:
                 handlers, jobs = router, []
             jobs = [*jobs, *inbox_jobs(settings, eng)]
-            scheduler = start_scheduler(jobs) if jobs else None
+            leader = database.JobLeader(eng)
+            scheduler = start_scheduler(jobs, leader) if jobs else None
             worker = Worker(
                 eng, context, concurrency=settings.worker_concurrency,
                 max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
                 metrics=metrics, router=handlers, poll_interval=poll_interval,
+                replica=replica(eng, os.getpid()), lease_s=settings.lease_s,
             )
         # the inbox: deliveries stored, then the worker woken
         writer = InboxWriter(eng, on_commit=worker.wake if worker else None,
@@ -238,6 +252,8 @@ def create_app(
         finally:
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
+            if leader is not None:
+                leader.close()
             writer.stop()
             if checkpointer is not None:
                 checkpointer.stop()
@@ -321,14 +337,16 @@ def worker_main(argv: list[str] | None = None) -> int:
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
     metrics = Metrics(rate_limit_unknown=False)
     bot = compose(settings, engine, metrics=metrics)
-    scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)])
+    leader = database.JobLeader(engine)
+    scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)], leader)
     worker = Worker(
         engine, bot.context, router=bot.router, concurrency=settings.worker_concurrency,
         max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
-        metrics=metrics,
+        metrics=metrics, replica=replica(engine, os.getppid()), lease_s=settings.lease_s,
     )
     try:
         asyncio.run(run_child(worker, a.wake_fd))
     finally:
         scheduler.shutdown(wait=False)
+        leader.close()
     return 0

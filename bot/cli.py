@@ -1,4 +1,4 @@
-"""`campaign-bot serve`, `deliveries`, `replay` (registered as a plug-in).
+"""`campaign-bot serve`, `deliveries`, `migrate`, `replay` (registered as a plug-in).
 
 Cheap to import (``campaign-bot --help`` loads every plug-in): the service is imported inside
 the commands.
@@ -49,12 +49,19 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
         raise _fail(str(exc)) from None
 
 
-def _engine(db: Settings) -> Any:
+def _engine(db: Settings, *, migrate: bool = True) -> Any:
+    """An engine on ``db.database_url``, migrated (``migrate``) or, on PostgreSQL when not,
+    checked to be at the newest migration."""
     from bot import database
 
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
-        database.migrate(engine)
+        if migrate or engine.dialect.name != "postgresql":
+            database.migrate(engine)
+        else:
+            database.check_migrated(engine)
+    except database.SchemaNotMigrated as exc:
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL={db.database_url}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
         raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {db.database_url!r}: "
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -92,23 +99,41 @@ def _serve(settings: Settings, access_log: bool) -> None:
 
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = _engine(settings)
+    # SQLite: migrated here (one process); PostgreSQL: refused unless `campaign-bot migrate`
+    # brought the schema to the newest revision (replicas must not race to upgrade it)
+    engine = _engine(settings, migrate=False)
     try:
         extra_features(settings.extra_handler_modules)  # fail now, not in the worker
     except ExtraHandlersError as exc:
         raise _fail(str(exc)) from None
 
-    # Start-up requeues deliveries left "processing": only safe when no other serve runs.
-    lock = ServiceLock(engine)
-    if not lock.acquire():
+    # SQLite: one serve per database, whose start-up requeues every delivery left
+    # "processing". PostgreSQL: any number of replicas, each claiming with a lease.
+    lock = ServiceLock(engine) if engine.dialect.name == "sqlite" else None
+    if lock is not None and not lock.acquire():
         raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
-                    f"{settings.database_url}; lock: {lock.where})")
+                    f"{settings.database_url}; lock: {lock.where}); several replicas need "
+                    "PostgreSQL (docs/deploy.md)")
     try:
         app = create_app(settings, engine=engine)
+        # SIGTERM: stop accepting, finish (or hand back) in-flight work, exit in bounded time
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=access_log,
-                    log_level=settings.log_level.lower(), lifespan="on")
+                    log_level=settings.log_level.lower(), lifespan="on",
+                    timeout_graceful_shutdown=10)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+
+
+def migrate() -> None:
+    """Upgrade the database (CAMPAIGN_BOT_DATABASE_URL) to the newest schema and print the
+    revision.  Needed once per release before PostgreSQL replicas start; `serve` on SQLite
+    does it itself."""
+    from bot import database
+
+    settings = _settings(need_secret=False)
+    engine = _engine(settings, migrate=True)
+    Console().print(f"database at revision {database.check_migrated(engine)}", highlight=False)
 
 
 def deliveries(
@@ -217,7 +242,8 @@ def replay(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``deliveries`` and ``replay`` to ``app``."""
+    """Add ``serve``, ``deliveries``, ``migrate`` and ``replay`` to ``app``."""
     app.command("serve")(serve)
     app.command("deliveries")(deliveries)
+    app.command("migrate")(migrate)
     app.command("replay")(replay)
