@@ -5,6 +5,7 @@ scheduler's leader lock with failover; ``serve`` refusing an unmigrated schema."
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -168,7 +169,8 @@ def test_jobs_run_on_one_leader_and_fail_over_when_it_is_killed(tmp_path: Path) 
         engines = [database.make_engine(url) for _ in range(2)]
         leaders = [database.JobLeader(e) for e in engines]
         runs: list[int] = []
-        jobs = [[Job("count", 0.2, lambda k=k: runs.append(k), "count runs")] for k in range(2)]
+        jobs = [[Job("count", 0.2, functools.partial(runs.append, k), "count runs")]
+                for k in range(2)]
         schedulers = [start_scheduler(jobs[k], leaders[k]) for k in range(2)]
         try:
             wait_for(lambda: len(runs) >= 6, 10, "job runs")
