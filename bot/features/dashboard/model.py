@@ -552,8 +552,13 @@ def quality_rows(track: Track, scope: CampaignScope, candidates: Sequence[Receip
     lat = g.audio_latent_rate_hz
     checks = [c for r in mine for c in r.structural]
     bad = [c.name for c in checks if not c.passed]
-    rows.append(GateRow("structural checks (incl. audio latent rate)",
-                        f"all pass; audio latents at {lat.threshold:g} Hz", lat.source,
+    if lat is not None:  # a model's audio rule, only where the campaign names one
+        label, rule, source = ("structural checks (incl. audio latent rate)",
+                               f"all pass; audio latents at {lat.threshold:g} Hz", lat.source)
+    else:
+        label, rule, source = ("structural checks", "all pass (generic audio coverage)",
+                               "media-gates/3 structural validator")
+    rows.append(GateRow(label, rule, source,
                         "output identical to control" if same else
                         (f"{len(checks) - len(bad)} of {len(checks)} pass"
                          + (f"; failed: {', '.join(bad)}" if bad else "")) if checks
