@@ -178,10 +178,11 @@ class JobLeader:
 
 
 class ServiceLock:
-    """Held by the one ``campaign-bot serve`` that may use a database (see
-    :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``, or a
-    PostgreSQL session advisory lock keyed on the schema the tables live in.  Both are released
-    by the kernel/server when the process dies, ``kill -9`` included."""
+    """Held by the one ``campaign-bot serve`` that may use an SQLite database (see
+    :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``.  On
+    PostgreSQL it is a session advisory lock keyed on the schema, for a caller that must be
+    alone; ``serve`` takes none there (replicas claim with leases).  Both are released by the
+    kernel/server when the process dies, ``kill -9`` included."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
