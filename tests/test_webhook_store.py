@@ -82,8 +82,14 @@ def test_queue_heads_give_the_oldest_delivery_of_each_key(engine: Engine) -> Non
     first = store.claim(engine, heads[0].seq)
     assert first is not None and first.status == "processing" and first.attempts == 1
     assert store.claim(engine, heads[0].seq) is None  # already claimed
-    # a1 is processing: k:a has no queued head older than a2, which is now its head
+    # a1 is processing: k:a has no head until it ends, and a2 cannot be claimed before that
+    # (by this or any other replica)
+    assert [h.delivery_id for h in store.queue_heads(engine)] == ["b1", "c1"]
+    a2 = store.get_delivery(engine, "a2")
+    assert a2 is not None and store.claim(engine, a2.seq) is None
+    store.finish(engine, first.seq, "done")
     assert [h.delivery_id for h in store.queue_heads(engine)] == ["b1", "a2", "c1"]
+    assert store.claim(engine, a2.seq) is not None
 
 
 def test_recover_requeues_processing_rows(engine: Engine) -> None:
