@@ -98,7 +98,7 @@ def test_the_job_asks_once_for_each_failed_delivery_the_inbox_lacks(
     # outside the window: not read
     github_double.send_webhook("crash_test", _payload(11, 1),
                                delivered_at=now - dt.timedelta(days=4))
-    # redeliveries arrive at a port where nothing listens: they fail again, not asked twice
+    # redeliveries arrive at a port where nothing listens: they fail again
     rep = recover_missed(engine, _hooks(github_double, pem), max_requests=10)
     assert (rep.failed, rep.missing, rep.outcomes, rep.stopped) == (5, 4, {"requested": 4}, None)
     assert sorted(_redelivery_posts(github_double)) == sorted(
@@ -109,9 +109,12 @@ def test_the_job_asks_once_for_each_failed_delivery_the_inbox_lacks(
             for r in rows} == {("requested", 202, 0, None)}
     wait_for(lambda: all(len(github_double.hook_attempts(d["guid"])) == 2 for d in lost), 10,
              "the double's redeliveries")
-    rep2 = recover_missed(engine, _hooks(github_double, pem), max_requests=10)
-    assert (rep2.missing, rep2.outcomes) == (0, {})
     assert len(_redelivery_posts(github_double)) == 4
+    # the log now shows that each redelivery failed too: each GUID is asked for again
+    # (bounded: test_a_redelivery_that_fails_too_is_asked_for_again_a_bounded_number_of_times)
+    rep2 = recover_missed(engine, _hooks(github_double, pem), max_requests=10)
+    assert (rep2.missing, rep2.outcomes) == (4, {"requested": 4})
+    assert len(_redelivery_posts(github_double)) == 8
     assert redelivery_counts(engine) == {"requested": 4, "arrived": 0}
 
 
@@ -159,6 +162,26 @@ def test_refused_is_final_and_errors_are_retried_a_bounded_number_of_times(
     assert (row["outcome"], row["http_status"], row["tries"]) == ("error", 502, MAX_TRIES)
     posts = _redelivery_posts(github_double)
     assert posts.count(f"/app/hook/deliveries/{b['id']}/attempts") == MAX_TRIES
+
+
+def test_a_redelivery_that_fails_too_is_asked_for_again_a_bounded_number_of_times(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    """GitHub accepted the redelivery (202) but no replica answered it either (the one the
+    load balancer chose was just killed): while the inbox lacks the GUID it is asked for
+    again once the log shows that failed attempt, MAX_TRIES times in all."""
+    _down(github_double)
+    a = github_double.send_webhook("crash_test", _payload(1, 1))
+    for k in range(1, MAX_TRIES + 1):
+        assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {"requested": 1}
+        # before GitHub sent the redelivery nothing is asked again
+        wait_for(lambda k=k: len(github_double.hook_attempts(a["guid"])) == k + 1, 10,
+                 "the redelivery attempt in the log")
+        [row] = list_redeliveries(engine)
+        assert (row["outcome"], row["tries"]) == ("requested", k)
+    assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {}
+    assert [(x["redelivery"], x["status_code"]) for x in github_double.hook_attempts(
+        a["guid"])] == [(False, 0)] + [(True, 0)] * MAX_TRIES
 
 
 def test_a_garbled_log_page_ends_the_run_without_a_traceback(

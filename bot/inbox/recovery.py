@@ -13,7 +13,9 @@ Limits, per run: the log is read back over the redelivery window only (3 days on
 ``min_rate_remaining`` or on a rate-limit answer.  Each GUID asked for is recorded in
 ``webhook_redeliveries`` (Alembic ``0010_webhook_redeliveries``) with the outcome:
 
-* ``requested`` – GitHub accepted (202); never asked again;
+* ``requested`` – GitHub accepted (202); asked again only when GitHub's log then shows the
+  redelivery attempt itself failed (no replica answered it either) and the inbox still lacks
+  the GUID, at most :data:`MAX_TRIES` times in all;
 * ``refused`` – GitHub answered 4xx (e.g. 422, out of the window); never asked again;
 * ``error`` – 5xx, rate limit or transport error; asked again on a later run, at most
   :data:`MAX_TRIES` times in all.
@@ -54,7 +56,8 @@ REDELIVERY_WINDOW_S = 3 * 24 * 3600.0
 """github.com keeps deliveries redeliverable for 3 days (GitHub Docs, "Redelivering
 webhooks"); GitHub Enterprise Server 3.16+ for 7."""
 MAX_TRIES = 3
-"""Requests per GUID that ended in ``error`` before the job stops asking."""
+"""Requests per GUID (ended in ``error``, or accepted but redelivered to no avail) before the
+job stops asking."""
 OUTCOMES = ("requested", "refused", "error")
 
 
@@ -166,13 +169,13 @@ def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None
             select(Delivery.delivery_id).where(Delivery.delivery_id.in_(list(failed)))
         ).scalars())
         settled = {r.guid: r for r in conn.execute(
-            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries)
+            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries,
+                   Redelivery.hook_delivery_id)
             .where(Redelivery.guid.in_(list(failed))))}
     todo = []
     for guid, tries in failed.items():
         prev = settled.get(guid)
-        if guid in held or (prev is not None and (prev.outcome != "error"
-                                                  or prev.tries >= MAX_TRIES)):
+        if guid in held or (prev is not None and not _ask_again(prev, tries)):
             continue
         # the oldest attempt: the original delivery (GitHub redelivers its payload)
         todo.append((guid, min(tries, key=lambda x: (x["_at"], x["id"])), tries[0]))
@@ -203,6 +206,18 @@ def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None
             rep.stopped = f"rate limit: {remaining} requests left"
             break
     return rep
+
+
+def _ask_again(prev: Any, tries: list[dict[str, Any]]) -> bool:
+    """Whether a GUID asked for before (``prev``: its ``webhook_redeliveries`` row) is asked
+    for again, given its attempts in the log (none answered 2xx): after an ``error``; after a
+    ``requested`` only once the log holds an attempt newer than the one asked about (the
+    redelivery was sent and failed too); never after ``refused``; :data:`MAX_TRIES` in all."""
+    if prev.tries >= MAX_TRIES or prev.outcome == "refused":
+        return False
+    if prev.outcome == "error":
+        return True
+    return any(int(x["id"]) > int(prev.hook_delivery_id) for x in tries)
 
 
 def _record(engine: Engine, guid: str, first: dict[str, Any], newest: dict[str, Any],

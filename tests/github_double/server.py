@@ -41,6 +41,7 @@ import re
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -336,6 +337,9 @@ class GitHubDouble:
             # the App's webhook: where send_webhook posts, and every delivery attempt made
             # (hook-delivery-item dicts, oldest first) with what was sent
             self.webhook_url: str | None = None
+            # when set, asked for the URL of each delivery and redelivery instead: the load
+            # balancer in front of several replicas (None: nothing answers)
+            self.webhook_router: Callable[[], str | None] | None = None
             self.webhook_secret = b""
             self.hook_deliveries: list[dict[str, Any]] = []
             self._hook_sent: dict[int, tuple[str, bytes]] = {}
@@ -535,9 +539,9 @@ class GitHubDouble:
                    "User-Agent": "GitHub-Hookshot/double"}
         t0 = time.monotonic()
         code, status = 0, "failed to connect"
-        if self.webhook_url:
-            req = urllib.request.Request(self.webhook_url, data=body, headers=headers,
-                                         method="POST")
+        url = self.webhook_router() if self.webhook_router is not None else self.webhook_url
+        if url:
+            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback
                     code = resp.status
