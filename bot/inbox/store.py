@@ -207,10 +207,22 @@ def recover(engine: Engine) -> int:
         return res.rowcount or 0
 
 
+def _waiting(now: dt.datetime) -> Any:
+    """A queued delivery waiting out its retry delay: it holds no place in its key's order
+    (see :func:`queue_heads`)."""
+    return (Delivery.status == "queued") & Delivery.not_before.is_not(None) & (
+        Delivery.not_before > now)
+
+
 def queue_heads(engine: Engine) -> list[Delivery]:
-    """The oldest queued delivery of every key that has none ``processing`` (by this or any
-    other replica), oldest first: the only ones that may start, since deliveries of one key
-    are processed strictly in arrival order."""
+    """For every key that has no delivery ``processing`` (by this or any other replica): its
+    oldest queued delivery, and when that one is waiting out a retry delay
+    (``not_before`` later than now) also its oldest queued delivery that is due; oldest
+    first.  Only due heads may start: deliveries of one key run one at a time in arrival
+    order, except that a delivery waiting for a retry lets the later ones of its key run
+    meanwhile (a failing delivery never holds its installation for a retry delay), and
+    runs next once its delay is over."""
+    now = utcnow()
     with engine.connect() as conn:
         busy = select(Delivery.key).where(Delivery.status == "processing")
         firsts = (
@@ -219,10 +231,16 @@ def queue_heads(engine: Engine) -> list[Delivery]:
             .group_by(Delivery.key)
             .scalar_subquery()
         )
+        due = (
+            select(func.min(Delivery.seq))
+            .where(Delivery.status == "queued", Delivery.key.not_in(busy), ~_waiting(now))
+            .group_by(Delivery.key)
+            .scalar_subquery()
+        )
         rows = conn.execute(
             select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id,
                    Delivery.event, Delivery.action)
-            .where(Delivery.seq.in_(firsts))
+            .where(Delivery.seq.in_(firsts) | Delivery.seq.in_(due))
             .order_by(Delivery.seq)
         ).all()
     return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id,
@@ -264,8 +282,9 @@ def claim(engine: Engine, seq: int, *, replica: str | None = None,
           lease_s: float = 60.0) -> Delivery | None:
     """Move delivery ``seq`` from queued to processing for ``replica`` with a lease of
     ``lease_s`` seconds, and count the attempt; None when it was not queued any more, another
-    replica is claiming it, or an earlier delivery of its key is still queued or processing
-    (the per-installation order, kept across replicas).  Returns the full row.
+    replica is claiming it, or an earlier delivery of its key is still processing or queued
+    and due (the per-installation order, kept across replicas; one waiting out a retry delay
+    does not count, :func:`queue_heads`).  Returns the full row.
 
     On PostgreSQL the row is taken with ``SELECT ... FOR UPDATE SKIP LOCKED``: a replica
     never waits on another's claim, it moves on to the next queue head."""
@@ -273,7 +292,7 @@ def claim(engine: Engine, seq: int, *, replica: str | None = None,
     earlier = (
         select(Delivery.seq).where(
             Delivery.key == select(Delivery.key).where(Delivery.seq == seq).scalar_subquery(),
-            Delivery.seq < seq, Delivery.status.in_(("queued", "processing")))
+            Delivery.seq < seq, Delivery.status.in_(("queued", "processing")), ~_waiting(now))
         .exists()
     )
     with engine.begin() as conn:
@@ -334,6 +353,23 @@ def release(engine: Engine, replica: str, seqs: Sequence[int] | None = None) -> 
         res = conn.execute(update(Delivery).where(*cond)
                            .values(status="queued", claimed_by=None, lease_until=None))
         return res.rowcount or 0
+
+
+PERMANENT_PREFIX = "permanent: "
+"""Start of a ``handler_runs.error`` (and of ``deliveries.last_error``) whose failure is not
+retried (:func:`bot.inbox.router.permanent_reason`)."""
+
+
+def permanent_failures(engine: Engine, seq: int) -> dict[str, str]:
+    """Handler name -> error of the handlers that failed permanently on delivery ``seq`` (any
+    attempt); they are not run again."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(HandlerRun.handler, HandlerRun.error).where(
+                HandlerRun.delivery_seq == seq, HandlerRun.ok.is_(False),
+                HandlerRun.error.startswith(PERMANENT_PREFIX))
+            .order_by(HandlerRun.id)).all()
+    return {h: e or "" for h, e in rows}
 
 
 def handlers_done(engine: Engine, seq: int) -> set[str]:

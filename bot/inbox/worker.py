@@ -21,7 +21,13 @@ Guarantees:
 * A failing handler never stops the others (``Router.dispatch``); the failure is logged with the
   delivery id and kept in the database.  The delivery is retried after ``retry_delays``
   (failed handlers only) until ``max_attempts``, then marked ``failed``
-  (``campaign-bot deliveries --failed``).
+  (``campaign-bot deliveries --failed``).  A permanent failure
+  (:func:`bot.inbox.router.permanent_reason`: GitHub's 404/410/422, a payload of the wrong
+  shape, :func:`bot.inbox.payloads.check_shape`) is not retried: that handler is not run
+  again, and the delivery ends ``failed`` with ``permanent: ...`` as its last error.
+* While a delivery waits out its retry delay, the later deliveries of its key run
+  (:func:`bot.inbox.store.queue_heads`): one failing delivery delays the others of its
+  installation by its own attempt at most, never by a retry delay.
 
 The worker runs in its own process (``bot.inbox.worker_process``, the default) or on its own
 thread with its own event loop, so slow handlers (PyGithub is blocking) never delay the
@@ -43,7 +49,8 @@ from sqlalchemy.engine import Engine
 
 from bot.inbox import store
 from bot.inbox.delivery import PayloadError, parse_payload
-from bot.inbox.router import Event, Router
+from bot.inbox.payloads import PayloadShapeError, check_shape
+from bot.inbox.router import Event, Router, permanent_reason
 from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -290,7 +297,9 @@ class Worker:
         run: list[int] = []
         for r in rows:
             nb = _utc(r.not_before)
-            if self._handled(r) or (nb is not None and nb > now):
+            if nb is not None and nb > now:
+                continue  # waiting out a retry delay: it holds no place in the order
+            if self._handled(r):
                 break
             run.append(r.seq)
         n = await self._db(store.complete_unhandled, self.engine, run)
@@ -345,16 +354,29 @@ class Worker:
             self.metrics.inc_processed(failed=True, handler_failures=1)
             log.error("delivery %s: %s", d.delivery_id, exc)
             return
+        try:
+            check_shape(d.event, payload)
+        except PayloadShapeError as exc:
+            await self._permanent(d, "bot.inbox.payloads.check_shape", str(exc))
+            return
         event = Event(delivery_id=d.delivery_id, name=d.event, payload=payload)
         done = await self._db(store.handlers_done, self.engine, d.seq)
-        pending = [fn for fn in self.router.handlers_for(event) if handler_name(fn) not in done]
+        earlier = await self._db(store.permanent_failures, self.engine, d.seq)
+        pending = [fn for fn in self.router.handlers_for(event)
+                   if handler_name(fn) not in done and handler_name(fn) not in earlier]
         failures: list[str] = []
+        permanent = [f"{n}: {e.removeprefix(store.PERMANENT_PREFIX)}"
+                     for n, e in earlier.items()]
         if pending:
             try:
                 gh, config = await self.context_factory(event)
             except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
-                log.exception("delivery %s: no GitHub context", d.delivery_id)
                 msg = f"{type(exc).__name__}: {exc}"
+                if permanent_reason(exc) is not None:  # e.g. the repository is gone (404)
+                    log.error("delivery %s: no GitHub context: %s", d.delivery_id, msg)
+                    await self._permanent(d, "bot.inbox.worker.context", msg)
+                    return
+                log.exception("delivery %s: no GitHub context", d.delivery_id)
                 await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                         "bot.inbox.worker.context", False, msg)
                 await self._db(self._fail_or_retry, d, f"context: {msg}", 1)
@@ -363,23 +385,47 @@ class Worker:
                 name = handler_name(fn)
                 one = Router()
                 one.on(event.name)(fn)
+                perm = False
                 try:
                     results = await asyncio.wait_for(one.dispatch(event, gh, config),
                                                      self.handler_timeout)
-                    ok, err = results[0].ok, results[0].error
+                    ok, err, perm = results[0].ok, results[0].error, results[0].permanent
                 except TimeoutError:
                     log.error("handler %s timed out on delivery %s after %.0f s", name,
                               d.delivery_id, self.handler_timeout)
                     ok, err = False, f"TimeoutError: no result after {self.handler_timeout:g} s"
                 await self._db(store.record_handler, self.engine, d.seq, d.attempts,
-                                        name, ok, err)
-                if not ok:
+                                        name, ok,
+                                        f"{store.PERMANENT_PREFIX}{err}" if perm else err)
+                if perm:
+                    permanent.append(f"{name}: {err}")
+                elif not ok:
                     failures.append(f"{name}: {err}")
         if failures:
-            await self._db(self._fail_or_retry, d, "; ".join(failures), len(failures))
+            # transient failures are retried (the permanent ones are not run again)
+            await self._db(self._fail_or_retry, d, "; ".join(
+                failures + [f"{store.PERMANENT_PREFIX}{p}" for p in permanent]),
+                len(failures) + len(permanent))
+        elif permanent:
+            msg = f"{store.PERMANENT_PREFIX}not retried: " + "; ".join(permanent)
+            await self._db(store.finish, self.engine, d.seq, "failed", error=msg,
+                           replica=self.replica)
+            self.metrics.inc_processed(failed=True, handler_failures=len(permanent))
+            log.error("delivery %s failed permanently (not retried): %s", d.delivery_id,
+                      "; ".join(permanent))
         else:
             await self._db(store.finish, self.engine, d.seq, "done", replica=self.replica)
             self.metrics.inc_processed(failed=False)
+
+    async def _permanent(self, d: store.Delivery, where: str, error: str) -> None:
+        """Record a failure no retry can fix and end the delivery ``failed`` at once."""
+        await self._db(store.record_handler, self.engine, d.seq, d.attempts, where, False,
+                       f"{store.PERMANENT_PREFIX}{error}")
+        await self._db(store.finish, self.engine, d.seq, "failed",
+                       error=f"{store.PERMANENT_PREFIX}not retried: {error}",
+                       replica=self.replica)
+        self.metrics.inc_processed(failed=True, handler_failures=1)
+        log.error("delivery %s failed permanently (not retried): %s", d.delivery_id, error)
 
     def _fail_or_retry(self, d: store.Delivery, error: str, n_failures: int) -> None:
         if d.attempts < self.max_attempts:
