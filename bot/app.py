@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,8 +41,8 @@ from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
 from bot.features.screen.campaign_state import campaign_state
+from bot.inbox import recovery, store
 from bot.inbox import replay as replay_mod
-from bot.inbox import store
 from bot.inbox.endpoint import Inbox, add_routes
 from bot.inbox.limits import BodyLimits, install_accept_error_handler
 from bot.inbox.replay import ReplayReport, SavedDelivery
@@ -53,7 +54,7 @@ from bot.metrics import Metrics
 from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
-from bot.scheduler import start_scheduler
+from bot.scheduler import Job, start_scheduler
 from bot.settings import (
     ENV_PREFIX,
     Settings,
@@ -171,6 +172,42 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
     return context
 
 
+def replica(engine: Engine, serve_pid: int) -> str | None:
+    """The name the worker claims deliveries under: on PostgreSQL, where several ``serve``
+    replicas may share the database, :func:`bot.database.replica_name` of the ``serve``
+    process; None on SQLite (one process uses the database; it requeues every unfinished
+    delivery at start)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    return database.replica_name(serve_pid)
+
+
+def inbox_jobs(settings: Settings, engine: Engine) -> list[Job]:
+    """The inbox's own periodic jobs: ``recover-missed-deliveries``
+    (:func:`bot.inbox.recovery.recover_missed`) every ``redeliver_interval_s`` seconds, when
+    App credentials are set (the App's webhook log needs App JWT auth) and the interval is
+    not 0.  Raises :class:`bot.settings.SettingsError` when the key file cannot be read."""
+    key = settings.private_key_pem()
+    if not settings.app_id or not key or settings.redeliver_interval_s <= 0:
+        return []
+    from bot.github.app_webhook import AppWebhookLog
+    from bot.inbox.recovery import recover_missed
+
+    hooks = AppWebhookLog(base_url=settings.github_api_url, app_id=settings.app_id,
+                          private_key=key, throttle=settings.github_throttle)
+
+    def run() -> None:
+        rep = recover_missed(engine, hooks, window_s=settings.redeliver_window_s,
+                             max_requests=settings.redeliver_max_per_run)
+        if rep.outcomes or rep.stopped:
+            log.info("missed deliveries: %d failed in the log, %d missing, asked %s%s",
+                     rep.failed, rep.missing, rep.outcomes or "none",
+                     f" (stopped: {rep.stopped})" if rep.stopped else "")
+
+    return [Job("recover-missed-deliveries", settings.redeliver_interval_s, run,
+                "ask GitHub to redeliver webhook deliveries that failed and are not stored")]
+
+
 def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
             metrics: Metrics | None = None) -> Registry:
     """Every feature's handlers, commands and jobs, on ``engine`` and the GitHub factory
@@ -266,11 +303,17 @@ def create_app(
                 handlers, jobs = bot.router, bot.jobs
             else:
                 handlers, jobs = router, []
-            state["scheduler"] = start_scheduler(jobs) if jobs else None
+            # scheduled jobs run on one replica: the advisory-lock leader (always this
+            # process on SQLite)
+            jobs = [*jobs, *inbox_jobs(current, eng)]
+            leader = database.JobLeader(eng)
+            state["leader"] = leader
+            state["scheduler"] = start_scheduler(jobs, leader) if jobs else None
             worker = Worker(
                 eng, context, concurrency=current.worker_concurrency,
                 max_attempts=current.max_attempts, retry_delays=current.retry_delay_seconds,
                 metrics=metrics, router=handlers, poll_interval=poll_interval,
+                replica=replica(eng, os.getpid()), lease_s=current.lease_s,
             )
         state["writer"].on_commit = worker.wake
         if isinstance(worker, WorkerProcess):
@@ -312,7 +355,8 @@ def create_app(
         checkpointer = Checkpointer(eng) if eng.dialect.name == "sqlite" else None
         if checkpointer is not None:
             checkpointer.start()
-        state.update(engine=eng, writer=writer, worker=None, scheduler=None, supervisor=None)
+        state.update(engine=eng, writer=writer, worker=None, scheduler=None, leader=None,
+                     supervisor=None)
         # the worker: here (GitHub port factory -> features -> one scheduler), or a child
         # process that composes the same from the settings it is handed; in setup mode it
         # starts once the App exists
@@ -329,6 +373,8 @@ def create_app(
             restore_handler()
             if state.get("scheduler") is not None:
                 state["scheduler"].shutdown(wait=False)
+            if state.get("leader") is not None:
+                state["leader"].close()
             writer.stop()
             if checkpointer is not None:
                 checkpointer.stop()
@@ -370,6 +416,7 @@ def create_app(
         metrics=metrics, problems=problems,
         queue_counts=lambda: store.status_counts(state["engine"]),
         secret_source=lambda: state["secret"],
+        redelivery_counts=lambda: recovery.redelivery_counts(state["engine"]),
     ))
     if not configured:
         from bot.setup import SetupFlow, add_setup_routes
@@ -530,14 +577,16 @@ def worker_main(argv: list[str] | None = None) -> int:
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
     metrics = Metrics(rate_limit_unknown=False)
     bot = compose(settings, engine, metrics=metrics)
-    scheduler = start_scheduler(bot.jobs)
+    leader = database.JobLeader(engine)
+    scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)], leader)
     worker = Worker(
         engine, bot.context, router=bot.router, concurrency=settings.worker_concurrency,
         max_attempts=settings.max_attempts, retry_delays=settings.retry_delay_seconds,
-        metrics=metrics,
+        metrics=metrics, replica=replica(engine, os.getppid()), lease_s=settings.lease_s,
     )
     try:
         asyncio.run(run_child(worker, a.wake_fd))
     finally:
         scheduler.shutdown(wait=False)
+        leader.close()
     return 0

@@ -1,4 +1,4 @@
-"""`campaign-bot serve`, `deliveries`, `replay` (registered as a plug-in).
+"""`campaign-bot serve`, `deliveries`, `migrate`, `replay` (registered as a plug-in).
 
 Cheap to import (``campaign-bot --help`` loads every plug-in): the service is imported inside
 the commands.
@@ -58,13 +58,21 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
         raise _fail(str(exc)) from None
 
 
-def _engine(db: Settings) -> Any:
+def _engine(db: Settings, *, migrate: bool = True) -> Any:
+    """An engine on ``db.database_url``, migrated (``migrate``) or, on PostgreSQL when not,
+    checked to be at the newest migration."""
     from bot import database
     from bot.redaction import Redactor, mask_url, url_password
 
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
-        database.migrate(engine)
+        if migrate or engine.dialect.name != "postgresql":
+            database.migrate(engine)
+        else:
+            database.check_migrated(engine)
+    except database.SchemaNotMigrated as exc:
+        raise _fail(f"{ENV_PREFIX}DATABASE_URL={mask_url(db.database_url)}: {exc}",
+                    redact=Redactor([url_password(db.database_url)])) from None
     except Exception as exc:  # noqa: BLE001 - any driver error: say which URL failed
         raise _fail(f"{ENV_PREFIX}DATABASE_URL: cannot open {mask_url(db.database_url)!r}: "
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
@@ -115,17 +123,21 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
     from bot.redaction import mask_url
 
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = _engine(settings)
+    # SQLite: migrated here (one process); PostgreSQL: refused unless `campaign-bot migrate`
+    # brought the schema to the newest revision (replicas must not race to upgrade it)
+    engine = _engine(settings, migrate=False)
     try:
         extra_features(settings.extra_handler_modules)  # fail now, not in the worker
     except ExtraHandlersError as exc:
         raise _fail(str(exc)) from None
 
-    # Start-up requeues deliveries left "processing": only safe when no other serve runs.
-    lock = ServiceLock(engine)
-    if not lock.acquire():
+    # SQLite: one serve per database, whose start-up requeues every delivery left
+    # "processing". PostgreSQL: any number of replicas, each claiming with a lease.
+    lock = ServiceLock(engine) if engine.dialect.name == "sqlite" else None
+    if lock is not None and not lock.acquire():
         raise _fail(f"another campaign-bot serve uses this database ({ENV_PREFIX}DATABASE_URL="
-                    f"{mask_url(settings.database_url)}; lock: {lock.where})")
+                    f"{mask_url(settings.database_url)}; lock: {lock.where}); several "
+                    "replicas need PostgreSQL (docs/deploy.md)")
     try:
         from bot.github.permissions import UnknownEvent
         from bot.manifest import ManifestError
@@ -152,11 +164,15 @@ def _serve(settings: Settings, access_log: bool, setup_token: str | None = None)
                              access_log=access_log, log_level=settings.log_level.lower(),
                              max_connections=settings.max_connections,
                              header_timeout_s=settings.header_timeout_s,
-                             body_timeout_s=settings.body_timeout_s)
+                             body_timeout_s=settings.body_timeout_s,
+                             # SIGTERM: stop accepting, finish (or hand back) in-flight
+                             # work, exit in bounded time
+                             graceful_shutdown_s=10)
         if not started:
             raise SystemExit(3)  # uvicorn.run's exit status when it could not start
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def deliveries(
@@ -167,6 +183,10 @@ def deliveries(
     export: Annotated[str | None, typer.Option(
         metavar="DELIVERY_ID", help="Print one stored delivery (headers and body) as a replay "
                                     "file")] = None,
+    missing: Annotated[bool, typer.Option(
+        "--missing", help="Deliveries GitHub failed to deliver that the bot asked it to "
+                          "redeliver, with the outcome and whether they have arrived (exit 1 "
+                          "if any has not)")] = False,
 ) -> None:
     """List stored webhook deliveries (newest first) with their status and failures."""
     from rich.table import Table
@@ -174,6 +194,9 @@ def deliveries(
     from bot.inbox import store
 
     engine = _engine(_settings(need_secret=False))
+    if missing:
+        _missing(engine, as_json, limit)
+        return
     if export is not None:
         d = store.get_delivery(engine, export)
         if d is None:
@@ -201,6 +224,32 @@ def deliveries(
                     con.print(f"{r['delivery_id']} attempt {f['attempt']} {f['handler']}: "
                               f"{f['error']}", highlight=False)
     if failed and rows:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _missing(engine: Any, as_json: bool, limit: int) -> None:
+    from rich.table import Table
+
+    from bot.inbox.recovery import list_redeliveries
+
+    rows = list_redeliveries(engine, limit=limit)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        t = Table(title="missed deliveries asked for again (newest first)")
+        for col in ("delivery", "event", "failed with", "delivered", "asked", "outcome",
+                    "tries", "in the inbox"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            ev = r["event"] + (f".{r['action']}" if r["action"] else "")
+            code = str(r["failed_status_code"]) + (f" {r['failed_status']}"
+                                                   if r["failed_status"] else "")
+            outcome = r["outcome"] + (f": {r['error'][:120]}" if r["error"] else "")
+            t.add_row(r["guid"], ev, code, r["delivered_at"], r["requested_at"], outcome,
+                      str(r["tries"]), r["inbox_status"] or "not yet")
+        out = Console()
+        (out if out.is_terminal else Console(width=200)).print(t)
+    if any(r["inbox_status"] is None for r in rows):
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -371,7 +420,9 @@ def doctor_bot(
 
 def migrate() -> None:
     """Upgrade the database to this version's newest migration (idempotent; the container
-    runs it before serve).  Exit 0 done, 2 database unreachable or bad settings."""
+    runs it before serve).  On PostgreSQL it is required: serve refuses an older schema, so
+    replicas never race to upgrade it; on SQLite serve also migrates as it starts.  Exit 0
+    done, 2 database unreachable or bad settings."""
     from bot import database
     from bot.redaction import mask_url
 

@@ -1,5 +1,7 @@
 """The bot's database: the declarative base every table is declared on, engines for SQLite and
-PostgreSQL, the Alembic migrations, and the lock that lets one ``serve`` use a database.
+PostgreSQL, the Alembic migrations, the lock that lets one ``serve`` use an SQLite database,
+the replica names and the scheduler's leader lock of several ``serve`` replicas on one
+PostgreSQL database.
 
 Tables are created and upgraded only through the Alembic revisions in ``bot/migrations``
 (run at start by :func:`migrate`, identical on SQLite and PostgreSQL).  A feature that adds a
@@ -86,23 +88,107 @@ def revisions(engine: Engine) -> tuple[str | None, str]:
     """``(current, head)``: the database's migration revision (None: never migrated) and the
     newest one this version ships.  Reads only; raises the driver's error when the database
     cannot be reached."""
-    from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    return current, head_revision()
+
+
+class SchemaNotMigrated(Exception):
+    """The database schema is not at the newest migration; the message says which revision
+    it is at, which one is needed, and to run ``campaign-bot migrate``."""
+
+
+def head_revision() -> str:
+    """The newest revision in ``bot/migrations/versions``."""
+    from alembic.config import Config
     from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    head = ScriptDirectory.from_config(cfg).get_current_head() or ""
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-    return current, head
+    return ScriptDirectory.from_config(cfg).get_current_head() or ""
+
+
+def check_migrated(engine: Engine) -> str:
+    """The schema's revision when it is the newest one; raises :class:`SchemaNotMigrated`
+    otherwise (several replicas must not each upgrade a shared schema as they start)."""
+    current, head = revisions(engine)
+    if (current or "") != head:
+        raise SchemaNotMigrated(
+            f"the database schema is at revision {current or '(none: empty database)'}, this "
+            f"campaign-bot needs {head}: run `campaign-bot migrate` once (with the same "
+            "CAMPAIGN_BOT_DATABASE_URL), then start serve")
+    return current or ""
+
+
+def replica_name(pid: int) -> str:
+    """The name a ``serve`` process claims deliveries under: ``host:pid`` (its worker process
+    passes the parent's pid, so a restarted worker takes its own serve's claims back)."""
+    import socket
+
+    return f"{socket.gethostname()}:{pid}"
+
+
+class JobLeader:
+    """Which replica runs the scheduled jobs: the holder of a PostgreSQL session advisory lock
+    keyed on the schema (``pg_try_advisory_lock``), tried again at each job run, so when the
+    leader dies (its session ends, ``kill -9`` included) another replica takes over at its
+    next run.  On SQLite (one process) this process always leads.  Call :meth:`__call__`
+    from the scheduler's threads; :meth:`close` gives the lock back."""
+
+    def __init__(self, engine: Engine) -> None:
+        import threading
+
+        self.engine = engine
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        """True when this process leads (taking the lock if it is free)."""
+        if self.engine.dialect.name != "postgresql":
+            return True
+        from sqlalchemy import text
+
+        with self._lock:
+            try:
+                if self._conn is not None:
+                    self._conn.execute(text("SELECT 1"))
+                    return True
+                conn = self.engine.connect()
+                got = conn.execute(text(
+                    "SELECT pg_try_advisory_lock(hashtext('campaign-bot jobs ' || "
+                    "current_schema()))")).scalar()
+                conn.commit()
+                if got:
+                    self._conn = conn
+                    return True
+                conn.invalidate()
+                conn.close()
+                return False
+            except Exception:  # noqa: BLE001 - a lost session lost the lock with it
+                self._drop()
+                return False
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.invalidate()
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        """Give the lock back (the session is discarded, not pooled)."""
+        with self._lock:
+            self._drop()
 
 
 class ServiceLock:
-    """Held by the one ``campaign-bot serve`` that may use a database (see
-    :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``, or a
-    PostgreSQL session advisory lock keyed on the schema the tables live in.  Both are released
-    by the kernel/server when the process dies, ``kill -9`` included."""
+    """Held by the one ``campaign-bot serve`` that may use an SQLite database (see
+    :func:`bot.inbox.store.recover`): an ``flock`` on ``<sqlite file>.serve.lock``.  On
+    PostgreSQL it is a session advisory lock keyed on the schema, for a caller that must be
+    alone; ``serve`` takes none there (replicas claim with leases).  Both are released by the
+    kernel/server when the process dies, ``kill -9`` included."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

@@ -191,15 +191,20 @@ class Metrics:
         }
 
     # -- exposition ------------------------------------------------------------------------
-    def exposition(self, queue: Mapping[str, int]) -> bytes:
+    def exposition(self, queue: Mapping[str, int],
+                   redeliveries: Mapping[str, int] | None = None) -> bytes:
         """The text of ``GET /metrics``: every process's values (multiprocess mode) or this
-        one's, and ``queue_depth`` from ``queue`` (delivery status -> row count)."""
+        one's, ``queue_depth`` from ``queue`` (delivery status -> row count) and, when given,
+        ``redeliveries`` / ``redeliveries_arrived`` from ``redeliveries`` (outcome -> row
+        count of :func:`bot.inbox.recovery.redelivery_counts`)."""
         scrape = CollectorRegistry()
         if self.multiprocess_dir:
             MultiProcessCollector(scrape, path=self.multiprocess_dir)
         else:
             scrape.register(self.registry)  # type: ignore[arg-type]
         scrape.register(_QueueDepth(queue))
+        if redeliveries is not None:
+            scrape.register(_Redeliveries(redeliveries))
         return generate_latest(scrape)
 
     def process_gone(self, pid: int) -> None:
@@ -222,3 +227,21 @@ class _QueueDepth:
         for status in QUEUE_STATUSES:
             g.add_metric([status], float(self.counts.get(status, 0)))
         yield g
+
+
+class _Redeliveries:
+    """``redeliveries{outcome}`` and ``redeliveries_arrived`` read at scrape time."""
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily(f"{NAMESPACE}_redeliveries", "Missed webhook deliveries the bot "
+                              "asked GitHub to redeliver, by outcome (requested, refused, "
+                              "error).", labels=["outcome"])
+        for outcome in ("requested", "refused", "error"):
+            g.add_metric([outcome], float(self.counts.get(outcome, 0)))
+        yield g
+        yield GaugeMetricFamily(f"{NAMESPACE}_redeliveries_arrived", "Asked-for redeliveries "
+                                "whose GUID the inbox now holds.",
+                                value=float(self.counts.get("arrived", 0)))

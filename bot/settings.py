@@ -45,6 +45,14 @@ The service's own variables (README "webhook service" lists them with defaults):
                                      or FULL (fsync per commit: survives power loss too)
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
+    CAMPAIGN_BOT_LEASE_S             seconds a replica's claim on a delivery lasts without a
+                                     renewal (PostgreSQL replicas; renewed every third of it)
+    CAMPAIGN_BOT_REDELIVER_INTERVAL_S  seconds between runs of the job that asks GitHub to
+                                     redeliver missed deliveries (App credentials needed;
+                                     0 turns it off)
+    CAMPAIGN_BOT_REDELIVER_MAX_PER_RUN  redeliveries asked for per run at most
+    CAMPAIGN_BOT_REDELIVER_WINDOW_S  seconds of the App's webhook log read back (GitHub keeps
+                                     deliveries redeliverable for 3 days on github.com)
 
 Any of them can instead be a file in the directory named by ``CAMPAIGN_BOT_SECRETS_DIR``, named
 like the variable in lower case (``campaign_bot_webhook_secret``): container secrets and
@@ -131,6 +139,10 @@ class Settings(BaseSettings):
     worker_mode: Literal["process", "thread"] = "process"
     log_level: str = "INFO"
     github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
+    lease_s: float = Field(60.0, ge=3)
+    redeliver_interval_s: float = Field(300.0, ge=0)
+    redeliver_max_per_run: int = Field(20, ge=1)
+    redeliver_window_s: float = Field(3 * 24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     screen: ScreenSettings = Field(default_factory=ScreenSettings)
 
     @field_validator("webhook_secret")

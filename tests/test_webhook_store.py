@@ -82,8 +82,14 @@ def test_queue_heads_give_the_oldest_delivery_of_each_key(engine: Engine) -> Non
     first = store.claim(engine, heads[0].seq)
     assert first is not None and first.status == "processing" and first.attempts == 1
     assert store.claim(engine, heads[0].seq) is None  # already claimed
-    # a1 is processing: k:a has no queued head older than a2, which is now its head
+    # a1 is processing: k:a has no head until it ends, and a2 cannot be claimed before that
+    # (by this or any other replica)
+    assert [h.delivery_id for h in store.queue_heads(engine)] == ["b1", "c1"]
+    a2 = store.get_delivery(engine, "a2")
+    assert a2 is not None and store.claim(engine, a2.seq) is None
+    store.finish(engine, first.seq, "done")
     assert [h.delivery_id for h in store.queue_heads(engine)] == ["b1", "a2", "c1"]
+    assert store.claim(engine, a2.seq) is not None
 
 
 def test_recover_requeues_processing_rows(engine: Engine) -> None:
@@ -163,7 +169,7 @@ def test_delivery_failing_every_attempt_is_kept_as_failed(engine: Engine) -> Non
     assert m.failed == 1 and m.handler_failures == 2
 
 
-def test_retry_waits_for_not_before_and_blocks_its_key(engine: Engine) -> None:
+def test_retry_waits_for_not_before_and_lets_its_key_run_meanwhile(engine: Engine) -> None:
     order: list[str] = []
     r = Router()
 
@@ -181,13 +187,16 @@ def test_retry_waits_for_not_before_and_blocks_its_key(engine: Engine) -> None:
 
     w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[3600.0])
     asyncio.run(w.run_until_idle())
-    # a1 waits an hour for its retry; a2 (same key) must not overtake it; b1 is independent
-    assert sorted(order) == ["a1", "b1"]  # keys a and b run concurrently
-    assert store.status_counts(engine) == {"queued": 2, "done": 1}
+    # a1 waits an hour for its retry; meanwhile a2 (same key) runs: a waiting retry holds
+    # no place in its key's order (no head-of-line blocking); b1 is independent
+    assert sorted(order) == ["a1", "a2", "b1"]
+    assert order.index("a1") < order.index("a2")
+    assert store.status_counts(engine) == {"queued": 1, "done": 2}
     with engine.begin() as c:  # make the retry due now
-        c.execute(update(store.Delivery).values(not_before=dt.datetime.now(dt.UTC)))
+        c.execute(update(store.Delivery).where(store.Delivery.status == "queued")
+                  .values(not_before=dt.datetime.now(dt.UTC)))
     asyncio.run(w.run_until_idle())
-    assert order[2:] == ["a1", "a2"]
+    assert order[3:] == ["a1"]
     assert store.status_counts(engine) == {"done": 3}
 
 
@@ -320,3 +329,32 @@ def test_only_one_service_lock_per_database(engine: Engine) -> None:
         first.release()
     assert second.acquire()
     second.release()
+
+
+def test_a_delivery_waiting_for_its_retry_gives_up_its_place_until_it_is_due(
+        tmp_path: Path) -> None:
+    """queue_heads and claim: while the key's first delivery waits out a retry delay the
+    next one is a head and may be claimed; once due, the waiting one runs before the later
+    ones still queued."""
+    import time
+
+    engine = database.make_engine(f"sqlite:///{tmp_path / 'q.sqlite3'}")
+    database.migrate(engine)
+    now = store.utcnow()
+    with engine.begin() as conn:
+        store.insert_deliveries(conn, [store.NewDelivery(
+            f"w{i}", "crash_test", None, None, "installation:1", {}, b"{}", now)
+            for i in range(3)])
+    first, second, third = (h.seq for h in store.queued_of_key(engine, "installation:1"))
+    assert store.claim(engine, first) is not None
+    assert store.finish(engine, first, "queued", error="x",
+                        not_before=now + dt.timedelta(seconds=0.6))
+    assert [h.seq for h in store.queue_heads(engine)] == [first, second]
+    assert store.claim(engine, second) is not None  # the waiting one does not hold the key
+    assert store.claim(engine, third) is None  # the running one does
+    assert store.finish(engine, second, "done")
+    time.sleep(0.7)
+    assert [h.seq for h in store.queue_heads(engine)] == [first]  # due again: first in line
+    assert store.claim(engine, third) is None
+    assert store.claim(engine, first) is not None
+    engine.dispose()

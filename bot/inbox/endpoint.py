@@ -68,6 +68,7 @@ class Inbox:
     secret_source: Callable[[], bytes | None] | None = None
     """When set, the secret is asked of it per delivery (the App setup page sets it while the
     service runs); None or empty from it answers 503: the bot is not set up yet."""
+    redelivery_counts: Callable[[], Mapping[str, int]] | None = None
 
 
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
@@ -153,5 +154,7 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
         counts = await asyncio.to_thread(inbox.queue_counts)
-        text = await asyncio.to_thread(m.exposition, counts)
+        redeliveries = (await asyncio.to_thread(inbox.redelivery_counts)
+                        if inbox.redelivery_counts is not None else None)
+        text = await asyncio.to_thread(m.exposition, counts, redeliveries)
         return Response(text, media_type=CONTENT_TYPE)

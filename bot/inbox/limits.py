@@ -493,14 +493,17 @@ def install_accept_error_handler(loop: asyncio.AbstractEventLoop) -> Callable[[]
 
 
 def run_server(app: Any, *, host: str, port: int, access_log: bool, log_level: str,
-               max_connections: int, header_timeout_s: float, body_timeout_s: float) -> bool:
+               max_connections: int, header_timeout_s: float, body_timeout_s: float,
+               graceful_shutdown_s: float | None = None) -> bool:
     """Serve ``app`` with uvicorn until SIGINT/SIGTERM, with this module's limits: the soft
     descriptor limit raised (:func:`raise_fd_limit`), at most :func:`connection_cap`
     connections through :func:`guarded_protocol`, a listen queue of :data:`LISTEN_QUEUE`
     accepted :data:`LISTEN_BACKLOG` at a time, uvicorn's per-request warnings summarised
     (:class:`RepeatFilter`).  ``log_config=None``: uvicorn's loggers propagate to the root
-    handler (whose filters mask secrets).  Returns False when the server could not start
-    (the port is taken, say), as ``uvicorn.run`` then exits 3."""
+    handler (whose filters mask secrets).  ``graceful_shutdown_s``: on SIGTERM, seconds the
+    open requests get to finish before their connections are closed (None: no bound).
+    Returns False when the server could not start (the port is taken, say), as
+    ``uvicorn.run`` then exits 3."""
     import uvicorn
 
     raise_fd_limit()
@@ -514,7 +517,8 @@ def run_server(app: Any, *, host: str, port: int, access_log: bool, log_level: s
     uvicorn_log.addFilter(quiet)
     config = uvicorn.Config(app, host=host, port=port, access_log=access_log,
                             log_level=log_level, lifespan="on", log_config=None,
-                            http=guarded_protocol(guard), backlog=LISTEN_BACKLOG)
+                            http=guarded_protocol(guard), backlog=LISTEN_BACKLOG,
+                            timeout_graceful_shutdown=graceful_shutdown_s)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:

@@ -5,6 +5,15 @@ Only the fields the bot uses are declared; every model accepts unknown fields
 octokit/webhooks examples of older payloads lack newer fields.  Parsed from
 ``Event.payload`` with :func:`parse`; a payload that does not fit raises pydantic's
 ``ValidationError`` (the handler logs it with the delivery id and ignores the delivery).
+
+:func:`check_shape` is what the worker runs on every delivery before any handler: the
+blocks every handler or the delivery key reads (``repository``, ``installation``,
+``action``, ``sender``) and, for the events with a model here or in :data:`SHAPES`, the
+fields the handlers read, must have the types GitHub documents when present ("Webhook events and
+payloads", GitHub Docs).  A payload that does not fit raises :class:`PayloadShapeError`
+naming the field; it is a permanent failure (retrying the same bytes cannot succeed), so the
+delivery is marked failed at once with that reason instead of a handler's raw
+``AttributeError`` or ``TypeError`` after three attempts.
 """
 
 from __future__ import annotations
@@ -13,7 +22,17 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class PayloadShapeError(ValueError):
+    """A webhook payload field has the wrong type or is missing.  ``field`` is its dotted
+    path (``pull_request.head.sha``); the message names it and what was expected.  Permanent:
+    the worker does not retry the delivery."""
+
+    def __init__(self, event_name: str, field: str, problem: str) -> None:
+        super().__init__(f"{event_name} payload: {field}: {problem}")
+        self.field = field
 
 
 class _Lenient(BaseModel):
@@ -145,3 +164,98 @@ def parse(event_name: str, payload: dict[str, Any]) -> BaseModel | None:
     """The typed payload of ``event_name`` (None for events without a model)."""
     model = MODELS.get(event_name)
     return model.model_validate(payload) if model else None
+
+
+class _Common(_Lenient):
+    """What every event's payload may carry, each optional."""
+
+    action: str | None = None
+    repository: Repository | None = None
+    installation: Installation | None = None
+    sender: User | None = None
+
+
+class _Commit(_Lenient):
+    id: str | None = None
+    added: list[str] | None = None
+    removed: list[str] | None = None
+    modified: list[str] | None = None
+
+
+class PushPayload(_Common):
+    """``push``: the fields the configuration drift check reads."""
+
+    ref: str
+    after: str | None = None
+    deleted: bool | None = None
+    commits: list[_Commit] | None = None
+
+
+class _WorkflowRunRef(_Lenient):
+    id: int
+    name: str | None = None
+    path: str | None = None
+    display_title: str | None = None
+    status: str | None = None
+    conclusion: str | None = None
+    head_sha: str | None = None
+    event: str | None = None
+
+
+class WorkflowRunPayload(_Common):
+    """``workflow_run``: the run the screen flow matches to a dispatched screen."""
+
+    workflow_run: _WorkflowRunRef
+
+
+class _WorkflowJobRef(_Lenient):
+    id: int
+    run_id: int
+    status: str | None = None
+    conclusion: str | None = None
+    labels: list[str] | None = None
+    runner_name: str | None = None
+
+
+class WorkflowJobPayload(_Common):
+    """``workflow_job``: the job whose runner the screen flow records."""
+
+    workflow_job: _WorkflowJobRef
+
+
+class IssuesPayload(_Common):
+    """``issues``: the issue the status header follows."""
+
+    issue: IssueRef
+
+
+SHAPES: Mapping[str, type[BaseModel]] = MappingProxyType({
+    **MODELS,
+    "push": PushPayload,
+    "workflow_run": WorkflowRunPayload,
+    "workflow_job": WorkflowJobPayload,
+    "issues": IssuesPayload,
+})
+"""Event name -> the model :func:`check_shape` holds its payload to (every other event:
+only the common blocks)."""
+
+
+def check_shape(event_name: str, payload: Mapping[str, Any]) -> None:
+    """Raise :class:`PayloadShapeError` naming the first field of ``payload`` that is present
+    but does not have the type the handlers read it as (see the module docstring).  Unknown
+    fields are accepted, and so are missing ones (handlers check what they need; a handler
+    that reads a missing key fails permanently with ``KeyError``)."""
+    model = SHAPES.get(event_name, _Common)
+    errors = []
+    for m in (model, _Common) if model is not _Common else (model,):
+        try:
+            m.model_validate(payload)
+        except ValidationError as exc:
+            errors += [e for e in exc.errors() if e["type"] != "missing"]
+    if errors:
+        err = errors[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(the payload)"
+        got = err.get("input")
+        shown = type(got).__name__ if not isinstance(got, str | int | float | bool) or \
+            got is None else repr(got)[:60]
+        raise PayloadShapeError(event_name, where, f"{err['msg']} (got {shown})")

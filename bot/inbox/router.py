@@ -76,11 +76,38 @@ class Event:
 
 @dataclass
 class HandlerResult:
-    """Outcome of one handler on one delivery; ``error`` is a one-line summary."""
+    """Outcome of one handler on one delivery; ``error`` is a one-line summary;
+    ``permanent`` when retrying cannot succeed (:func:`permanent_reason`)."""
 
     handler: str
     ok: bool
     error: str | None = None
+    permanent: bool = False
+
+
+def permanent_reason(exc: BaseException) -> str | None:
+    """Why retrying the delivery that raised ``exc`` cannot succeed, or None when it may:
+
+    * GitHub answered 404 (the repository or object does not exist, or the installation
+      cannot see it), 410 (gone) or 422 (the request is invalid): the same request gets the
+      same answer (GitHub Docs, "Troubleshooting the REST API"); rate limits, 5xx and
+      transport errors (:class:`bot.github.port.GitHubRetryableError`) stay transient;
+    * the payload does not have the shape the handlers read
+      (:class:`bot.inbox.payloads.PayloadShapeError`), or a handler met a value of the wrong
+      type (``AttributeError``, ``TypeError``, ``KeyError``): the delivery's bytes never
+      change, so neither does the outcome."""
+    from bot.github.port import GitHubError, GitHubRetryableError
+    from bot.inbox.payloads import PayloadShapeError
+
+    if isinstance(exc, GitHubRetryableError):
+        return None
+    if isinstance(exc, GitHubError) and exc.status in (404, 410, 422):
+        return f"GitHub answered {exc.status}"
+    if isinstance(exc, PayloadShapeError):
+        return "the payload has the wrong shape"
+    if isinstance(exc, AttributeError | TypeError | KeyError):
+        return "a value of the wrong shape"
+    return None
 
 
 @dataclass
@@ -133,7 +160,8 @@ class Router:
                 await fn(event, gh, config)
             except Exception as exc:  # noqa: BLE001 - one failing handler never stops others
                 log.exception("handler %s failed on delivery %s", name, event.delivery_id)
-                results.append(HandlerResult(name, False, f"{type(exc).__name__}: {exc}"))
+                results.append(HandlerResult(name, False, f"{type(exc).__name__}: {exc}",
+                                             permanent=permanent_reason(exc) is not None))
             else:
                 results.append(HandlerResult(name, True))
         return results

@@ -7,6 +7,10 @@ Tables (declared on :class:`bot.database.Base`, created by the Alembic revision
   repository, serialisation key, headers (JSON), raw body bytes (what the signature covers),
   received time, ``status`` (``queued`` → ``processing`` → ``done`` | ``failed``; a failed
   attempt with attempts left goes back to ``queued`` with ``not_before``), ``attempts``.
+  A ``processing`` row carries ``claimed_by`` (the replica working on it) and
+  ``lease_until``: the replica extends the lease while it works (:func:`heartbeat`); a row
+  whose lease ran out (its replica was killed) is queued again by any replica
+  (:func:`reclaim_expired`).  Alembic ``0011_delivery_leases``.
 * ``handler_runs`` – one row per handler run on a delivery attempt: handler name, ok, error.
   Handlers that finished ok are not run again when the delivery is retried or recovered.
 """
@@ -61,6 +65,8 @@ class Delivery(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_deliveries_status_key_seq", "status", "key", "seq"),)
 
@@ -189,29 +195,52 @@ def insert_deliveries_sqlite(dbapi_conn: Any, rows: Sequence[NewDelivery]) -> li
 def recover(engine: Engine) -> int:
     """Put deliveries left ``processing`` by a crashed or killed process back in the queue.
 
-    Only one ``serve`` process may use a database (README), so at start every ``processing``
-    row is an orphan.  Returns how many were requeued."""
+    Only for a process that uses the database alone (the single-process SQLite default holds
+    :class:`bot.database.ServiceLock`): then every ``processing`` row is an orphan.  Replicas
+    use :func:`reclaim_expired` and :func:`release` instead.  Returns how many were
+    requeued."""
     with engine.begin() as conn:
         res = conn.execute(
-            update(Delivery).where(Delivery.status == "processing").values(status="queued")
+            update(Delivery).where(Delivery.status == "processing")
+            .values(status="queued", claimed_by=None, lease_until=None)
         )
         return res.rowcount or 0
 
 
+def _waiting(now: dt.datetime) -> Any:
+    """A queued delivery waiting out its retry delay: it holds no place in its key's order
+    (see :func:`queue_heads`)."""
+    return (Delivery.status == "queued") & Delivery.not_before.is_not(None) & (
+        Delivery.not_before > now)
+
+
 def queue_heads(engine: Engine) -> list[Delivery]:
-    """The oldest queued delivery of every key, oldest first (the only ones that may start:
-    deliveries of one key are processed strictly in arrival order)."""
+    """For every key that has no delivery ``processing`` (by this or any other replica): its
+    oldest queued delivery, and when that one is waiting out a retry delay
+    (``not_before`` later than now) also its oldest queued delivery that is due; oldest
+    first.  Only due heads may start: deliveries of one key run one at a time in arrival
+    order, except that a delivery waiting for a retry lets the later ones of its key run
+    meanwhile (a failing delivery never holds its installation for a retry delay), and
+    runs next once its delay is over."""
+    now = utcnow()
     with engine.connect() as conn:
+        busy = select(Delivery.key).where(Delivery.status == "processing")
         firsts = (
             select(func.min(Delivery.seq))
-            .where(Delivery.status == "queued")
+            .where(Delivery.status == "queued", Delivery.key.not_in(busy))
+            .group_by(Delivery.key)
+            .scalar_subquery()
+        )
+        due = (
+            select(func.min(Delivery.seq))
+            .where(Delivery.status == "queued", Delivery.key.not_in(busy), ~_waiting(now))
             .group_by(Delivery.key)
             .scalar_subquery()
         )
         rows = conn.execute(
             select(Delivery.seq, Delivery.key, Delivery.not_before, Delivery.delivery_id,
                    Delivery.event, Delivery.action)
-            .where(Delivery.seq.in_(firsts))
+            .where(Delivery.seq.in_(firsts) | Delivery.seq.in_(due))
             .order_by(Delivery.seq)
         ).all()
     return [Delivery(seq=r.seq, key=r.key, not_before=r.not_before, delivery_id=r.delivery_id,
@@ -249,20 +278,98 @@ def complete_unhandled(engine: Engine, seqs: Sequence[int]) -> int:
         return res.rowcount or 0
 
 
-def claim(engine: Engine, seq: int) -> Delivery | None:
-    """Move delivery ``seq`` from queued to processing and count the attempt; None when it
-    was not queued any more.  Returns the full row (headers, body)."""
+def claim(engine: Engine, seq: int, *, replica: str | None = None,
+          lease_s: float = 60.0) -> Delivery | None:
+    """Move delivery ``seq`` from queued to processing for ``replica`` with a lease of
+    ``lease_s`` seconds, and count the attempt; None when it was not queued any more, another
+    replica is claiming it, or an earlier delivery of its key is still processing or queued
+    and due (the per-installation order, kept across replicas; one waiting out a retry delay
+    does not count, :func:`queue_heads`).  Returns the full row.
+
+    On PostgreSQL the row is taken with ``SELECT ... FOR UPDATE SKIP LOCKED``: a replica
+    never waits on another's claim, it moves on to the next queue head."""
+    now = utcnow()
+    earlier = (
+        select(Delivery.seq).where(
+            Delivery.key == select(Delivery.key).where(Delivery.seq == seq).scalar_subquery(),
+            Delivery.seq < seq, Delivery.status.in_(("queued", "processing")), ~_waiting(now))
+        .exists()
+    )
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            got = conn.execute(
+                select(Delivery.seq).where(Delivery.seq == seq, Delivery.status == "queued")
+                .with_for_update(skip_locked=True)).first()
+            if got is None:
+                return None
         res = conn.execute(
             update(Delivery)
-            .where(Delivery.seq == seq, Delivery.status == "queued")
-            .values(status="processing", attempts=Delivery.attempts + 1, started_at=utcnow())
+            .where(Delivery.seq == seq, Delivery.status == "queued", ~earlier)
+            .values(status="processing", attempts=Delivery.attempts + 1, started_at=now,
+                    claimed_by=replica,
+                    lease_until=now + dt.timedelta(seconds=lease_s))
         )
         if res.rowcount != 1:
             return None
     with engine.connect() as conn:
         row = conn.execute(select(Delivery.__table__).where(Delivery.seq == seq)).one()
     return Delivery(**row._asdict())
+
+
+def heartbeat(engine: Engine, replica: str, seqs: Sequence[int], lease_s: float) -> int:
+    """Extend the lease of ``replica``'s deliveries ``seqs`` to now + ``lease_s`` seconds;
+    returns how many it still holds."""
+    if not seqs:
+        return 0
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.seq.in_(list(seqs)), Delivery.status == "processing",
+                   Delivery.claimed_by == replica)
+            .values(lease_until=utcnow() + dt.timedelta(seconds=lease_s)))
+        return res.rowcount or 0
+
+
+def reclaim_expired(engine: Engine) -> int:
+    """Queue again every ``processing`` delivery whose lease ran out (its replica died or
+    hung) or that has none (claimed before leases existed); returns how many."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Delivery)
+            .where(Delivery.status == "processing",
+                   (Delivery.lease_until.is_(None)) | (Delivery.lease_until < utcnow()))
+            .values(status="queued", claimed_by=None, lease_until=None))
+        return res.rowcount or 0
+
+
+def release(engine: Engine, replica: str, seqs: Sequence[int] | None = None) -> int:
+    """Queue again ``replica``'s ``processing`` deliveries (all, or only ``seqs``): a replica
+    that stops gracefully, or a restarted worker of the same ``serve``, hands its claims back
+    at once instead of waiting for the lease to run out.  Returns how many."""
+    cond = [Delivery.status == "processing", Delivery.claimed_by == replica]
+    if seqs is not None:
+        cond.append(Delivery.seq.in_(list(seqs)))
+    with engine.begin() as conn:
+        res = conn.execute(update(Delivery).where(*cond)
+                           .values(status="queued", claimed_by=None, lease_until=None))
+        return res.rowcount or 0
+
+
+PERMANENT_PREFIX = "permanent: "
+"""Start of a ``handler_runs.error`` (and of ``deliveries.last_error``) whose failure is not
+retried (:func:`bot.inbox.router.permanent_reason`)."""
+
+
+def permanent_failures(engine: Engine, seq: int) -> dict[str, str]:
+    """Handler name -> error of the handlers that failed permanently on delivery ``seq`` (any
+    attempt); they are not run again."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(HandlerRun.handler, HandlerRun.error).where(
+                HandlerRun.delivery_seq == seq, HandlerRun.ok.is_(False),
+                HandlerRun.error.startswith(PERMANENT_PREFIX))
+            .order_by(HandlerRun.id)).all()
+    return {h: e or "" for h, e in rows}
 
 
 def handlers_done(engine: Engine, seq: int) -> set[str]:
@@ -290,18 +397,25 @@ def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: boo
 
 
 def finish(engine: Engine, seq: int, status: str, *, error: str | None = None,
-           not_before: dt.datetime | None = None) -> None:
+           not_before: dt.datetime | None = None, replica: str | None = None) -> bool:
     """Set the outcome of the current attempt: ``done``, ``failed``, or ``queued`` again
-    (retry after ``not_before``)."""
+    (retry after ``not_before``).  With ``replica``, only while that replica still holds the
+    claim (a replica whose lease ran out and was taken over does not overwrite the new
+    attempt); returns False then."""
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}")
+    cond = [Delivery.seq == seq]
+    if replica is not None:
+        cond += [Delivery.claimed_by == replica, Delivery.status == "processing"]
     with engine.begin() as conn:
-        conn.execute(
+        res = conn.execute(
             update(Delivery)
-            .where(Delivery.seq == seq)
+            .where(*cond)
             .values(status=status, last_error=error, not_before=not_before,
+                    claimed_by=None, lease_until=None,
                     finished_at=utcnow() if status in ("done", "failed") else None)
         )
+        return (res.rowcount or 0) == 1
 
 
 def status_counts(engine: Engine) -> dict[str, int]:

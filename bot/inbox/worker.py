@@ -5,16 +5,29 @@ Guarantees:
 * A delivery is marked ``done`` only after every matching handler finished.  Each handler's
   outcome is committed as it ends (``handler_runs``), so a retry or a restart runs only the
   handlers that have not yet finished ok on that delivery.
-* After a crash or restart, deliveries left ``processing`` are queued again
-  (:func:`bot.inbox.store.recover`), so no accepted delivery is lost; one killed mid-handler
-  runs that handler again.
+* After a crash or restart, deliveries left ``processing`` are queued again, so no accepted
+  delivery is lost; one killed mid-handler runs that handler again.  A worker that uses the
+  database alone (``replica`` None: the single-process SQLite default) requeues them all at
+  start (:func:`bot.inbox.store.recover`).  One of several replicas (``replica`` set) claims
+  each delivery with a lease of ``lease_s`` seconds that it renews every ``lease_s / 3``
+  seconds while it works (:func:`bot.inbox.store.heartbeat`); any replica queues again the
+  deliveries whose lease ran out (:func:`bot.inbox.store.reclaim_expired`: a replica killed
+  with ``kill -9``), and a replica hands its own claims back at start and on a graceful stop
+  (:func:`bot.inbox.store.release`).
 * Deliveries with the same key (:func:`bot.inbox.delivery.delivery_key`: one per
-  installation) run one at a time in arrival order, so writes to one issue or PR are
-  serialised; different keys run concurrently up to ``concurrency``.
+  installation) run one at a time in arrival order, across replicas too (a delivery is never
+  claimed while an earlier one of its key is queued or processing), so writes to one issue
+  or PR are serialised; different keys run concurrently up to ``concurrency``.
 * A failing handler never stops the others (``Router.dispatch``); the failure is logged with the
   delivery id and kept in the database.  The delivery is retried after ``retry_delays``
   (failed handlers only) until ``max_attempts``, then marked ``failed``
-  (``campaign-bot deliveries --failed``).
+  (``campaign-bot deliveries --failed``).  A permanent failure
+  (:func:`bot.inbox.router.permanent_reason`: GitHub's 404/410/422, a payload of the wrong
+  shape, :func:`bot.inbox.payloads.check_shape`) is not retried: that handler is not run
+  again, and the delivery ends ``failed`` with ``permanent: ...`` as its last error.
+* While a delivery waits out its retry delay, the later deliveries of its key run
+  (:func:`bot.inbox.store.queue_heads`): one failing delivery delays the others of its
+  installation by its own attempt at most, never by a retry delay.
 
 The worker runs in its own process (``bot.inbox.worker_process``, the default) or on its own
 thread with its own event loop, so slow handlers (PyGithub is blocking) never delay the
@@ -36,7 +49,8 @@ from sqlalchemy.engine import Engine
 
 from bot.inbox import store
 from bot.inbox.delivery import PayloadError, parse_payload
-from bot.inbox.router import Event, Router
+from bot.inbox.payloads import PayloadShapeError, check_shape
+from bot.inbox.router import Event, Router, permanent_reason
 from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -81,8 +95,15 @@ class Worker:
         poll_interval: float = 1.0,
         coalesce: float = 0.05,
         metrics: Metrics | None = None,
+        replica: str | None = None,
+        lease_s: float = 60.0,
     ) -> None:
         self.engine = engine
+        self.replica = replica
+        self.lease_s = lease_s
+        self._claimed: set[int] = set()
+        self._missed: set[str] = set()
+        self._maintained = 0.0
         self.context_factory = context_factory
         self.router = router
         self.concurrency = concurrency
@@ -137,7 +158,9 @@ class Worker:
 
     def request_stop(self, grace: float = 10.0) -> None:
         """Ask :meth:`run` to stop: no new deliveries; running ones get ``grace`` seconds,
-        then are cancelled (they stay ``processing`` and are recovered at the next start).
+        then are cancelled: a replica hands them back to the queue at once
+        (:func:`bot.inbox.store.release`), a lone worker leaves them ``processing`` for the
+        next start.
         Call on the worker's loop or through :meth:`stop`."""
         self._stopping = True
         self._grace = grace
@@ -154,12 +177,16 @@ class Worker:
         """Recover orphans, then schedule deliveries until :meth:`stop`."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        n = await self._db(store.recover, self.engine)
+        n = await self._recover()
         if n:
             log.warning("requeued %d deliveries left processing by the previous run", n)
         self._ready.set()
         while not self._stopping:
             self._wake.clear()
+            try:
+                await self._maintain()
+            except Exception:  # noqa: BLE001 - the next pass tries again
+                log.exception("worker could not renew its leases; retrying")
             try:
                 timeout = await self._schedule()
             except Exception:  # noqa: BLE001 - e.g. the database is briefly unreachable
@@ -179,12 +206,41 @@ class Worker:
                                             timeout=getattr(self, "_grace", 10.0))
             for t in pending:
                 t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        if self.replica is not None and self._claimed:
+            n = await self._db(store.release, self.engine, self.replica, sorted(self._claimed))
+            log.warning("handed %d unfinished deliveries back to the queue", n)
+
+    async def _recover(self) -> int:
+        if self.replica is None:
+            n: int = await self._db(store.recover, self.engine)
+            return n
+        mine = await self._db(store.release, self.engine, self.replica)
+        expired = await self._db(store.reclaim_expired, self.engine)
+        return int(mine) + int(expired)
+
+    async def _maintain(self) -> None:
+        """Every ``lease_s / 3`` seconds (replicas only): renew this replica's leases and
+        queue again the deliveries whose lease ran out."""
+        if self.replica is None or self._loop is None:
+            return
+        now = self._loop.time()
+        if now - self._maintained < self.lease_s / 3:
+            return
+        self._maintained = now
+        if self._claimed:
+            await self._db(store.heartbeat, self.engine, self.replica, sorted(self._claimed),
+                           self.lease_s)
+        n = await self._db(store.reclaim_expired, self.engine)
+        if n:
+            log.warning("requeued %d deliveries whose replica's lease ran out", n)
 
     async def run_until_idle(self, timeout: float = 30.0) -> None:
         """Process until nothing is queued or running that is due now (tests, replay)."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        await self._db(store.recover, self.engine)
+        await self._recover()
         deadline = self._loop.time() + timeout
         while True:
             await self._schedule()
@@ -206,6 +262,8 @@ class Worker:
         heads = await self._db(store.queue_heads, self.engine)
         now = store.utcnow()
         wait = self.poll_interval
+        if self.replica is not None:
+            wait = min(wait, self.lease_s / 3)
         for h in heads:
             if self._stopping:
                 break
@@ -223,7 +281,8 @@ class Worker:
                 continue
             if len(self._inflight) >= self.concurrency:
                 break
-            task = asyncio.create_task(self._process(h.seq), name=f"delivery-{h.delivery_id}")
+            task = asyncio.create_task(self._process(h.seq, h.key),
+                                       name=f"delivery-{h.delivery_id}")
             self._inflight[h.key] = task
             task.add_done_callback(functools.partial(self._finished, h.key))
         return max(wait, 0.0)
@@ -238,7 +297,9 @@ class Worker:
         run: list[int] = []
         for r in rows:
             nb = _utc(r.not_before)
-            if self._handled(r) or (nb is not None and nb > now):
+            if nb is not None and nb > now:
+                continue  # waiting out a retry delay: it holds no place in the order
+            if self._handled(r):
                 break
             run.append(r.seq)
         n = await self._db(store.complete_unhandled, self.engine, run)
@@ -253,23 +314,31 @@ class Worker:
 
     def _finished(self, key: str, _task: object = None) -> None:
         self._inflight.pop(key, None)
+        if key in self._missed:  # another replica has it: wait for the next wake or poll
+            self._missed.discard(key)
+            return
         self._urgent = True  # the next delivery of this key may start at once
         if self._wake is not None:
             self._wake.set()
 
-    async def _process(self, seq: int) -> None:
-        d = await self._db(store.claim, self.engine, seq)
+    async def _process(self, seq: int, key: str) -> None:
+        d = await self._db(store.claim, self.engine, seq, replica=self.replica,
+                           lease_s=self.lease_s)
         if d is None:
+            self._missed.add(key)
             return
+        self._claimed.add(seq)  # until finished; a cancelled one is released on stop
         try:
             await self._process_claimed(d)
+            self._claimed.discard(seq)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - bookkeeping failed; keep the worker alive
             log.exception("delivery %s: worker error", d.delivery_id)
             try:
                 await self._db(self._fail_or_retry, d, f"worker: {exc}", 0)
-            except Exception:  # noqa: BLE001
+                self._claimed.discard(seq)
+            except Exception:  # noqa: BLE001 - the lease runs out; another attempt follows
                 log.exception("delivery %s: could not record the failure", d.delivery_id)
 
     async def _process_claimed(self, d: store.Delivery) -> None:
@@ -280,20 +349,34 @@ class Worker:
             # attempt can fix it.
             await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                     "bot.inbox.worker.parse", False, str(exc))
-            await self._db(store.finish, self.engine, d.seq, "failed", error=str(exc))
+            await self._db(store.finish, self.engine, d.seq, "failed", error=str(exc),
+                           replica=self.replica)
             self.metrics.inc_processed(failed=True, handler_failures=1)
             log.error("delivery %s: %s", d.delivery_id, exc)
             return
+        try:
+            check_shape(d.event, payload)
+        except PayloadShapeError as exc:
+            await self._permanent(d, "bot.inbox.payloads.check_shape", str(exc))
+            return
         event = Event(delivery_id=d.delivery_id, name=d.event, payload=payload)
         done = await self._db(store.handlers_done, self.engine, d.seq)
-        pending = [fn for fn in self.router.handlers_for(event) if handler_name(fn) not in done]
+        earlier = await self._db(store.permanent_failures, self.engine, d.seq)
+        pending = [fn for fn in self.router.handlers_for(event)
+                   if handler_name(fn) not in done and handler_name(fn) not in earlier]
         failures: list[str] = []
+        permanent = [f"{n}: {e.removeprefix(store.PERMANENT_PREFIX)}"
+                     for n, e in earlier.items()]
         if pending:
             try:
                 gh, config = await self.context_factory(event)
             except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
-                log.exception("delivery %s: no GitHub context", d.delivery_id)
                 msg = f"{type(exc).__name__}: {exc}"
+                if permanent_reason(exc) is not None:  # e.g. the repository is gone (404)
+                    log.error("delivery %s: no GitHub context: %s", d.delivery_id, msg)
+                    await self._permanent(d, "bot.inbox.worker.context", msg)
+                    return
+                log.exception("delivery %s: no GitHub context", d.delivery_id)
                 await self._db(store.record_handler, self.engine, d.seq, d.attempts,
                                         "bot.inbox.worker.context", False, msg)
                 await self._db(self._fail_or_retry, d, f"context: {msg}", 1)
@@ -302,34 +385,59 @@ class Worker:
                 name = handler_name(fn)
                 one = Router()
                 one.on(event.name)(fn)
+                perm = False
                 try:
                     results = await asyncio.wait_for(one.dispatch(event, gh, config),
                                                      self.handler_timeout)
-                    ok, err = results[0].ok, results[0].error
+                    ok, err, perm = results[0].ok, results[0].error, results[0].permanent
                 except TimeoutError:
                     log.error("handler %s timed out on delivery %s after %.0f s", name,
                               d.delivery_id, self.handler_timeout)
                     ok, err = False, f"TimeoutError: no result after {self.handler_timeout:g} s"
                 await self._db(store.record_handler, self.engine, d.seq, d.attempts,
-                                        name, ok, err)
-                if not ok:
+                                        name, ok,
+                                        f"{store.PERMANENT_PREFIX}{err}" if perm else err)
+                if perm:
+                    permanent.append(f"{name}: {err}")
+                elif not ok:
                     failures.append(f"{name}: {err}")
         if failures:
-            await self._db(self._fail_or_retry, d, "; ".join(failures), len(failures))
+            # transient failures are retried (the permanent ones are not run again)
+            await self._db(self._fail_or_retry, d, "; ".join(
+                failures + [f"{store.PERMANENT_PREFIX}{p}" for p in permanent]),
+                len(failures) + len(permanent))
+        elif permanent:
+            msg = f"{store.PERMANENT_PREFIX}not retried: " + "; ".join(permanent)
+            await self._db(store.finish, self.engine, d.seq, "failed", error=msg,
+                           replica=self.replica)
+            self.metrics.inc_processed(failed=True, handler_failures=len(permanent))
+            log.error("delivery %s failed permanently (not retried): %s", d.delivery_id,
+                      "; ".join(permanent))
         else:
-            await self._db(store.finish, self.engine, d.seq, "done")
+            await self._db(store.finish, self.engine, d.seq, "done", replica=self.replica)
             self.metrics.inc_processed(failed=False)
+
+    async def _permanent(self, d: store.Delivery, where: str, error: str) -> None:
+        """Record a failure no retry can fix and end the delivery ``failed`` at once."""
+        await self._db(store.record_handler, self.engine, d.seq, d.attempts, where, False,
+                       f"{store.PERMANENT_PREFIX}{error}")
+        await self._db(store.finish, self.engine, d.seq, "failed",
+                       error=f"{store.PERMANENT_PREFIX}not retried: {error}",
+                       replica=self.replica)
+        self.metrics.inc_processed(failed=True, handler_failures=1)
+        log.error("delivery %s failed permanently (not retried): %s", d.delivery_id, error)
 
     def _fail_or_retry(self, d: store.Delivery, error: str, n_failures: int) -> None:
         if d.attempts < self.max_attempts:
             delay = self.retry_delays[min(d.attempts - 1, len(self.retry_delays) - 1)]
             nb = store.utcnow() + dt.timedelta(seconds=delay)
-            store.finish(self.engine, d.seq, "queued", error=error, not_before=nb)
+            store.finish(self.engine, d.seq, "queued", error=error, not_before=nb,
+                         replica=self.replica)
             self.metrics.inc_processed(failed=True, handler_failures=n_failures, retry=True)
             log.warning("delivery %s attempt %d/%d failed, retry in %g s: %s", d.delivery_id,
                         d.attempts, self.max_attempts, delay, error)
         else:
-            store.finish(self.engine, d.seq, "failed", error=error)
+            store.finish(self.engine, d.seq, "failed", error=error, replica=self.replica)
             self.metrics.inc_processed(failed=True, handler_failures=n_failures)
             log.error("delivery %s failed after %d attempts: %s", d.delivery_id, d.attempts,
                       error)

@@ -44,6 +44,7 @@ import re
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -227,6 +228,8 @@ ROUTES: list[tuple[str, str, str]] = [
     ("POST", "/app/installations/{installation_id}/access_tokens", "access_token"),
     ("GET", "/app/installations", "list_installations"),
     ("POST", "/app-manifests/{code}/conversions", "manifest_conversion"),
+    ("GET", "/app/hook/deliveries", "list_hook_deliveries"),
+    ("POST", "/app/hook/deliveries/{delivery_id}/attempts", "redeliver"),
     ("GET", "/rate_limit", "rate_limit"),
     ("GET", "/repos/{owner}/{repo}", "get_repo"),
     ("GET", "/repos/{owner}/{repo}/installation", "get_installation"),
@@ -361,6 +364,17 @@ class GitHubDouble:
             # and user access tokens -> (login, expiry epoch seconds)
             self.oauth_codes: dict[str, tuple[int, str, str, float]] = {}
             self.user_tokens: dict[str, tuple[str, float]] = {}
+
+            # the App's webhook: where send_webhook posts, and every delivery attempt made
+            # (hook-delivery-item dicts, oldest first) with what was sent
+            self.webhook_url: str | None = None
+            # when set, asked for the URL of each delivery and redelivery instead: the load
+            # balancer in front of several replicas (None: nothing answers)
+            self.webhook_router: Callable[[], str | None] | None = None
+            self.webhook_secret = b""
+            self.hook_deliveries: list[dict[str, Any]] = []
+            self._hook_sent: dict[int, tuple[str, bytes]] = {}
+            self._hook_ids = itertools.count(90_000_001)
 
     # ---------------------------------------------------------------------- seeding
 
@@ -525,6 +539,71 @@ class GitHubDouble:
         with self._lock:
             self.faults.append(f)
         return f
+
+    # ------------------------------------------------------------------ webhook sender
+
+    def send_webhook(self, event: str, payload: dict[str, Any], *, guid: str | None = None,
+                     delivered_at: datetime | None = None) -> dict[str, Any]:
+        """POST one signed webhook delivery to :attr:`webhook_url` as GitHub does and record
+        the attempt in the App's delivery log (``GET /app/hook/deliveries``).
+
+        A connection failure is recorded as GitHub shows it (``status_code`` 0, ``status``
+        "failed to connect"); a non-2xx answer with its code.  ``guid`` (default a new one)
+        is the ``X-GitHub-Delivery``; ``delivered_at`` backdates the record (redelivery
+        window tests).  Returns the recorded hook-delivery item."""
+        import uuid
+
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        return self._deliver(event, body, guid or str(uuid.uuid4()), redelivery=False,
+                             delivered_at=delivered_at)
+
+    def _deliver(self, event: str, body: bytes, guid: str, *, redelivery: bool,
+                 delivered_at: datetime | None = None) -> dict[str, Any]:
+        import hmac
+        import urllib.error
+        import urllib.request
+
+        payload = json.loads(body)
+        sig = hmac.new(self.webhook_secret, body, hashlib.sha256).hexdigest()
+        headers = {"Content-Type": "application/json", "X-GitHub-Event": event,
+                   "X-GitHub-Delivery": guid, "X-Hub-Signature-256": f"sha256={sig}",
+                   "User-Agent": "GitHub-Hookshot/double"}
+        t0 = time.monotonic()
+        code, status = 0, "failed to connect"
+        url = self.webhook_router() if self.webhook_router is not None else self.webhook_url
+        if url:
+            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback
+                    code = resp.status
+            except urllib.error.HTTPError as err:
+                code = err.code
+            except (OSError, urllib.error.URLError):
+                code = 0
+            if code:
+                status = "OK" if 200 <= code < 300 else f"Invalid HTTP Response: {code}"
+        inst = payload.get("installation") if isinstance(payload, dict) else None
+        repo = payload.get("repository") if isinstance(payload, dict) else None
+        action = payload.get("action") if isinstance(payload, dict) else None
+        item = {
+            "id": next(self._hook_ids), "guid": guid,
+            "delivered_at": (delivered_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "redelivery": redelivery, "duration": round(time.monotonic() - t0, 3),
+            "status": status, "status_code": code, "event": event,
+            "action": action if isinstance(action, str) else None,
+            "installation_id": inst.get("id") if isinstance(inst, dict) else None,
+            "repository_id": repo.get("id") if isinstance(repo, dict) else None,
+            "throttled_at": None,
+        }
+        with self._lock:
+            self.hook_deliveries.append(item)
+            self._hook_sent[item["id"]] = (event, body)
+        return item
+
+    def hook_attempts(self, guid: str) -> list[dict[str, Any]]:
+        """Every recorded attempt (first delivery and redeliveries) of ``guid``, oldest first."""
+        with self._lock:
+            return [d for d in self.hook_deliveries if d["guid"] == guid]
 
     # --------------------------------------------------------------------- inspection
 
@@ -1183,6 +1262,44 @@ class GitHubDouble:
                    "X-GitHub-Hook-Installation-Target-ID": str(app_id)}
         r = httpx.post(app["hook_url"], content=body, headers=headers, timeout=30)
         return r.status_code
+    def _op_list_hook_deliveries(self, req: Request) -> tuple[int, Any, dict[str, str]]:
+        """Newest first; ``cursor`` pagination as GitHub's: the ``Link`` header's ``next``
+        carries ``cursor=v1_<id>`` of the first item of the next page."""
+        per_page = max(1, min(100, int(req.query.get("per_page", 30))))
+        items = list(reversed(self.hook_deliveries))
+        if "redelivery" in req.query:
+            want = req.query["redelivery"].lower() == "true"
+            items = [d for d in items if d["redelivery"] is want]
+        cursor = req.query.get("cursor")
+        if cursor:
+            if not re.fullmatch(r"v1_\d+", cursor):
+                raise HTTPError(400, "Bad cursor")
+            start = int(cursor[3:])
+            items = [d for d in items if d["id"] <= start]
+        page, rest = items[:per_page], items[per_page:]
+        headers = {}
+        if rest:
+            q = {k: v for k, v in req.query.items() if k != "cursor"}
+            qs = "&".join(f"{k}={v}" for k, v in {**q, "cursor": f"v1_{rest[0]['id']}"}.items())
+            headers["Link"] = f'<{API}{req.path}?{qs}>; rel="next"'
+        return 200, copy.deepcopy(page), headers
+
+    def _op_redeliver(self, req: Request, delivery_id: str) -> tuple[int, Any]:
+        """202 at once; the redelivery (same ``X-GitHub-Delivery``) is sent on a new thread,
+        as GitHub sends it after answering.  Older than 3 days: 422, as GitHub refuses."""
+        if not delivery_id.isdigit() or int(delivery_id) not in self._hook_sent:
+            raise HTTPError(404, "Not Found")
+        item = next(d for d in self.hook_deliveries if d["id"] == int(delivery_id))
+        age = datetime.now(UTC) - datetime.strptime(
+            item["delivered_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        if age > timedelta(days=3):
+            raise HTTPError(422, "Validation Failed", errors=[
+                {"resource": "HookDelivery", "code": "custom",
+                 "message": "Delivery is older than the redelivery window"}])
+        event, body = self._hook_sent[int(delivery_id)]
+        threading.Thread(target=self._deliver, args=(event, body, item["guid"]),
+                         kwargs={"redelivery": True}, daemon=True).start()
+        return 202, {}
 
     def _op_rate_limit(self, req: Request) -> tuple[int, Any]:
         b = self.ex("rate-limit-overview")

@@ -5,7 +5,8 @@
 Each ``crash_test`` delivery appends ``start <id>`` then ``end <id>`` to the file named by
 ``CRASH_LOG`` (fsynced).  Deliveries whose payload ``n`` is at least ``CRASH_BLOCK_FROM``
 block (sleep for an hour) between the two lines, so the test knows exactly what is in
-flight when it kills the process.
+flight when it kills the process.  ``CRASH_SLEEP_S`` makes every delivery take that long
+(the replica test).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def register(app: Registry) -> None:
 async def record(event: Event, gh: Any, config: Any) -> None:
     """Record the start and end of processing one delivery."""
     _append(f"start {event.delivery_id}")
+    await asyncio.sleep(float(os.environ.get("CRASH_SLEEP_S", "0")))
     block_from = os.environ.get("CRASH_BLOCK_FROM")
     if block_from is not None and event.payload["n"] >= int(block_from):
         await asyncio.sleep(3600)

@@ -1,0 +1,274 @@
+"""Recovering missed webhook deliveries: GitHub never redelivers a failed delivery by itself
+("GitHub does not automatically redeliver failed deliveries": GitHub Docs, "Handling failed
+webhook deliveries"), so a delivery sent while every ``serve`` was down, or answered with an
+error, would be lost.  A scheduled job (:func:`recover_missed`) reads the App's webhook log,
+finds the deliveries that never got a 2xx answer and whose GUID (``X-GitHub-Delivery``) the
+inbox does not hold, and asks GitHub to redeliver each one once.  The redelivery keeps the
+GUID, so the inbox stores it like the original and processes it once.
+
+Limits, per run: the log is read back over the redelivery window only (3 days on github.com:
+"You can redeliver webhook deliveries that occurred in the past 3 days", GitHub Docs,
+"Redelivering webhooks"; ``window_s``), at most ``max_pages`` pages of 100, at most
+``max_requests`` redeliveries, and the run stops while ``X-RateLimit-Remaining`` is below
+``min_rate_remaining`` or on a rate-limit answer.  Each GUID asked for is recorded in
+``webhook_redeliveries`` (Alembic ``0010_webhook_redeliveries``) with the outcome:
+
+* ``requested`` – GitHub accepted (202); asked again only when GitHub's log then shows the
+  redelivery attempt itself failed (no replica answered it either) and the inbox still lacks
+  the GUID, at most :data:`MAX_TRIES` times in all;
+* ``refused`` – GitHub answered 4xx (e.g. 422, out of the window); never asked again;
+* ``error`` – 5xx, rate limit or transport error; asked again on a later run, at most
+  :data:`MAX_TRIES` times in all.
+
+``campaign-bot deliveries --missing`` lists the table; ``/metrics`` counts it by outcome
+(``campaign_bot_redeliveries``) and shows how many asked-for GUIDs have arrived.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Integer,
+    String,
+    Text,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.database import Base, utcnow
+from bot.github.port import GitHubError, GitHubRetryableError
+from bot.inbox.store import Delivery
+
+log = logging.getLogger(__name__)
+
+REDELIVERY_WINDOW_S = 3 * 24 * 3600.0
+"""github.com keeps deliveries redeliverable for 3 days (GitHub Docs, "Redelivering
+webhooks"); GitHub Enterprise Server 3.16+ for 7."""
+MAX_TRIES = 3
+"""Requests per GUID (ended in ``error``, or accepted but redelivered to no avail) before the
+job stops asking."""
+OUTCOMES = ("requested", "refused", "error")
+
+
+class Redelivery(Base):
+    """One GUID the job asked GitHub to redeliver (see module docstring)."""
+
+    __tablename__ = "webhook_redeliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    guid: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    hook_delivery_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    event: Mapped[str] = mapped_column(String(100), nullable=False)
+    action: Mapped[str | None] = mapped_column(String(100))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    failed_status_code: Mapped[int] = mapped_column(Integer, nullable=False)
+    failed_status: Mapped[str | None] = mapped_column(String(300))
+    delivered_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    requested_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    tries: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+
+
+class WebhookLog(Protocol):
+    """What the job needs of GitHub (:class:`bot.github.app_webhook.AppWebhookLog`)."""
+
+    def pages(self, per_page: int = 100) -> Iterator[Any]:
+        """Pages with ``items`` (hook-delivery-item dicts, newest first) and
+        ``rate_remaining``."""
+        ...
+
+    def redeliver(self, hook_delivery_id: int) -> int | None:
+        """Ask for a redelivery; returns ``X-RateLimit-Remaining``."""
+        ...
+
+
+@dataclass
+class RecoveryReport:
+    """What one run did: log items read, GUIDs without any 2xx attempt (``failed``), of those
+    not in the inbox and not settled (``missing``), redeliveries by outcome, and why the
+    run stopped early (``stopped``, None when it finished)."""
+
+    scanned: int = 0
+    failed: int = 0
+    missing: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None
+
+
+def _ok(code: Any) -> bool:
+    return isinstance(code, int) and 200 <= code < 300
+
+
+def _parse_time(s: Any) -> dt.datetime | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None = None,
+                   window_s: float = REDELIVERY_WINDOW_S, max_requests: int = 20,
+                   max_pages: int = 10, min_rate_remaining: int = 100) -> RecoveryReport:
+    """One pass of the recovery job (see module docstring); returns its report.
+
+    ``window_s`` seconds of log are read (newest first; older items end the scan);
+    ``max_requests`` redeliveries at most; the run stops when ``X-RateLimit-Remaining`` drops
+    below ``min_rate_remaining`` or GitHub answers with a rate limit.  A failure to read the
+    log ends the run (``stopped``); nothing is lost, the next run reads again."""
+    now = now or utcnow()
+    horizon = now - dt.timedelta(seconds=window_s)
+    rep = RecoveryReport()
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for i, page in enumerate(hooks.pages(100)):
+            old = False
+            for item in page.items:
+                t = _parse_time(item.get("delivered_at"))
+                guid = item.get("guid")
+                if t is None or not isinstance(guid, str) or not isinstance(item.get("id"), int):
+                    continue
+                if t < horizon:
+                    old = True
+                    continue
+                rep.scanned += 1
+                attempts.setdefault(guid, []).append({**item, "_at": t})
+            if old:
+                break
+            if i + 1 >= max_pages:
+                rep.stopped = f"read {max_pages} pages of the webhook log"
+                break
+            if page.rate_remaining is not None and page.rate_remaining < min_rate_remaining:
+                rep.stopped = f"rate limit: {page.rate_remaining} requests left"
+                return rep
+    except GitHubError as exc:
+        rep.stopped = f"reading the webhook log: {exc}"
+        log.warning("recovery of missed deliveries: %s", rep.stopped)
+        return rep
+    failed = {g: a for g, a in attempts.items() if not any(_ok(x.get("status_code")) for x in a)}
+    rep.failed = len(failed)
+    if not failed:
+        return rep
+    with engine.connect() as conn:
+        held = set(conn.execute(
+            select(Delivery.delivery_id).where(Delivery.delivery_id.in_(list(failed)))
+        ).scalars())
+        settled = {r.guid: r for r in conn.execute(
+            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries,
+                   Redelivery.hook_delivery_id)
+            .where(Redelivery.guid.in_(list(failed))))}
+    todo = []
+    for guid, tries in failed.items():
+        prev = settled.get(guid)
+        if guid in held or (prev is not None and not _ask_again(prev, tries)):
+            continue
+        # the oldest attempt: the original delivery (GitHub redelivers its payload)
+        todo.append((guid, min(tries, key=lambda x: (x["_at"], x["id"])), tries[0]))
+    # oldest first (ids grow with time; delivered_at has 1 s resolution): GitHub sends the
+    # redeliveries in the order asked, which keeps each installation's arrival order
+    todo.sort(key=lambda t: (t[1]["_at"], t[1]["id"]))
+    rep.missing = len(todo)
+    for n, (guid, first, newest) in enumerate(todo):
+        if n >= max_requests:
+            rep.stopped = f"asked for {max_requests} redeliveries (the per-run bound)"
+            break
+        outcome, err, remaining = "requested", None, None
+        status: int | None = 202
+        try:
+            remaining = hooks.redeliver(int(newest["id"]))
+        except GitHubRetryableError as exc:
+            outcome, status, err = "error", exc.status, str(exc)
+        except GitHubError as exc:
+            outcome, status, err = "refused", exc.status, str(exc)
+        _record(engine, guid, first, newest, outcome, status, err, prev=settled.get(guid))
+        rep.outcomes[outcome] = rep.outcomes.get(outcome, 0) + 1
+        log.info("redelivery of %s (%s) %s%s", guid, first.get("event"), outcome,
+                 f": {err}" if err else "")
+        if outcome == "error" and status in (403, 429):
+            rep.stopped = f"rate limit: {err}"
+            break
+        if remaining is not None and remaining < min_rate_remaining:
+            rep.stopped = f"rate limit: {remaining} requests left"
+            break
+    return rep
+
+
+def _ask_again(prev: Any, tries: list[dict[str, Any]]) -> bool:
+    """Whether a GUID asked for before (``prev``: its ``webhook_redeliveries`` row) is asked
+    for again, given its attempts in the log (none answered 2xx): after an ``error``; after a
+    ``requested`` only once the log holds an attempt newer than the one asked about (the
+    redelivery was sent and failed too); never after ``refused``; :data:`MAX_TRIES` in all."""
+    if prev.tries >= MAX_TRIES or prev.outcome == "refused":
+        return False
+    if prev.outcome == "error":
+        return True
+    return any(int(x["id"]) > int(prev.hook_delivery_id) for x in tries)
+
+
+def _record(engine: Engine, guid: str, first: dict[str, Any], newest: dict[str, Any],
+            outcome: str, status: int | None, err: str | None, *, prev: Any) -> None:
+    now = utcnow()
+    with engine.begin() as conn:
+        if prev is not None:
+            conn.execute(update(Redelivery).where(Redelivery.guid == guid).values(
+                hook_delivery_id=int(newest["id"]), requested_at=now, outcome=outcome,
+                http_status=status, error=err, tries=Redelivery.tries + 1))
+            return
+        action = first.get("action")
+        inst = first.get("installation_id")
+        conn.execute(insert(Redelivery).values(
+            guid=guid, hook_delivery_id=int(newest["id"]), event=str(first.get("event") or "?"),
+            action=action if isinstance(action, str) else None,
+            installation_id=inst if isinstance(inst, int) else None,
+            failed_status_code=int(newest.get("status_code") or 0),
+            failed_status=str(newest.get("status") or "")[:300], delivered_at=first["_at"],
+            requested_at=now, outcome=outcome, http_status=status, error=err, tries=1))
+
+
+def redelivery_counts(engine: Engine) -> dict[str, int]:
+    """Rows of ``webhook_redeliveries`` per outcome, plus ``arrived``: requested GUIDs the
+    inbox now holds."""
+    with engine.connect() as conn:
+        out = {o: n for o, n in conn.execute(
+            select(Redelivery.outcome, func.count()).group_by(Redelivery.outcome))}
+        out["arrived"] = conn.execute(
+            select(func.count()).select_from(Redelivery)
+            .join(Delivery, Delivery.delivery_id == Redelivery.guid)).scalar_one()
+    return out
+
+
+def list_redeliveries(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
+    """Newest requests first, as plain dicts; ``inbox_status`` is the status of the delivery
+    with that GUID in the inbox (None: not arrived)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Redelivery.guid, Redelivery.event, Redelivery.action,
+                   Redelivery.installation_id, Redelivery.failed_status_code,
+                   Redelivery.failed_status, Redelivery.delivered_at, Redelivery.requested_at,
+                   Redelivery.outcome, Redelivery.http_status, Redelivery.error,
+                   Redelivery.tries, Delivery.status.label("inbox_status"))
+            .outerjoin(Delivery, Delivery.delivery_id == Redelivery.guid)
+            .order_by(Redelivery.id.desc()).limit(limit)).all()
+    out = []
+    for r in rows:
+        d = r._asdict()
+        for k in ("delivered_at", "requested_at"):
+            t = d[k]
+            d[k] = (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).isoformat()
+        out.append(d)
+    return out

@@ -1,0 +1,271 @@
+"""Recovering missed webhook deliveries: the recovery job against the GitHub double's App
+webhook log (``GET /app/hook/deliveries``, ``POST .../attempts``, App JWT auth), and end to end:
+deliveries sent while ``campaign-bot serve`` is down are recorded by the double as failed; once
+the bot is back its job asks for each one again and each is processed exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from webhook_helpers import ROOT, SECRET, free_port, metric_values, wait_for
+
+from bot import database
+from bot.github.app_webhook import AppWebhookLog
+from bot.inbox import store
+from bot.inbox.recovery import MAX_TRIES, list_redeliveries, recover_missed, redelivery_counts
+
+APP_ID = 4242
+
+
+@pytest.fixture(scope="module")
+def pem() -> str:
+    """An RSA key for App JWTs, made for this test run (no key is committed)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Any:
+    eng = database.make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
+    database.migrate(eng)
+    yield eng
+    eng.dispose()
+
+
+def _down(double: Any) -> None:
+    """Point the double's webhook at a port where nothing listens (the bot is down)."""
+    double.webhook_url = f"http://127.0.0.1:{free_port()}/webhook"
+    double.webhook_secret = SECRET.encode()
+
+
+def _payload(n: int, installation: int) -> dict[str, Any]:
+    return {"n": n, "installation": {"id": installation}}
+
+
+def _hooks(double: Any, pem: str) -> AppWebhookLog:
+    return AppWebhookLog(base_url=double.base_url, app_id=APP_ID, private_key=pem,
+                         throttle=False)
+
+
+def _redelivery_posts(double: Any) -> list[str]:
+    return [c.path for c in double.calls
+            if c.method == "POST" and c.path.startswith("/app/hook/deliveries/")]
+
+
+def test_the_log_pages_with_a_cursor_under_an_app_jwt(github_double: Any, pem: str) -> None:
+    _down(github_double)
+    sent = [github_double.send_webhook("crash_test", _payload(i, 1)) for i in range(5)]
+    assert {d["status_code"] for d in sent} == {0}
+    assert {d["status"] for d in sent} == {"failed to connect"}
+    pages = list(_hooks(github_double, pem).pages(per_page=2))
+    assert [len(p.items) for p in pages] == [2, 2, 1]
+    assert [d["guid"] for p in pages for d in p.items] == [d["guid"] for d in reversed(sent)]
+    lists = [c for c in github_double.calls if c.path == "/app/hook/deliveries"]
+    assert [c.query.get("cursor") for c in lists] == [
+        None, f"v1_{sent[2]['id']}", f"v1_{sent[0]['id']}"]
+    assert all(c.status == 200 for c in lists)
+
+
+def test_the_job_asks_once_for_each_failed_delivery_the_inbox_lacks(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    _down(github_double)
+    now = dt.datetime.now(dt.UTC)
+    lost = [github_double.send_webhook("crash_test", _payload(i, 1 + i % 2)) for i in range(4)]
+    # failed, then delivered by a later redelivery: settled
+    healed = github_double.send_webhook("crash_test", _payload(9, 1))
+    github_double.hook_deliveries.append({**healed, "id": healed["id"] + 500,
+                                          "redelivery": True, "status": "OK",
+                                          "status_code": 200})
+    # failed, but the inbox has it (GitHub timed out after the bot stored it)
+    stored = github_double.send_webhook("crash_test", _payload(10, 1))
+    with engine.begin() as conn:
+        store.insert_deliveries(conn, [store.NewDelivery(
+            stored["guid"], "crash_test", None, None, "installation:1", {}, b"{}", now)])
+    # outside the window: not read
+    github_double.send_webhook("crash_test", _payload(11, 1),
+                               delivered_at=now - dt.timedelta(days=4))
+    # redeliveries arrive at a port where nothing listens: they fail again
+    rep = recover_missed(engine, _hooks(github_double, pem), max_requests=10)
+    assert (rep.failed, rep.missing, rep.outcomes, rep.stopped) == (5, 4, {"requested": 4}, None)
+    assert sorted(_redelivery_posts(github_double)) == sorted(
+        f"/app/hook/deliveries/{d['id']}/attempts" for d in lost)
+    rows = list_redeliveries(engine)
+    assert {r["guid"] for r in rows} == {d["guid"] for d in lost}
+    assert {(r["outcome"], r["http_status"], r["failed_status_code"], r["inbox_status"])
+            for r in rows} == {("requested", 202, 0, None)}
+    wait_for(lambda: all(len(github_double.hook_attempts(d["guid"])) == 2 for d in lost), 10,
+             "the double's redeliveries")
+    assert len(_redelivery_posts(github_double)) == 4
+    # the log now shows that each redelivery failed too: each GUID is asked for again
+    # (bounded: test_a_redelivery_that_fails_too_is_asked_for_again_a_bounded_number_of_times)
+    rep2 = recover_missed(engine, _hooks(github_double, pem), max_requests=10)
+    assert (rep2.missing, rep2.outcomes) == (4, {"requested": 4})
+    assert len(_redelivery_posts(github_double)) == 8
+    assert redelivery_counts(engine) == {"requested": 4, "arrived": 0}
+
+
+def test_the_job_is_bounded_and_rate_limit_aware(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    _down(github_double)
+    lost = [github_double.send_webhook("crash_test", _payload(i, 1)) for i in range(5)]
+    rep = recover_missed(engine, _hooks(github_double, pem), max_requests=2)
+    assert rep.outcomes == {"requested": 2}
+    assert rep.stopped == "asked for 2 redeliveries (the per-run bound)"
+    # oldest first: per-installation arrival order is kept as far as GitHub keeps it
+    assert [r["guid"] for r in reversed(list_redeliveries(engine))] == [
+        lost[0]["guid"], lost[1]["guid"]]
+    github_double.rate_remaining = 60
+    rep = recover_missed(engine, _hooks(github_double, pem), min_rate_remaining=100)
+    assert rep.outcomes == {} and rep.stopped is not None and "rate limit" in rep.stopped
+    assert len(_redelivery_posts(github_double)) == 2
+    # a secondary rate limit on the POST: recorded as an error, the run stops at once
+    github_double.rate_remaining = 5000
+    github_double.inject("POST", "/app/hook/deliveries/*/attempts", 403, retry_after=60)
+    rep = recover_missed(engine, _hooks(github_double, pem))
+    assert rep.outcomes == {"error": 1} and "rate limit" in (rep.stopped or "")
+
+
+def test_refused_is_final_and_errors_are_retried_a_bounded_number_of_times(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    _down(github_double)
+    a = github_double.send_webhook("crash_test", _payload(1, 1))
+    github_double.inject("POST", f"/app/hook/deliveries/{a['id']}/attempts", 422)
+    rep = recover_missed(engine, _hooks(github_double, pem))
+    assert rep.outcomes == {"refused": 1}
+    assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {}
+    [row] = list_redeliveries(engine)
+    assert (row["outcome"], row["http_status"], row["tries"]) == ("refused", 422, 1)
+    assert "422" in row["error"]
+
+    b = github_double.send_webhook("crash_test", _payload(2, 1))
+    github_double.inject("POST", f"/app/hook/deliveries/{b['id']}/attempts", 502,
+                         times=MAX_TRIES + 1)
+    for _ in range(MAX_TRIES + 2):
+        recover_missed(engine, _hooks(github_double, pem))
+    row = next(r for r in list_redeliveries(engine) if r["guid"] == b["guid"])
+    assert (row["outcome"], row["http_status"], row["tries"]) == ("error", 502, MAX_TRIES)
+    posts = _redelivery_posts(github_double)
+    assert posts.count(f"/app/hook/deliveries/{b['id']}/attempts") == MAX_TRIES
+
+
+def test_a_redelivery_that_fails_too_is_asked_for_again_a_bounded_number_of_times(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    """GitHub accepted the redelivery (202) but no replica answered it either (the one the
+    load balancer chose was just killed): while the inbox lacks the GUID it is asked for
+    again once the log shows that failed attempt, MAX_TRIES times in all."""
+    _down(github_double)
+    a = github_double.send_webhook("crash_test", _payload(1, 1))
+    for k in range(1, MAX_TRIES + 1):
+        assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {"requested": 1}
+        # before GitHub sent the redelivery nothing is asked again
+        wait_for(lambda k=k: len(github_double.hook_attempts(a["guid"])) == k + 1, 10,
+                 "the redelivery attempt in the log")
+        [row] = list_redeliveries(engine)
+        assert (row["outcome"], row["tries"]) == ("requested", k)
+    assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {}
+    assert [(x["redelivery"], x["status_code"]) for x in github_double.hook_attempts(
+        a["guid"])] == [(False, 0)] + [(True, 0)] * MAX_TRIES
+
+
+def test_a_garbled_log_page_ends_the_run_without_a_traceback(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    github_double.inject("GET", "/app/hook/deliveries", 500)
+    rep = recover_missed(engine, _hooks(github_double, pem))
+    assert rep.outcomes == {} and "500" in (rep.stopped or "")
+
+
+def _serve(cwd: Path, port: int, double: Any, pem_file: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.pop("CAMPAIGN_BOT_DATABASE_URL", None)
+    env.update(
+        CAMPAIGN_BOT_WEBHOOK_SECRET=SECRET, CAMPAIGN_BOT_PORT=str(port),
+        CAMPAIGN_BOT_APP_ID=str(APP_ID), CAMPAIGN_BOT_PRIVATE_KEY_FILE=str(pem_file),
+        CAMPAIGN_BOT_GITHUB_API_URL=double.base_url, CAMPAIGN_BOT_GITHUB_THROTTLE="false",
+        CAMPAIGN_BOT_REDELIVER_INTERVAL_S="1", CAMPAIGN_BOT_EXTRA_HANDLERS="crash_handler",
+        PYTHONPATH=str(ROOT / "tests" / "support"), CRASH_LOG=str(log),
+    )
+    env.pop("CRASH_BLOCK_FROM", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
+        cwd=cwd, env=env, stdout=(cwd / "serve.log").open("ab"), stderr=subprocess.STDOUT)
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"serve exited {proc.returncode}:\n{(cwd / 'serve.log').read_text()}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, 30, "campaign-bot serve to answer /healthz")
+    return proc
+
+
+def test_deliveries_sent_while_the_bot_is_down_are_redelivered_and_processed_once(
+    github_double: Any, pem: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    github_double.webhook_url = f"http://127.0.0.1:{port}/webhook"  # nothing listens yet
+    github_double.webhook_secret = SECRET.encode()
+    lost = [github_double.send_webhook("crash_test", _payload(i, 1 + i % 3)) for i in range(12)]
+    assert {d["status_code"] for d in lost} == {0}
+    pem_file = tmp_path / "app.pem"
+    pem_file.write_text(pem)
+    log = tmp_path / "processed.log"
+    proc = _serve(tmp_path, port, github_double, pem_file, log)
+    try:
+        # delivered while the bot is up: a 2xx in the log, never asked for again
+        live = github_double.send_webhook("crash_test", _payload(100, 1))
+        assert live["status_code"] == 202
+        guids = [d["guid"] for d in lost] + [live["guid"]]
+
+        def all_done() -> bool:
+            ends = [x.split()[1] for x in log.read_text().splitlines()
+                    if x.startswith("end")] if log.exists() else []
+            return sorted(ends) == sorted(guids)
+
+        wait_for(all_done, 60, "every lost delivery to be redelivered and processed")
+        # a few more job runs: nothing is asked twice, nothing processed twice
+        runs = len([c for c in github_double.calls if c.path == "/app/hook/deliveries"])
+        wait_for(lambda: len([c for c in github_double.calls
+                              if c.path == "/app/hook/deliveries"]) >= runs + 2, 15,
+                 "two more runs of the recovery job")
+        metrics = metric_values(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+        missing = subprocess.run(
+            [sys.executable, "-c", "from evidence.cli import main; main()", "deliveries",
+             "--missing", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "CAMPAIGN_BOT_DATABASE_URL"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    starts = Counter(x.split()[1] for x in log.read_text().splitlines() if x.startswith("start"))
+    assert starts == Counter(guids)  # each processed exactly once
+    for d in lost:
+        attempts = github_double.hook_attempts(d["guid"])
+        assert [(a["redelivery"], a["status_code"]) for a in attempts] == [
+            (False, 0), (True, 202)]
+    assert len(github_double.hook_attempts(live["guid"])) == 1
+    assert metrics['campaign_bot_redeliveries{outcome="requested"}'] == 12
+    assert metrics["campaign_bot_redeliveries_arrived"] == 12
+    assert missing.returncode == 0, missing.stderr
+    rows = json.loads(missing.stdout)
+    assert sorted(r["guid"] for r in rows) == sorted(d["guid"] for d in lost)
+    assert {r["inbox_status"] for r in rows} == {"done"}
