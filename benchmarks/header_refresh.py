@@ -1,12 +1,12 @@
-"""GitHub API calls and time of a campaign status header refresh (issue 8, "Economy").
+"""GitHub API calls and time of a campaign status header refresh.
 
 Runs the real refresh path (``bot.features.header.service.HeaderService`` over the PyGithub
-port, a migrated SQLite database, the evidence loader and the verdict engine)
+port, a migrated SQLite database, ``evidence``'s loader and verdict engine)
 against the local GitHub double (``tests/github_double``, a real HTTP server on 127.0.0.1)
 holding the bundled example campaign ``examples/h3-ref2va-4x910b1`` and two candidate PRs.
 Every HTTP request the double receives is counted.
 
-Target (issue 8): a refresh with nothing changed makes at most 3 reads and 0 writes.
+Target: a refresh with nothing changed makes at most 3 reads and 0 writes.
 
     python benchmarks/header_refresh.py [--repeat 20]
 

@@ -187,7 +187,7 @@ def main() -> int:
     med_pct = statistics.median(r["overhead_pct"] for r in rows)
     max_rss = max(r["extra_rss_mb"] for r in rows)
     console.print(f"median overhead {med_over * 1000:.1f} ms = {med_pct:.3f} % of the request "
-                  f"time (target < 1 %); {100 * med_over / 166.572:.4f} % of seed 000's "
+                  f"time (target < 1 %); {100 * med_over / 166.572:.4f} % of campaign #320's "
                   f"166.572 s control request")
     console.print(f"extra RSS while streaming: max {max_rss:.1f} MiB; peak RSS of a whole "
                   f"`campaign-bot screen` process: {screen_peak:.1f} MiB (target < 200 MB)")

@@ -1,4 +1,4 @@
-"""Timing of the verdict engine (issue 3): exact u from scipy per design, the whole review
+"""Timing of the verdict engine: exact u from scipy per design, the whole review
 of a synthetic campaign, and claim tracing.  Prints a table; run with
 
     .venv/bin/python benchmarks/verdicts.py [--screens 200]

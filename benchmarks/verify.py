@@ -9,7 +9,7 @@ of hashing, not of the disk).  Peak RSS is each child's ``VmHWM`` (high-water RS
 address space) polled from ``/proc/PID/status`` every 2 ms; ``ru_maxrss`` is not used because
 Linux carries the forking parent's peak into it across ``exec``.
 
-Targets (issue 2): our wall time at most 0.75x sha256sum's, and peak RSS under 150 MB.
+Targets: our wall time at most 0.75x sha256sum's, and peak RSS under 150 MB.
 
 Usage::
 

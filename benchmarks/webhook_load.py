@@ -1,4 +1,4 @@
-"""Webhook acknowledgement latency under a fixed delivery rate (issue 5 benchmark).
+"""Webhook acknowledgement latency under a fixed delivery rate.
 
 Sends signed deliveries at a fixed rate (open loop: request i is due at ``t0 + i/rate``
 whether or not earlier ones were answered) for ``--duration`` seconds, first against a bare
@@ -13,7 +13,7 @@ Reported per target: requests sent, acknowledged (2xx), errors/timeouts (GitHub'
 10 s), p50/p90/p99/max acknowledgement latency, and for ``serve`` the deliveries *lost*
 (acknowledged 202 but not in the database) and how long the worker took to finish them.
 
-Targets (issue 5): zero lost at 200 deliveries/s, p99 < 25 ms, p99 within 2x the bare p99.
+Targets: zero lost at 200 deliveries/s, p99 < 25 ms, p99 within 2x the bare p99.
 
     python benchmarks/webhook_load.py [--rate 200] [--duration 60] [--json-out FILE]
 
@@ -41,7 +41,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "github" / "webhooks" / "issue_comment"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "webhooks" / "issue_comment"
 SECRET = "benchmark-secret"
 EVENT = "benchmark_load"  # no handler is registered for it: the worker marks it done
 TIMEOUT_S = 10.0  # GitHub counts a delivery failed after 10 s (GITHUB.md §2.3)

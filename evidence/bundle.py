@@ -7,8 +7,9 @@ What is read:
 
 * ``campaign.toml`` at the root (``campaign-bot/campaign@1``), parsed with ``tomllib``.
 * Every ``*.json`` file anywhere in the tree (bags' ``data/`` included; ``.git`` and other
-  :data:`evidence.manifest.SKIP_DIRS` skipped; symlinks never followed) whose top-level
-  ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1`` or
+  :data:`evidence.manifest.SKIP_DIRS` skipped outside bags; symlinks never followed; inside a
+  signed bundle checked with ``--trusted-keys``, only the files its signed manifests list)
+  whose top-level ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1`` or
   ``campaign-bot/media-report@1``.  Validation is strict (a string is not a number, ``NaN``
   and negative seconds are refused) and every error becomes a :class:`Finding` with the file,
   the field path and the line, never a traceback.
@@ -17,8 +18,9 @@ Decisions:
 
 * A ``status.json`` without a ``campaign-bot/`` schema is an *untyped status*: it is not
   validated (its meaning is unknown) but reported as a P3 ``STATUS_UNTYPED`` note, because a
-  reader cannot tell a frozen snapshot from current progress (seed 000's P2 review finding);
-  the resolution names our status schema with its ``frozen`` marker.
+  reader cannot tell a frozen snapshot from current progress (the P2 review finding on
+  campaign #320's stale ``results/status.json``); the resolution names our status schema with
+  its ``frozen`` marker.
 * Any other ``campaign-bot/NAME@V`` that this version does not know (a newer document type)
   is a P3 ``SCHEMA_UNKNOWN`` note; an unknown *version* of a known type is a P1 error.
 * JSON that does not parse is a P1 ``JSON_INVALID`` error wherever it is: a bundle holds no
@@ -32,14 +34,21 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from evidence import safejson
 from evidence.lines import line_of
-from evidence.manifest import DEFAULT_MAX_FILE_BYTES, TreeIndex, index_tree
+from evidence.manifest import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_FILE_BYTES,
+    TreeIndex,
+    index_tree,
+)
 from evidence.models import (
     CampaignScope,
     Finding,
@@ -100,6 +109,26 @@ def _f(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None
                    message=msg, resolution=fix)
 
 
+def input_words(v: object) -> str:
+    """A value read from JSON or TOML, named as those formats name it (``the string "5"``,
+    ``the number 1.5``, ``true``, ``JSON null``, ``an array``), at most about 60 characters;
+    never a Python repr."""
+    if v is None:
+        return "JSON null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"the number {str(v)[:60]}"
+    if isinstance(v, str):
+        return "the string " + json.dumps(v if len(v) <= 50 else v[:50] + "…",
+                                          ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    if isinstance(v, dict):
+        return "an object"
+    return f"a {type(v).__name__} value"
+
+
 def validation_findings(err: ValidationError, path: str, text: str, *,
                         fmt: str = "json") -> list[Finding]:
     """One P1 ``SCHEMA_INVALID`` finding per pydantic error, with field path and line."""
@@ -111,13 +140,16 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] in ("float_type", "int_type", "string_type", "bool_type") and \
                 "input" in e:
-            msg += f" (got {type(e['input']).__name__} {e['input']!r:.60})"
+            msg += f" (got {input_words(e['input'])})"
         out.append(_f("SCHEMA_INVALID", "P1", path, f"{fpath or 'document'}: {msg}",
                       line=line, fieldp=fpath))
     return out
 
 
 def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> str | None:
+    """Text of ``root/rel`` (``size`` bytes from the index) or None with a finding: over
+    ``limit`` (FILE_TOO_LARGE: P1 for a campaign-bot document, P3 for other JSON, which is
+    then only hashed), unreadable, or not UTF-8.  Peak memory is about twice the file."""
     if size > limit:
         # A large JSON payload (a trace, say) is legitimate; a large campaign-bot document is
         # not.  Documents we write start with their schema, so the head tells them apart.
@@ -133,7 +165,8 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
                 sev, what = "P3", "JSON read whole (hashed only)"
         out.append(_f("FILE_TOO_LARGE", sev, rel,
                       f"{size} bytes exceeds the {limit}-byte limit for {what}; not read",
-                      fix="raise --max-file-bytes if this file is meant to be this large"))
+                      fix="raise --max-document-bytes (JSON, TOML) or --max-file-bytes if "
+                          "this file is meant to be this large"))
         return None
     try:
         raw = (root / rel).read_bytes()
@@ -150,47 +183,58 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
         return None
 
 
-def _duplicate_keys(text: str) -> list[tuple[str, int | None]]:
-    """Keys that appear twice in one JSON object of ``text``, with the 1-based line of the
-    repeat (best effort).  Python keeps the last value, other readers the first: evidence
-    that depends on the reader is ambiguous, so the loader reports it."""
-    dups: list[str] = []
+class _DuplicateKeys:
+    """``object_pairs_hook`` that records keys written twice in one JSON object (Python keeps
+    the last value, other readers the first: evidence that depends on the reader is
+    ambiguous, so the loader reports it), in the same parse that builds the object."""
 
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                dups.append(k)
-            seen.add(k)
-        return dict(pairs)
+    def __init__(self) -> None:
+        self.keys: list[str] = []
 
-    try:
-        json.loads(text, object_pairs_hook=hook)
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, int | None]] = []
-    for k in dict.fromkeys(dups):
-        hits = list(re.finditer(re.escape(json.dumps(k)) + r"\s*:", text))
-        line = text.count("\n", 0, hits[-1].start()) + 1 if len(hits) > 1 else None
-        out.append((k, line))
-    return out
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for k, _ in pairs:
+                if k in seen:
+                    self.keys.append(k)
+                seen.add(k)
+        return out
+
+    def found(self, text: str) -> list[tuple[str, int | None]]:
+        """Each duplicate key once, with the 1-based line of its last repeat (best effort)."""
+        out: list[tuple[str, int | None]] = []
+        for k in dict.fromkeys(self.keys):
+            hits = list(re.finditer(re.escape(json.dumps(k)) + r"\s*:", text))
+            line = text.count("\n", 0, hits[-1].start()) + 1 if len(hits) > 1 else None
+            out.append((k, line))
+        return out
 
 
 def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                  index: TreeIndex | None = None) -> LoadedCampaign:
+                  max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+                  index: TreeIndex | None = None,
+                  readable: Callable[[str], bool] | None = None) -> LoadedCampaign:
     """Read and validate every campaign document under ``root``.
 
-    ``max_file_bytes`` caps each JSON/TOML file read whole (default 64 MiB); larger files
-    become a ``FILE_TOO_LARGE`` finding.  Raises ``OSError`` only when ``root`` itself cannot
-    be listed; every other problem is a finding in the result.
+    Each JSON or TOML file is parsed whole only up to ``min(max_file_bytes,
+    max_document_bytes)`` bytes (defaults 64 MiB and 8 MiB): a larger campaign-bot document
+    is a P1 ``FILE_TOO_LARGE`` finding, larger other JSON a P3 note (hashed, not parsed).
+    JSON nested deeper than :data:`evidence.safejson.MAX_JSON_DEPTH` levels is a P1
+    ``JSON_INVALID`` finding naming the depth and line.  ``readable(rel)``, when given, is
+    asked for each file first; a file it refuses is not read at all (``check --trusted-keys``
+    passes one that admits, inside a signed bundle, only the files its signed manifests list).
+    Raises ``OSError`` only when ``root`` itself cannot be listed; every other problem is a
+    finding in the result.
     """
     root = Path(root)
     idx = index or index_tree(root)
     lc = LoadedCampaign(root=root, index=idx)
     fs = lc.findings
+    doc_limit = min(max_file_bytes, max_document_bytes)
 
-    if "campaign.toml" in idx.files:
-        text = _read(root, "campaign.toml", idx.files["campaign.toml"], max_file_bytes, fs)
+    if "campaign.toml" in idx.files and (readable is None or readable("campaign.toml")):
+        text = _read(root, "campaign.toml", idx.files["campaign.toml"], doc_limit, fs)
         if text is not None:
             try:
                 data = tomllib.loads(text)
@@ -210,26 +254,31 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 
     seen_sessions: dict[str, str] = {}
     for rel in sorted(idx.files):
-        if not rel.endswith(".json"):
+        if not rel.endswith(".json") or (readable is not None and not readable(rel)):
             continue
-        text = _read(root, rel, idx.files[rel], max_file_bytes, fs)
+        text = _read(root, rel, idx.files[rel], doc_limit, fs)
         if text is None:
             continue
+        # One parse: the duplicate-key hook only on our documents (a hook per object is slow
+        # on large traces), and no second copy of the tree.
+        dups = _DuplicateKeys() if "campaign-bot/" in text else None
         try:
-            obj = json.loads(text)
+            obj = safejson.loads(text, object_pairs_hook=dups)
+        except safejson.JSONTooDeep as e:
+            fs.append(_f("JSON_INVALID", "P1", rel, str(e), line=e.line,
+                         fix=f"evidence documents are a few levels deep; the reader refuses "
+                             f"more than {e.limit}"))
+            continue
         except json.JSONDecodeError as e:
             fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e.msg} (column "
                          f"{e.colno})", line=e.lineno,
                          fix="restore the complete file (truncated or edited by hand?)"))
             continue
-        except RecursionError:
-            fs.append(_f("JSON_INVALID", "P1", rel, "JSON nested too deeply"))
-            continue
         except ValueError as e:  # e.g. an integer literal over Python's 4300-digit limit
             fs.append(_f("JSON_INVALID", "P1", rel, f"not valid JSON: {e}".split("; use ")[0]))
             continue
-        if "campaign-bot/" in text:  # our documents only: a hook per object is slow on traces
-            for key, dline in _duplicate_keys(text):
+        if dups is not None:
+            for key, dline in dups.found(text):
                 fs.append(_f("JSON_INVALID", "P1", rel,
                              f"duplicate key {key!r} in one object: readers disagree on "
                              "which value wins (this one keeps the last)", line=dline,

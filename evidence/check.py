@@ -8,9 +8,9 @@ missing or cannot be listed).
 
 Warmups are shown apart and never counted: ``measured_*`` columns come from measured
 requests only.  Medians are of per-session medians of measured, successful (HTTP 200, no
-error) requests' client wall seconds: the session is the unit (DESIGN.md), so a session with
+error) requests' client wall seconds: the independent server session is the unit, so a session with
 three requests does not weigh three times.  The verdicts list is filled by the verdict engine
-(issue 3); this module computes no verdict statistics.
+(:mod:`evidence.verdicts`); this module computes no verdict statistics.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,13 @@ from pydantic import BaseModel, Field
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
 from evidence.manifest import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
     ExternalDigest,
     ManifestSummary,
     ProgressFn,
     VerifyResult,
+    cap_findings,
     index_tree,
     verify_tree,
 )
@@ -81,7 +84,9 @@ class CheckReport(BaseModel):
         default_factory=dict,
         description="campaign, receipts, statuses, media_reports, json_files validated.")
     hashes_checked: int = 0
-    hash_errors: int = Field(0, description="Mismatched + missing + unsafe + malformed.")
+    hash_errors: int = Field(
+        0, description="Mismatched + missing + unsafe + malformed entries + extra files.")
+    extra_files: int = Field(0, description="Files present but not listed where they must be.")
     external_digests: int = 0
     files_hashed: int = 0
     bytes_hashed: int = 0
@@ -93,7 +98,7 @@ class CheckReport(BaseModel):
         default_factory=list, description="Per-track verdicts, added by the verdict engine.")
     screening: list[ScreeningDecision] = Field(
         default_factory=list,
-        description="Screening decisions (issue 3): never verdicts.")
+        description="Screening decisions: never verdicts.")
     claims: list[Claim] = Field(
         default_factory=list, description="With --claims: every stated number and its source.")
     seconds: float = 0.0
@@ -149,16 +154,25 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
 
 
 def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                   max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
                    progress: ProgressFn | None = None,
                    workers: int | None = None,
                    base_ref: str | None = None,
                    claims_file: Path | None = None,
-                   prior_noise: bool = False) -> CheckReport:
+                   prior_noise: bool = False,
+                   trusted_keys: dict[str, Any] | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
-    Issue 3 adds the per-track verdicts, screening decisions and review findings; with
-    ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the claim rules,
-    with ``prior_noise`` the labelled prior-noise mode (see :mod:`evidence.review`).
+    :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
+    findings; with ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the
+    claim rules, with ``prior_noise`` the labelled prior-noise mode.
+
+    With ``trusted_keys`` (key id -> ed25519 public key, from
+    :func:`evidence.signing.load_trusted_keys`) every signed bundle under ``root`` is
+    verified first (:func:`evidence.signing.signature_findings`); inside a signed bundle only
+    the files its signed manifests list are read as documents, and nothing at all is read from
+    a bundle that is refused.  Findings of one rule in one file are capped at
+    :data:`evidence.manifest.MAX_FINDINGS_PER_RULE_AND_FILE`, then counted.
 
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
     ``root`` itself (or ``claims_file``) cannot be read, ``evidence.findings.BaseRefError``
@@ -172,12 +186,18 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory")
     idx = index_tree(root)
-    lc = load_campaign(root, max_file_bytes=max_file_bytes, index=idx)
+    sig_findings: list[Finding] = []
+    readable = None
+    if trusted_keys is not None:
+        sig_findings, readable = _signed_bundles(root, trusted_keys)
+    lc = load_campaign(root, max_file_bytes=max_file_bytes,
+                       max_document_bytes=max_document_bytes, index=idx, readable=readable)
     vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, progress=progress,
-                                   workers=workers, index=idx, json_docs=lc.json_docs)
-    findings = []
+                                   workers=workers, index=idx, json_docs=lc.json_docs,
+                                   max_document_bytes=max_document_bytes)
+    findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
-    for f in [*lc.findings, *vr.findings]:
+    for f in [*cap_findings(lc.findings), *vr.findings]:
         if f.rule in ("UNREADABLE", "FILE_TOO_LARGE"):  # the loader and the verifier both
             if (f.rule, f.path) in once:                 # meet such a file: say it once
                 continue
@@ -198,12 +218,12 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
-    # Issue 3 (verdict engine): consistency rules and per-track verdicts are added here.
+    # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 
-    issue3 = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
+    reviewed = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
                           prior_noise=prior_noise)
-    findings += issue3.findings
+    findings += cap_findings(reviewed.findings)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
     rep = CheckReport(
         root=str(root),
@@ -213,6 +233,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    "json_files": len(lc.json_docs)},
         hashes_checked=vr.hashes_checked,
         hash_errors=vr.errors,
+        extra_files=vr.extra,
         external_digests=len(vr.external),
         files_hashed=vr.files_hashed,
         bytes_hashed=vr.bytes_hashed,
@@ -220,13 +241,38 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         external=vr.external,
         arms=summarize_arms(lc),
         findings=findings,
-        verdicts=issue3.verdicts,
-        screening=issue3.screening,
-        claims=issue3.claims,
+        verdicts=reviewed.verdicts,
+        screening=reviewed.screening,
+        claims=reviewed.claims,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
     return rep
+
+
+def _signed_bundles(root: Path, keys: dict[str, Any],
+                    ) -> tuple[list[Finding], Callable[[str], bool]]:
+    """Signature findings for every signed bundle under ``root``, and the loader's filter:
+    a root-relative path inside a signed bundle (the innermost one holding it) is readable
+    only when that bundle verifies and its signed manifests list the path."""
+    from evidence.signing import BundleVerification, signature_findings
+
+    results: list[BundleVerification] = []
+    found = signature_findings(root, keys, results)
+    allowed: list[tuple[str, set[str] | None]] = []
+    for res in results:
+        rel = res.root.relative_to(root).as_posix()
+        pre = "" if rel == "." else f"{rel}/"
+        allowed.append((pre, {pre + p for p in res.covered()} if res.ok else None))
+    allowed.sort(key=lambda a: -len(a[0]))  # innermost bundle first
+
+    def readable(rel: str) -> bool:
+        for pre, ok in allowed:
+            if rel.startswith(pre):
+                return ok is not None and rel in ok
+        return True
+
+    return found, readable
 
 
 # ------------------------------------------------------------------------------- render
@@ -263,10 +309,143 @@ def _short_lifecycle(problems: list[str]) -> str:
     return "; ".join(out) or "clean"
 
 
-def render(rep: CheckReport, console: Any) -> None:
-    """Print ``rep`` as a rich summary: counts, manifests, arms, findings, result line."""
+SUMMARY_LINES = 24
+"""The default summary fits a terminal of this many lines (and the console's width, 80 by
+default): the integrity line, finding counts by severity, the verdict table, the first
+findings with file:line, and a last line saying how to see everything."""
+SUMMARY_VERDICT_ROWS = 6
+"""At most this many verdict rows in the summary (beyond it, a line counts the rest)."""
+
+SEVERITY_STYLE = {"P0": "red", "P1": "red", "P2": "yellow", "P3": "dim"}
+
+
+def _loc(f: Finding) -> str:
+    """``path:line`` (or the path alone) of a finding, relative to the checked directory."""
+    return f.path + (f":{f.line}" if f.line else "")
+
+
+def _line(console: Any, text: Any, *, crop: bool = True) -> None:
+    """Print exactly one line: too long a line is cut with an ellipsis (``crop``) or, for a
+    ``file:line`` that must stay whole, printed whole past the width (never split)."""
+    if crop:
+        console.print(text, no_wrap=True, overflow="ellipsis", crop=True, soft_wrap=False)
+    else:
+        console.print(text, soft_wrap=True)
+
+
+def _result_line(rep: CheckReport) -> str:
+    n = len(rep.problems)
+    notes = len(rep.findings) - n
+    if n:
+        return f"[red]exit 1: {n} problem(s)[/], {notes} note(s)  ({rep.seconds:.2f} s)"
+    return f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)"
+
+
+def render(rep: CheckReport, console: Any, *, details: bool = False) -> None:
+    """Print ``rep`` with rich: by default the one-screen summary (:func:`render_summary`),
+    with ``details`` every table and every finding (:func:`render_details`)."""
+    if details:
+        render_details(rep, console)
+    else:
+        render_summary(rep, console)
+
+
+def render_summary(rep: CheckReport, console: Any) -> None:
+    """At most :data:`SUMMARY_LINES` lines, none wider than the console (80 columns unless the
+    terminal or ``COLUMNS`` says otherwise): the campaign, integrity, documents, finding
+    counts by severity, the verdict table (one line per row), as many findings as fit (each
+    ``severity rule file:line`` then its message), the result line and how to see more.  A
+    ``file:line`` is never cut or split: when it does not fit beside the rule it gets a line
+    of its own."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from evidence.review import VERDICT_STYLE
+
+    width = console.width
+    used = 0
+
+    def line(text: Any, crop: bool = True) -> None:
+        nonlocal used
+        _line(console, text, crop=crop)
+        used += 1
+
+    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
+    line(f"{title}  ({escape(rep.root)})")
+    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
+    line(f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
+         f"{rep.hash_errors} errors{extra}; {rep.external_digests} external unverifiable")
+    d = rep.documents
+    line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
+         f"{d.get('media_reports', 0)} media reports")
+    counts = {s: sum(f.severity == s for f in rep.findings) for s in SEVERITY_ORDER}
+    line("findings: " + ", ".join(f"[{SEVERITY_STYLE[s]}]{s}[/] {n}" for s, n in counts.items())
+         + "  (P0-P2 fail the check; P3 are notes)")
+    if rep.claims:
+        traced = sum(1 for c in rep.claims if c.traced_to)
+        summed = sum(1 for c in rep.claims if c.summed)
+        line(f"claims traced: {traced} of {len(rep.claims)} "
+             f"({len(rep.claims) - traced - summed} untraceable, {summed} summed gains)")
+    line("")
+    if rep.verdicts:
+        t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
+                  header_style="bold")
+        for c in ("track", "candidate", "verdict", "ratio", "m v n", "deciding reason"):
+            t.add_column(c, no_wrap=True, overflow="ellipsis",
+                         justify="right" if c in ("ratio", "m v n") else "left")
+        rows = list(rep.verdicts)
+        shown = rows if len(rows) <= SUMMARY_VERDICT_ROWS else rows[:SUMMARY_VERDICT_ROWS - 1]
+        for v in shown:
+            dec = v.deciding
+            more = len(dict.fromkeys(v.codes)) - 1
+            why = (dec.code if dec else "") + (f" +{more}" if dec and more > 0 else "")
+            t.add_row(escape(v.track), escape(v.candidate or "(control only)"),
+                      f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]",
+                      "—" if v.ratio is None else f"{v.ratio:.3f}", f"{v.m} v {v.n}",
+                      escape(why))
+        console.print(t, no_wrap=True, overflow="ellipsis", crop=True)
+        used += 1 + len(shown)
+        if len(shown) < len(rows):
+            line(f"... {len(rows) - len(shown)} more verdict row(s)")
+    else:
+        line("verdicts: none (no valid campaign.toml: nothing to judge)")
+    footer = 3  # blank, result, how to see more
+    if rep.findings:
+        line("")
+        line("first findings, most severe first:")
+        shown_f = 0
+        for f in rep.findings:
+            head = f"{f.severity} {f.rule}  {_loc(f)}"
+            cost = 2 if Text(head).cell_len <= width else 3
+            if used + cost + footer > SUMMARY_LINES:
+                break
+            style = SEVERITY_STYLE[f.severity]
+            if cost == 2:
+                line(f"[{style}]{f.severity}[/] {escape(f.rule)}  {escape(_loc(f))}", crop=False)
+            else:
+                line(f"[{style}]{f.severity}[/] {escape(f.rule)}")
+                line(Text("  " + _loc(f)), crop=False)
+            line(Text("    " + f.message, style="dim"))
+            shown_f += 1
+        rest = len(rep.findings) - shown_f
+    else:
+        rest = 0
+    line("")
+    line(_result_line(rep))
+    lead = f"{rest} more finding(s); to" if rest else "To"
+    line(f"{lead} see every table and finding add --details (or --json)")
+
+
+def render_details(rep: CheckReport, console: Any) -> None:
+    """Print ``rep`` whole: counts, manifests, sessions per arm, verdicts, screening, claims,
+    every finding with its field and resolution, and the result line.  Paths are printed
+    whole, on lines rather than in narrow table cells, so a ``file:line`` is never split."""
+    from rich.markup import escape
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
 
     title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
     console.print(f"{title}  ({escape(rep.root)})")
@@ -275,20 +454,19 @@ def render(rep: CheckReport, console: Any) -> None:
         f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
         f"{d.get('media_reports', 0)} media reports valid")
+    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     console.print(
         f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
-        f"{rep.hash_errors} errors; {rep.files_hashed} files, {_bytes(rep.bytes_hashed)} "
-        f"hashed; {rep.external_digests} external digests recorded, not verifiable here")
+        f"{rep.hash_errors} errors{extra}; {rep.files_hashed} files, "
+        f"{_bytes(rep.bytes_hashed)} hashed; {rep.external_digests} external digests "
+        "recorded, not verifiable here")
     if rep.manifests:
-        t = Table(title="manifests", title_justify="left")
-        for c in ("manifest", "kind", "entries", "verified", "mismatched", "missing",
-                  "extra", "external", "other"):
-            t.add_column(c, justify="left" if c in ("manifest", "kind") else "right")
+        console.print("[bold]manifests[/] (entries: verified, mismatched, missing, extra, "
+                      "external, other; then the kind and the manifest)")
         for m in rep.manifests:
-            t.add_row(escape(m.path), m.kind, str(m.entries), str(m.verified),
-                      str(m.mismatched), str(m.missing), str(m.extra), str(m.external),
-                      str(m.unsafe + m.malformed + m.duplicates))
-        console.print(t)
+            counts = (f"{m.entries:>5}: {m.verified:>5} {m.mismatched:>3} {m.missing:>3} "
+                      f"{m.extra:>3} {m.external:>3} {m.unsafe + m.malformed + m.duplicates:>3}")
+            _line(console, Text(f"  {counts}  {m.kind:<10} {m.path}"), crop=False)
     if rep.arms:
         t = Table(title="sessions per screen, track and arm (warmups never counted; clean = "
                         "sessions with a clean lifecycle / sessions)", title_justify="left")
@@ -318,18 +496,14 @@ def render(rep: CheckReport, console: Any) -> None:
 
     render_review(rep.verdicts, rep.screening, rep.claims, console)
     if rep.findings:
-        t = Table(title="findings", title_justify="left")
-        for c in ("sev", "rule", "file:line", "field", "message"):
-            t.add_column(c, overflow="fold")
+        console.print("[bold]findings[/] (severity, rule, file:line, field; what is wrong; "
+                      "what resolves it)")
         for f in rep.findings:
-            color = {"P0": "red", "P1": "red", "P2": "yellow", "P3": "dim"}[f.severity]
-            loc = f.path + (f":{f.line}" if f.line else "")
-            t.add_row(f"[{color}]{f.severity}[/]", f.rule, escape(loc), escape(f.field or ""),
-                      escape(f.message))
-        console.print(t)
-    n = len(rep.problems)
-    notes = len(rep.findings) - n
-    if n:
-        console.print(f"[red]exit 1: {n} problem(s)[/], {notes} note(s)  ({rep.seconds:.2f} s)")
-    else:
-        console.print(f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)")
+            style = SEVERITY_STYLE[f.severity]
+            field = f"  ({escape(f.field)})" if f.field else ""
+            _line(console, f"[{style}]{f.severity}[/] {escape(f.rule)}  {escape(_loc(f))}"
+                  f"{field}", crop=False)
+            console.print(Padding(Text(f.message), (0, 0, 0, 4)))
+            if f.resolution:
+                console.print(Padding(Text("fix: " + f.resolution, style="dim"), (0, 0, 0, 4)))
+    console.print(_result_line(rep))

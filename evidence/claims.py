@@ -1,4 +1,4 @@
-"""Claims in prose (a PR description, a status comment) traced to evidence (issue 3).
+"""Claims in prose (a PR description, a status comment) traced to evidence.
 
 ``campaign-bot check --claims FILE`` reads the prose; every latency (``s``, ``ms``),
 percentage (``%``) and ratio (``x``, ``×``) it states must be traceable, at the stated
@@ -160,7 +160,8 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
         if med is not None:
             s.latency.append((med, f"{where} session median"))
     for v in verdicts:
-        tag = f"verdict {v.candidate}@{v.track}"
+        tag = (f"verdict {v.candidate}@{v.track}" if v.candidate is not None
+               else f"track {v.track} controls")
         for name in ("ratio", "lower", "upper"):
             x = getattr(v, name)
             if x is not None:

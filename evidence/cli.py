@@ -10,10 +10,11 @@ Exit codes, for every command: 0 clean, 1 problems found, 2 unreadable input or 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,8 +44,22 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        try:
+            v = version("campaign-bot")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from evidence import __version__ as v
+        sys.stdout.write(f"campaign-bot {v}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", help="Print the installed version and exit.", is_eager=True,
+        callback=_version)] = False,
+) -> None:
     """Evidence, screens and status for ML inference performance campaigns."""
 
 
@@ -110,9 +125,16 @@ class _LazyProgress:
 def check_cmd(
     directory: Annotated[Path, typer.Argument(help="Campaign or bundle directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    details: Annotated[bool, typer.Option(
+        "--details", help="Print every table and every finding (default: a one-screen "
+        "summary).")] = False,
     max_file_bytes: Annotated[int, typer.Option(
-        help="Largest JSON/TOML/manifest file read whole (payload files are streamed).",
+        help="Largest manifest or other file read whole (payload files are streamed).",
         min=1)] = 64 << 20,
+    max_document_bytes: Annotated[int, typer.Option(
+        help="Largest JSON or TOML file parsed whole (receipts, statuses, media reports, "
+             "integrity maps): a larger campaign-bot document is a P1 finding.",
+        min=1)] = 8 << 20,
     base: Annotated[str | None, typer.Option(
         "--base", metavar="REF",
         help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
@@ -127,11 +149,15 @@ def check_cmd(
     trusted_keys: Annotated[Path | None, typer.Option(
         "--trusted-keys",
         help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
-             "(attestation.dsse.json) under DIRECTORY must verify, and at least one must "
-             "exist.")] = None,
+             "(attestation.dsse.json) under DIRECTORY must verify, every file in it must be "
+             "covered by its signed manifests, and at least one must exist; documents are "
+             "read from a signed bundle only as its signed manifests list them.")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
+
+    Prints a summary that fits an 80x24 terminal; --details prints everything, --json one
+    JSON document.
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
@@ -141,10 +167,21 @@ def check_cmd(
     if claims is not None and not claims.is_file():
         err.print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
         raise typer.Exit(EXIT_USAGE)
+    keys = None
+    if trusted_keys is not None:
+        from evidence.signing import KeyFileError, load_trusted_keys
+
+        try:
+            keys = load_trusted_keys(trusted_keys)
+        except KeyFileError as e:
+            err.print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            raise typer.Exit(EXIT_USAGE) from None
     progress = _LazyProgress(err) if err.is_terminal else None
     try:
-        rep = check_campaign(directory, max_file_bytes=max_file_bytes, progress=progress,
-                             base_ref=base, claims_file=claims, prior_noise=prior_noise)
+        rep = check_campaign(directory, max_file_bytes=max_file_bytes,
+                             max_document_bytes=max_document_bytes, progress=progress,
+                             base_ref=base, claims_file=claims, prior_noise=prior_noise,
+                             trusted_keys=keys)
     except BaseRefError as e:
         if progress:
             progress.stop()
@@ -163,25 +200,13 @@ def check_cmd(
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()
-    if trusted_keys is not None:
-        from evidence.signing import KeyFileError, load_trusted_keys, signature_findings
-
-        try:
-            keys = load_trusted_keys(trusted_keys)
-        except KeyFileError as e:
-            err.print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
-            raise typer.Exit(EXIT_USAGE) from None
-        sig = signature_findings(directory, keys)
-        rep.findings.extend(sig)
-        if any(f.severity in ("P0", "P1", "P2") for f in sig):
-            rep.exit_code = max(rep.exit_code, EXIT_PROBLEMS)
     if as_json:
         sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
         out = Console(highlight=False)
-        if not out.is_terminal:
-            out.width = 160
-        render(rep, out)
+        if details and not out.is_terminal and "COLUMNS" not in os.environ:
+            out.width = 160  # a file or pipe: wide tables, unless COLUMNS says otherwise
+        render(rep, out, details=details)
     raise typer.Exit(rep.exit_code)
 
 

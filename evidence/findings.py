@@ -1,6 +1,6 @@
-"""Review findings: the consistency rules that catch stale, failed or untraceable evidence
-(issue 3).  Each finding has a rule id, a severity (P0 blocks, P1 wrong evidence, P2
-ambiguous evidence, P3 nit), the file and exact line, what is wrong and what resolves it.
+"""Review findings: the consistency rules that catch stale, failed or untraceable evidence.
+Each finding has a rule id, a severity (P0 blocks, P1 wrong evidence, P2 ambiguous evidence,
+P3 nit), the file and exact line, what is wrong and what resolves it.
 
 Rules (severity):
 
@@ -26,12 +26,12 @@ Rules (severity):
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from evidence import safejson
 from evidence.lines import line_of
 from evidence.models import Finding, Receipt
 from evidence.screening import ScreeningDecision
@@ -54,7 +54,8 @@ REVIEW_RULES = frozenset({
     "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
     "UNTRACEABLE_CLAIM",
 })
-"""The rule ids of issue 3's review findings (the loader's and manifests' are issue 2's)."""
+"""The rule ids of the review findings (the loader's and the manifests' rules are in
+:mod:`evidence.bundle` and :mod:`evidence.manifest`)."""
 
 STALE_FIX = (
     'either mark this snapshot historical ("frozen": true, "superseded_by": "{receipt}") or '
@@ -126,8 +127,10 @@ def stale_status(ev: Evidence) -> list[Finding]:
     for it in done:
         per_track[it.receipt.track].add(it.receipt.session_id)
     first = next(q for q in latest.receipt.measured if q.http_status == 200)
+    took = ("HTTP 200, no client wall time recorded" if first.client_wall_s is None
+            else f"{first.client_wall_s} s, HTTP 200")
     seen = (f"{latest.path or latest.receipt.session_id} holds a completed measured request "
-            f"({first.client_wall_s} s, HTTP 200)")
+            f"({took})")
     fix = STALE_FIX.format(receipt=latest.path or latest.receipt.session_id)
     for st in ev.statuses:
         s = st.status
@@ -253,10 +256,11 @@ def inputs_differ(ev: Evidence) -> list[Finding]:
             for it in items:
                 got = it.receipt.input_digests.get(name)
                 if it.receipt.arm == "candidate" and ctrl and got not in ctrl:
+                    said = (f"candidate {name} {got[:12]} differs from control's" if got
+                            else f"candidate records no {name} digest, control does")
                     out.append(_f("INPUTS_DIFFER", "P1", it.path, it.text,
-                                  f"input_digests.{name}",
-                                  f"screen {sid}: candidate {name} {str(got)[:12]} differs from "
-                                  "control's", INPUTS_FIX))
+                                  f"input_digests.{name}", f"screen {sid}: {said}",
+                                  INPUTS_FIX))
     per_track: dict[str, dict[str, ReceiptIn]] = defaultdict(dict)
     for it in ev.receipts:
         for name in it.receipt.input_digests:
@@ -334,8 +338,8 @@ def _git(top: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def _is_receipt(blob: bytes) -> bool:
     try:
-        obj = json.loads(blob)
-    except (ValueError, UnicodeDecodeError):
+        obj = safejson.loads(blob)
+    except ValueError:  # not JSON, not UTF-8, nested too deeply
         return False
     return isinstance(obj, dict) and str(obj.get("schema", "")).startswith(
         "campaign-bot/receipt@")

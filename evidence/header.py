@@ -1,4 +1,4 @@
-"""The campaign status header's content, computed from evidence (issue 8).  Pure: plain data
+"""The campaign status header's content, computed from evidence.  Pure: plain data
 in, a :class:`HeaderContent` out; rendering is ``templates/campaign_header.md.j2``.
 
 What goes in:
@@ -17,7 +17,7 @@ What comes out: Current state (one or two sentences), Decision needed, Next acti
 per-track board (best qualified candidate, its verdict, ratio with exact bounds, m vs n, PR),
 the candidates table, the budget and the queue.
 
-Rules (issue 8, DESIGN.md):
+Rules:
 
 - Nothing here computes a verdict.  A verdict shown is the engine's own value for that
   (candidate, track), so the header can never say SUPPORTED where the engine does not.
@@ -46,7 +46,8 @@ LIFECYCLE_FIX = (
     "a session qualifies only when every worker exits 0 with no signal, no terminate or kill "
     "action is needed, and the server and container exit 0"
 )
-"""Source: DESIGN.md, 'Rules the seeds insist on'; issue 3 gate 1 (evidence validity)."""
+"""Source: the verdict engine's validity gate (:mod:`evidence.verdicts`, gate 1); campaign
+#320's 5 s baseline, whose four workers needed terminate and kill actions, is the case."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class EvidenceSource:
 
     ``sha`` is the revision read (the PR head SHA for a PR); ``receipts`` its verified
     receipts; ``verdicts``/``screens`` the engine's results on them; ``findings`` the review
-    findings (issue 3 rules) with their resolutions.
+    findings (:mod:`evidence.findings` rules) with their resolutions.
     """
 
     sha: str
@@ -146,8 +147,8 @@ class QueueItem:
 
 @dataclass(frozen=True)
 class ScreenOutcome:
-    """A screen the bot ran and finished (issue 7's record): ``label`` (e.g. ``S12``),
-    ``verdict`` as issue 7 recorded it from the verified bundle (the verdict engine's value,
+    """A screen the bot ran and finished (the bot's screen record): ``label`` (e.g. ``S12``),
+    ``verdict`` as the bot recorded it from the verified bundle (the verdict engine's value,
     or ``REFUSED`` / ``NOT COUNTED``), ``conclusion`` of the workflow run, ``finished`` its
     completion time.  Shown in Current state until its receipts are committed."""
 
@@ -269,7 +270,8 @@ def session_hours(r: Receipt) -> float:
 
 
 def budget_from_receipts(scope: CampaignScope, receipts: Sequence[Receipt]) -> list[BudgetLine]:
-    """Budget used, from receipts alone (failures and retries included, DESIGN.md 'budget').
+    """Budget used, from receipts alone (failures and retries included, as
+    campaign #297's budget states).
 
     directions: distinct candidate names screened; wall-hours: sum of session hours; device
     hours: session hours times the session's device count (``devices`` of the receipt, else
@@ -310,35 +312,25 @@ def _baseline_problems(scope: CampaignScope, receipts: Sequence[Receipt]) -> dic
     return out
 
 
-_WORKER = re.compile(r"^worker (?:rank|pid) \S+ (\w+), exit (\S+), signal (\S+)$")
+_WORKER = re.compile(r"^worker (?:rank|pid) \S+ (.+)$")
 
 
 def compact_problems(problems: Sequence[str]) -> list[str]:
     """:meth:`Lifecycle.problems` with identical worker lines counted once: four lines
-    ``worker rank N alive, exit None, signal None`` become ``4 workers alive``."""
-    counts: dict[tuple[str, str, str], int] = {}
-    out: list[str] = []
+    ``worker rank N still running`` become ``4 workers still running``."""
+    counts: dict[str, int] = {}
+    out: list[str | tuple[str]] = []
     for p in problems:
         m = _WORKER.match(p)
         if m is None:
             out.append(p)
             continue
-        key = (m.group(1), m.group(2), m.group(3))
-        if key not in counts:
-            out.append(f"worker::{'|'.join(key)}")
-        counts[key] = counts.get(key, 0) + 1
-    result = []
-    for p in out:
-        if not p.startswith("worker::"):
-            result.append(p)
-            continue
-        state, code, sig = p[len("worker::"):].split("|")
-        k = counts[(state, code, sig)]
-        what = f"{k} worker{'s' if k > 1 else ''} {state}"
-        if state == "exited":
-            what += f" with exit {code}" + (f", signal {sig}" if sig != "None" else "")
-        result.append(what)
-    return result
+        what = m.group(1)
+        if what not in counts:
+            out.append((what,))
+        counts[what] = counts.get(what, 0) + 1
+    return [p if isinstance(p, str) else
+            f"{counts[p[0]]} worker{'s' if counts[p[0]] > 1 else ''} {p[0]}" for p in out]
 
 
 def _clean_controls(receipts: Sequence[Receipt], track: str) -> int:
@@ -554,7 +546,9 @@ def _latest_screen_sentence(
 ) -> str:
     if finished:
         f = finished[0]
-        where = f" (PR #{f.pr}" + (f", head {short_sha(f.head_sha)}" if f.head_sha else "") + ")"
+        bits = ([f"PR #{f.pr}"] if f.pr else []) + (
+            [f"head {short_sha(f.head_sha)}"] if f.head_sha else [])
+        where = f" ({', '.join(bits)})" if bits else ""
         when = f" on {f.finished:%Y-%m-%d %H:%M} UTC" if f.finished else ""
         return (
             f"Latest screen: {f.label}, {f.candidate} on {f.track}{where}, finished{when}: "
@@ -664,7 +658,7 @@ def _next_action(
 
 
 def track_verdict_from(v: Any) -> TrackVerdict | None:
-    """Convert one ``evidence.verdicts.TrackVerdict`` (issue 3) into the header's view; None
+    """Convert one ``evidence.verdicts.TrackVerdict`` into the header's view; None
     for rows without a candidate (``NO_CANDIDATE`` / ``NO_SESSIONS``: no candidate verdict).
     The verdict value, ratio, bounds and m/n are copied, never recomputed."""
     if v.candidate is None:
@@ -686,7 +680,7 @@ def track_verdict_from(v: Any) -> TrackVerdict | None:
 
 
 def screen_decisions_from(ev: Any) -> list[ScreenDecision]:
-    """Screening decisions of issue 3's :func:`evidence.screening.screen_decisions` for an
+    """Screening decisions of :func:`evidence.screening.screen_decisions` for an
     ``evidence.verdicts.Evidence``: the last screen's decision per (candidate, track)."""
     from evidence.screening import screen_decisions
 
@@ -697,7 +691,8 @@ def screen_decisions_from(ev: Any) -> list[ScreenDecision]:
 
 
 def unverified_receipts(loaded: Any) -> set[str]:
-    """Bundle paths whose manifest entry does not match the file (issue 2's verifier).
+    """Bundle paths whose manifest entry does not match the file (the manifest
+    verifier, :func:`evidence.manifest.verify_tree`).
     Files not present (media the header does not fetch) are not counted here: the PR review
     and ``campaign-bot check`` verify the whole bundle."""
     from evidence.manifest import verify_tree
@@ -712,7 +707,7 @@ def unverified_receipts(loaded: Any) -> set[str]:
 def source_from_campaign(
     loaded: Any, *, sha: str, pr: int | None = None, unverified: Iterable[str] | None = None
 ) -> EvidenceSource:
-    """Run the verdict engine (issue 3) on one loaded campaign (issue 2's ``LoadedCampaign``)
+    """Run the verdict engine on one loaded campaign (an :class:`evidence.bundle.LoadedCampaign`)
     read at ``sha`` (a PR head for ``pr``): verdicts, screening decisions and review findings.
     ``unverified``: bundle paths whose manifest entry did not verify (their sessions do not
     qualify); None runs the manifest verifier on ``loaded.root``.  Raises ValueError without a

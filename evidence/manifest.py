@@ -2,11 +2,17 @@
 
 Three forms are read, anywhere in a tree:
 
-* **BagIt** (RFC 8493) bags: a directory with ``bagit.txt`` (or with ``manifest-sha256.txt``
-  beside a ``data/`` directory).  ``manifest-sha256.txt`` must cover every payload file under
-  ``data/``; ``tagmanifest-sha256.txt`` covers the tag files; ``bag-info.txt`` may carry a
-  ``Payload-Oxum`` (``octets.streamcount``), checked as a warning only; ``fetch.txt`` lists
-  files that live elsewhere (reported as external).
+* **BagIt** bags (RFC 8493, and the drafts 0.93-0.97 before it): a directory with
+  ``bagit.txt`` (or with a ``manifest-ALG.txt`` beside a ``data/`` directory).  Every payload
+  manifest (``manifest-md5/sha1/sha224/sha256/sha384/sha512.txt``) is verified and must cover
+  every payload file under ``data/``; tag manifests cover tag files; tag files are decoded
+  with the declared ``Tag-File-Character-Encoding`` and may end lines with LF, CR or CRLF;
+  ``bag-info.txt`` may carry a ``Payload-Oxum`` (``octets.streamcount``), checked as a
+  warning only; ``fetch.txt`` lists payload files that live elsewhere (reported as external;
+  a target outside ``data/`` is an unsafe path).  A bag inside another bag's ``data/`` is
+  payload, not a bag.  MD5 and SHA-1 manifests are verified with a P3 note (not
+  collision-resistant).  The Library of Congress BagIt conformance suite runs as a test
+  (tests/test_bagit_conformance.py).
 * **SHA256SUMS-style** files (``SHA256SUMS``, ``sha256sums.txt``, ``*.sha256``,
   ``checksums.sha256``, and ``manifest-sha256.txt`` outside a bag): the GNU ``sha256sum``
   line format ``HEX  PATH`` / ``HEX *PATH`` (and the BSD ``SHA256 (PATH) = HEX`` form),
@@ -14,31 +20,35 @@ Three forms are read, anywhere in a tree:
 * **JSON integrity maps**: a ``*.json`` object of ``path -> sha256`` (optionally under a
   ``files``/``sha256``/``digests``/``hashes``/``artifacts``/``integrity`` key, values may be
   ``{"sha256": ..., "external": true, "url": ...}``; an ``external`` key holds digests of
-  artifacts kept outside the bundle), like the seeds' ``plan/preflight-integrity.json``.
+  artifacts kept outside the bundle), like campaign #320's ``plan/preflight-integrity.json``.
   Paths resolve against the map's directory first, then against the checked root.
 
 :func:`verify_tree` reports everything in one pass, never only the first failure: entries
-checked, mismatched, missing, extra (payload files not in the manifest, unknown files at a bag
-root), duplicate entries, malformed lines (with line number), unsafe paths (absolute, ``..``,
-symlinks resolving outside the checked root, which are never opened), CRLF line ends,
-uppercase hex, unreadable and oversized files, and the Payload-Oxum.  Digests of artifacts not
+checked, mismatched, missing, extra (payload files not in every payload manifest, unknown files
+at the root of a bag campaign-bot wrote), duplicate entries, malformed lines (with line number),
+unsafe paths (absolute, ``..``, symlinks resolving outside the checked root, which are never
+opened), CR/CRLF line ends, uppercase hex, unreadable and oversized files, and the
+Payload-Oxum.  One rule in one file is reported at most :data:`MAX_FINDINGS_PER_RULE_AND_FILE`
+times, then once more with the count of the rest.  Digests of artifacts not
 in the bundle are reported as "external, digest recorded, not verifiable here", never as
 verified.
 
 Hashing streams :data:`CHUNK_BYTES` chunks into one reused buffer per thread (memory does not
 grow with file size) on a thread pool of one worker per core: ``hashlib`` (OpenSSL) releases
-the GIL while it digests a buffer, so two files hash on two cores at once.
+the GIL while it digests a buffer, so two files hash on two cores at once.  A file listed by
+manifests of several algorithms is read once and fed to every digest.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
-import json
 import os
 import re
 import stat
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +58,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from evidence import safejson
 from evidence.lines import line_of
 from evidence.models import Finding, Severity
 
@@ -56,17 +67,44 @@ CHUNK_BYTES = 1 << 20
 the GIL is released for most of the time, small enough to keep memory flat."""
 
 DEFAULT_MAX_FILE_BYTES = 64 << 20
-"""Default limit (64 MiB) for files read whole into memory: manifests, integrity maps and the
-JSON/TOML documents.  Payload files are streamed and have no size limit."""
+"""Default limit (64 MiB) for files read whole into memory: manifests and other line-oriented
+text.  Payload files are streamed and have no size limit."""
+
+DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
+"""Default limit (8 MiB) for JSON and TOML files parsed whole (documents, integrity maps):
+parsing builds Python objects several times the size of the text, so this bounds memory per
+document.  A receipt of 10,000 measured requests is about 4.3 MiB (indented JSON)."""
+
+MAX_FINDINGS_PER_RULE_AND_FILE = 20
+"""Findings of one rule in one file listed one by one; the rest become one finding that
+counts them (a 200,000-line broken manifest gives 21 findings, not 200,000)."""
 
 BAGIT_VERSION = "1.0"
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules"})
-"""Directories never walked (version-control and tool state, not evidence)."""
+"""Directories not walked outside bags (version-control and tool state, not evidence).
+Inside a bag or a signed bundle every directory is walked: a file hidden there is still a
+file of the bag."""
+
+ALGORITHMS: dict[str, int] = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64,
+                              "sha384": 96, "sha512": 128}
+"""BagIt manifest algorithms verified (``manifest-ALG.txt``) and their hex digest lengths."""
+
+WEAK_ALGORITHMS = frozenset({"md5", "sha1"})
+"""Verified, but with a P3 note: not collision-resistant, so they detect damage, not forgery
+(RFC 8493 2.4 asks for SHA-512 or SHA-256)."""
+
+ALGORITHM_NAMES = {"md5": "MD5", "sha1": "SHA-1", "sha224": "SHA-224", "sha256": "SHA-256",
+                   "sha384": "SHA-384", "sha512": "SHA-512"}
+
+SYSTEM_FILES = re.compile(r"(^|/)(\.DS_Store|Thumbs\.db|desktop\.ini|\._[^/]+)$", re.I)
+"""Operating-system metadata files (Finder, Windows Explorer) that copying tools drop: listed
+but absent, they are a P3 note, not a missing file."""
 
 HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _GNU_LINE = re.compile(r"^(\\?)([0-9a-fA-F]+) ([ *])(.*)$")
 _BSD_LINE = re.compile(r"^(\\?)SHA256 ?\((.*)\) ?= ?([0-9a-fA-F]+)$")
 _BAG_LINE = re.compile(r"^([0-9a-fA-F]+)[ \t]+(.*)$")
+_BAG_MANIFEST = re.compile(r"^(tag)?manifest-([A-Za-z0-9]+)\.txt$")
 _SUMS_NAMES = re.compile(
     r"^(sha256sums?(\.txt)?|checksums?\.sha256|.*\.sha256(sum)?|manifest-sha256\.txt)$", re.I
 )
@@ -75,7 +113,7 @@ _META_KEYS = frozenset(
     {"schema", "version", "algorithm", "generated_at", "created_at", "as_of", "note", "notes",
      "description", "base", "root", "campaign", "title"}
 )
-_BAG_TAG_NAMES = frozenset({"bagit.txt", "bag-info.txt", "fetch.txt"})
+_BAG_TAG_NAMES = frozenset({"bagit.txt", "bag-info.txt", "package-info.txt", "fetch.txt"})
 BAG_ROOT_SIGNATURES = re.compile(r"^.+\.(dsse\.json|intoto\.jsonl|sig|sigstore(\.json)?)$")
 """Signature envelopes allowed at a bag root without a tagmanifest entry (a signature over
 the tag manifest cannot be listed in it): ``*.dsse.json``, ``*.intoto.jsonl``, ``*.sig``,
@@ -96,7 +134,21 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
     Returns ``(hex_digest, size_in_bytes)``.  Memory is O(chunk) whatever the file size.
     ``on_bytes(n)`` is called after each read.  Raises ``OSError`` (e.g. PermissionError).
     """
-    h = hashlib.sha256()
+    digests, size = digest_file(path, ("sha256",), chunk=chunk, on_bytes=on_bytes)
+    return digests["sha256"], size
+
+
+def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str], *,
+                chunk: int = CHUNK_BYTES, on_bytes: Callable[[int], None] | None = None,
+                ) -> tuple[dict[str, str], int]:
+    """Stream ``path`` once through every digest of ``algorithms`` (names of
+    :data:`ALGORITHMS`).  Returns ``({algorithm: hex_digest}, size_in_bytes)``; memory is
+    O(chunk).  Raises ``OSError``, or ``ValueError`` for an unknown algorithm."""
+    algs = tuple(dict.fromkeys(algorithms))
+    for a in algs:
+        if a not in ALGORITHMS:
+            raise ValueError(f"unknown digest algorithm {a!r}")
+    hs = [hashlib.new(a, usedforsecurity=a not in WEAK_ALGORITHMS) for a in algs]
     buf = bytearray(chunk)
     view = memoryview(buf)
     size = 0
@@ -107,11 +159,12 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = CHUNK_BYTES,
             n = f.readinto(buf)
             if not n:
                 break
-            h.update(view[:n])
+            for h in hs:
+                h.update(view[:n])
             size += n
             if on_bytes is not None:
                 on_bytes(n)
-    return h.hexdigest(), size
+    return {a: h.hexdigest() for a, h in zip(algs, hs, strict=True)}, size
 
 
 def hash_files(paths: Iterable[Path], *, workers: int | None = None,
@@ -119,11 +172,22 @@ def hash_files(paths: Iterable[Path], *, workers: int | None = None,
                total_bytes: int | None = None) -> dict[Path, tuple[str, int] | OSError]:
     """Hash many files on a thread pool (default: one worker per core, at least 2).
 
-    Returns ``{path: (hex, size)}``, or the ``OSError`` raised for an unreadable file (the
-    other files are still hashed).  ``progress(done, total)`` sees the running byte count;
-    ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
+    Returns ``{path: (sha256_hex, size)}``, or the ``OSError`` raised for an unreadable file
+    (the other files are still hashed).  ``progress(done, total)`` sees the running byte
+    count; ``total_bytes`` (default: the sum of sizes from ``stat``) is its denominator.
     """
-    plist = list(paths)
+    got = digest_files({p: ("sha256",) for p in paths}, workers=workers, progress=progress,
+                       total_bytes=total_bytes)
+    return {p: r if isinstance(r, OSError) else (r[0]["sha256"], r[1]) for p, r in got.items()}
+
+
+def digest_files(todo: dict[Path, tuple[str, ...]], *, workers: int | None = None,
+                 progress: ProgressFn | None = None, total_bytes: int | None = None,
+                 ) -> dict[Path, tuple[dict[str, str], int] | OSError]:
+    """:func:`hash_files` for several algorithms: ``todo`` maps each path to the algorithms
+    it needs (each file is read once).  Returns ``{path: ({algorithm: hex}, size)}`` or the
+    ``OSError`` of an unreadable file."""
+    plist = list(todo)
     if total_bytes is None:
         total_bytes = 0
         for p in plist:
@@ -142,9 +206,9 @@ def hash_files(paths: Iterable[Path], *, workers: int | None = None,
             d = done[0]
         progress(d, total_bytes)
 
-    def one(p: Path) -> tuple[str, int] | OSError:
+    def one(p: Path) -> tuple[dict[str, str], int] | OSError:
         try:
-            return sha256_file(p, on_bytes=tick)
+            return digest_file(p, todo[p], on_bytes=tick)
         except OSError as e:
             return e
 
@@ -344,8 +408,9 @@ class VerifyResult(BaseModel):
 
     @property
     def errors(self) -> int:
-        """Entries that failed: mismatched + missing + unsafe + malformed."""
-        return self.mismatched + self.missing + self.unsafe + self.malformed
+        """Integrity errors: mismatched + missing + unsafe + malformed entries, plus extra
+        files (present but not listed where they must be)."""
+        return self.mismatched + self.missing + self.unsafe + self.malformed + self.extra
 
 
 # ------------------------------------------------------------------------------- walking
@@ -374,7 +439,9 @@ class TreeIndex:
 
 
 def index_tree(root: Path) -> TreeIndex:
-    """Walk ``root`` once without following symlinks; skips :data:`SKIP_DIRS`.
+    """Walk ``root`` once without following symlinks; skips :data:`SKIP_DIRS` except inside
+    a bag or a signed bundle (a directory holding ``bagit.txt`` or ``attestation.dsse.json``,
+    and everything below it).
 
     Raises ``NotADirectoryError``/``FileNotFoundError``/``PermissionError`` when ``root``
     itself cannot be listed (the caller turns that into exit 2).
@@ -387,17 +454,22 @@ def index_tree(root: Path) -> TreeIndex:
         rel = os.path.relpath(e.filename or str(root), root)
         idx.unlistable.append(Path(rel).as_posix())
 
+    in_bag: set[str] = set()  # directories inside a bag or signed bundle: nothing skipped
     for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
         rel_dir = os.path.relpath(dirpath, root)
+        bagged = rel_dir in in_bag or "bagit.txt" in filenames or \
+            "attestation.dsse.json" in filenames
         keep = []
         for d in sorted(dirnames):
             full = os.path.join(dirpath, d)
             rel = Path(rel_dir, d).as_posix() if rel_dir != "." else d
             if os.path.islink(full):
                 idx.links[rel] = idx.inside(os.path.realpath(full))
-            elif d not in SKIP_DIRS:
+            elif bagged or d not in SKIP_DIRS:
                 keep.append(d)
                 idx.dirs.add(rel)
+                if bagged:
+                    in_bag.add(os.path.join(rel_dir, d) if rel_dir != "." else d)
         dirnames[:] = keep
         for name in filenames:
             full = os.path.join(dirpath, name)
@@ -422,7 +494,9 @@ def index_tree(root: Path) -> TreeIndex:
 @dataclass
 class Entry:
     """One manifest entry: ``listed`` as written, ``rel`` the root-relative target (None when
-    unsafe or external), the lowercase ``digest``, and where it was read."""
+    unsafe or external), the lowercase ``digest`` of algorithm ``alg``, and where it was
+    read.  ``variant`` is the name as listed when it matched a file only after case or
+    Unicode normalization."""
 
     manifest: str
     line: int | None
@@ -430,12 +504,67 @@ class Entry:
     digest: str
     rel: str | None
     external: bool = False
+    alg: str = "sha256"
+    variant: str | None = None
 
 
 def _finding(rule: str, sev: Severity, path: str, msg: str, *, line: int | None = None,
              fieldp: str | None = None, fix: str | None = None) -> Finding:
     return Finding(rule=rule, severity=sev, path=path, line=line, field=fieldp, message=msg,
                    resolution=fix)
+
+
+_SEV_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+
+
+class FindingCap:
+    """Keeps at most ``limit`` findings per (rule, path); counts the rest.
+
+    :meth:`add` returns False for a finding past the limit (it is dropped and counted, its
+    severity kept if more severe, its line if later); :meth:`summaries` gives one finding per
+    capped (rule, path): ``and N more RULE findings in PATH``, with the most severe dropped
+    severity (so the exit code is what the full list would give) and the last dropped line
+    (so it sorts after the listed ones)."""
+
+    def __init__(self, limit: int = MAX_FINDINGS_PER_RULE_AND_FILE) -> None:
+        self.limit = limit
+        self.count: dict[tuple[str, str], int] = {}
+        self.dropped: dict[tuple[str, str], tuple[int, Severity, int | None]] = {}
+
+    def add(self, f: Finding) -> bool:
+        key = (f.rule, f.path)
+        n = self.count.get(key, 0) + 1
+        self.count[key] = n
+        if n <= self.limit:
+            return True
+        k, sev, line = self.dropped.get(key, (0, f.severity, None))
+        if _SEV_ORDER[f.severity] < _SEV_ORDER[sev]:
+            sev = f.severity
+        if f.line is not None and (line is None or f.line > line):
+            line = f.line
+        self.dropped[key] = (k + 1, sev, line)
+        return False
+
+    def summaries(self) -> list[Finding]:
+        out = []
+        for (rule, path), (n, sev, line) in self.dropped.items():
+            upto = f", up to line {line}" if line is not None else ""
+            out.append(_finding(rule, sev, path, f"and {n} more {rule} findings in {path}"
+                                f"{upto} (the first {self.limit} are listed)", line=line))
+        return out
+
+
+def cap_findings(findings: list[Finding],
+                 limit: int = MAX_FINDINGS_PER_RULE_AND_FILE) -> list[Finding]:
+    """``findings`` with at most ``limit`` per (rule, path), in order, then one summary
+    finding per capped (rule, path) (see :class:`FindingCap`)."""
+    cap = FindingCap(limit)
+    out = [f for f in findings if cap.add(f)]
+    return out + cap.summaries()
+
+
+def _split_lines(text: str) -> list[str]:
+    return re.split(r"\r\n|\r|\n", text)
 
 
 class _Verifier:
@@ -445,13 +574,17 @@ class _Verifier:
         self.max = max_file_bytes
         self.res = VerifyResult()
         self.entries: list[tuple[ManifestSummary, Entry]] = []
+        self.cap = FindingCap()
+        self.dup_severity: dict[str, Severity] = {}  # manifest -> severity of same-digest dups
+        self._variants: dict[str, list[str]] | None = None
 
     # -- helpers
     def add(self, f: Finding) -> None:
-        self.res.findings.append(f)
+        if self.cap.add(f):
+            self.res.findings.append(f)
 
-    def read_text(self, rel: str) -> str | None:
-        """Read a manifest whole (size-limited); findings for every failure."""
+    def read_bytes(self, rel: str) -> bytes | None:
+        """A tag file or manifest, read whole (size-limited); a finding for every failure."""
         size = self.idx.files.get(rel, 0)
         if size > self.max:
             self.add(_finding("FILE_TOO_LARGE", "P1", rel,
@@ -459,23 +592,38 @@ class _Verifier:
                               "whole; not read", fix="raise --max-file-bytes if this is right"))
             return None
         try:
-            raw = (self.root / rel).read_bytes()
+            return (self.root / rel).read_bytes()
         except OSError as e:
             self.add(_finding("UNREADABLE", "P1", rel, f"cannot read: {e.strerror or e}",
                               fix="fix the file's permissions"))
             return None
+
+    def read_text(self, rel: str, *, encoding: str = "utf-8", bag: bool = False) -> str | None:
+        """Read a manifest whole (size-limited) with LF line ends; findings for every failure.
+
+        ``bag``: a BagIt tag file, decoded with the bag's ``encoding``; CR and CRLF line ends
+        are RFC 8493's own (a P3 note: ``sha256sum -c`` would not read the file).  Otherwise
+        a SHA256SUMS-style file, where they are a P2 finding."""
+        raw = self.read_bytes(rel)
+        if raw is None:
+            return None
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode(encoding)
         except UnicodeDecodeError as e:
             line = raw[: e.start].count(b"\n") + 1
             self.add(_finding("MANIFEST_MALFORMED", "P1", rel,
-                              f"not UTF-8 (byte {e.start}); manifest not read", line=line))
+                              f"not {encoding} text (byte {e.start}); not read", line=line))
             return None
-        if "\r\n" in text or "\r" in text:
+        if "\r" in text:
             line = text[: text.index("\r")].count("\n") + 1
-            self.add(_finding("MANIFEST_CRLF", "P2", rel,
-                              "CR/CRLF line ends; manifests use LF only (RFC 8493, sha256sum)",
-                              line=line, fix="rewrite the manifest with LF line ends"))
+            if bag:
+                self.add(_finding("MANIFEST_CRLF", "P3", rel,
+                                  "CR/CRLF line ends: read as RFC 8493 allows; `sha256sum -c` "
+                                  "would not read this file", line=line))
+            else:
+                self.add(_finding("MANIFEST_CRLF", "P2", rel,
+                                  "CR/CRLF line ends; sha256sum manifests use LF only",
+                                  line=line, fix="rewrite the manifest with LF line ends"))
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         return text
 
@@ -515,11 +663,23 @@ class _Verifier:
     def _exists(self, rel: str) -> bool:
         return rel in self.idx.files or rel in self.idx.links
 
+    def variant_of(self, rel: str, bag_dir: str) -> str | None:
+        """The one file of the bag whose name equals ``rel`` after Unicode NFC normalization
+        and case folding (a manifest written on macOS or Windows), or None."""
+        if self._variants is None:
+            self._variants = {}
+            for f in self.idx.files:
+                self._variants.setdefault(unicodedata.normalize("NFC", f).casefold(),
+                                          []).append(f)
+        hits = [f for f in self._variants.get(unicodedata.normalize("NFC", rel).casefold(), [])
+                if not bag_dir or f.startswith(f"{bag_dir}/")]
+        return hits[0] if len(hits) == 1 else None
+
     def malformed(self, summ: ManifestSummary, line: int | None, why: str) -> None:
         self.res.malformed += 1
         summ.malformed += 1
         self.add(_finding("MANIFEST_MALFORMED", "P1", summ.path, f"malformed entry: {why}",
-                          line=line, fix="write 'HEX64  PATH' lines (sha256sum format)"))
+                          line=line, fix="write 'HEX  PATH' lines (sha256sum format)"))
 
     def unsafe(self, summ: ManifestSummary, line: int | None, why: str) -> None:
         self.res.unsafe += 1
@@ -527,12 +687,15 @@ class _Verifier:
         self.add(_finding("UNSAFE_PATH", "P0", summ.path, f"unsafe path: {why}; not opened",
                           line=line, fix="list paths relative to the manifest, without '..'"))
 
-    def digest(self, summ: ManifestSummary, line: int | None, hexd: str) -> str | None:
-        if not HEX64.match(hexd):
-            self.malformed(summ, line, f"digest {hexd[:80]!r} is not 64 hex digits")
+    def digest(self, summ: ManifestSummary, line: int | None, hexd: str,
+               alg: str = "sha256", *, bag: bool = False) -> str | None:
+        want = ALGORITHMS[alg]
+        if len(hexd) != want or not re.fullmatch(r"[0-9a-fA-F]+", hexd):
+            self.malformed(summ, line, f"digest {hexd[:80]!r} is not {want} hex digits "
+                                       f"({ALGORITHM_NAMES[alg]})")
             return None
         if hexd != hexd.lower():
-            self.add(_finding("MANIFEST_UPPERCASE_HEX", "P2", summ.path,
+            self.add(_finding("MANIFEST_UPPERCASE_HEX", "P3" if bag else "P2", summ.path,
                               "uppercase hex digest; write lowercase (compared case-"
                               "insensitively)", line=line))
         return hexd.lower()
@@ -598,96 +761,210 @@ class _Verifier:
                            fallback_root=True)
         return True
 
-    def bag(self, bag_dir: str) -> None:
-        pre = f"{bag_dir}/" if bag_dir else ""
-        files = self.idx.files
-        if f"{pre}bagit.txt" not in files:
-            self.add(_finding("BAG_DECLARATION", "P1", f"{pre}bagit.txt",
+    # -- BagIt
+    def bag_declaration(self, pre: str) -> tuple[tuple[int, int] | None, str]:
+        """Check ``bagit.txt`` (RFC 8493 2.1.1); returns ``(version, tag file encoding)``,
+        ``(None, "utf-8")`` when it cannot be read."""
+        rel = f"{pre}bagit.txt"
+        if rel not in self.idx.files:
+            self.add(_finding("BAG_DECLARATION", "P1", rel,
                               "bag has data/ and a manifest but no bagit.txt",
                               fix="write 'BagIt-Version: 1.0' and "
                                   "'Tag-File-Character-Encoding: UTF-8'"))
-        else:
-            text = self.read_text(f"{pre}bagit.txt")
-            if text is not None:
-                lines = [x for x in text.split("\n") if x]
-                if (len(lines) != 2 or not re.match(r"^BagIt-Version: \d+\.\d+$", lines[0])
-                        or not re.match(r"^Tag-File-Character-Encoding: \S+$", lines[1])):
-                    self.add(_finding("BAG_DECLARATION", "P1", f"{pre}bagit.txt",
-                                      "bagit.txt must be exactly 'BagIt-Version: M.N' then "
-                                      "'Tag-File-Character-Encoding: ENC' (RFC 8493 2.1.1)",
-                                      line=1))
-        fetched: set[str] = set()
-        if f"{pre}fetch.txt" in files:
-            text = self.read_text(f"{pre}fetch.txt") or ""
-            for no, line in enumerate(text.split("\n"), 1):
-                if not line.strip():
-                    continue
-                parts = line.split(None, 2)
-                if len(parts) != 3:
-                    self.add(_finding("MANIFEST_MALFORMED", "P1", f"{pre}fetch.txt",
-                                      "expected 'URL LENGTH PATH'", line=no))
-                    continue
-                fetched.add(_bag_decode(parts[2]))
-        payload = ManifestSummary(path=f"{pre}manifest-sha256.txt", kind="bagit", entries=0,
-                                  verified=0)
-        listed_payload: set[str] = set()
-        if f"{pre}manifest-sha256.txt" not in files:
-            self.add(_finding("BAG_MANIFEST_MISSING", "P1", payload.path,
-                              "bag has no manifest-sha256.txt; its payload is unverified"))
-        else:
-            self.res.manifests.append(payload)
-            listed_payload = self._bag_manifest(payload, bag_dir, fetched, payload=True)
-        others = [f for f in files if re.match(
-            rf"^{re.escape(pre)}(tag)?manifest-(?!sha256\.txt$)\w+\.txt$", f)]
-        for o in sorted(others):
-            self.add(_finding("MANIFEST_ALGORITHM", "P3", o,
-                              "only SHA-256 manifests are verified; this one is ignored"))
-        listed_tags: set[str] = set()
-        tag = ManifestSummary(path=f"{pre}tagmanifest-sha256.txt", kind="bagit-tags",
-                              entries=0, verified=0)
-        if f"{pre}tagmanifest-sha256.txt" in files:
-            self.res.manifests.append(tag)
-            listed_tags = self._bag_manifest(tag, bag_dir, set(), payload=False)
-        # Extra files: payload not in the manifest; unknown files at the bag root.
+            return None, "utf-8"
+        raw = self.read_bytes(rel)
+        if raw is None:
+            return None, "utf-8"
+        if raw.startswith(codecs.BOM_UTF8):
+            self.add(_finding("BAG_DECLARATION", "P1", rel, "bagit.txt starts with a byte-order "
+                              "mark; RFC 8493 2.1.1 forbids one", line=1,
+                              fix="write the file as UTF-8 without a BOM"))
+            raw = raw[len(codecs.BOM_UTF8):]
+        try:
+            lines = [x for x in _split_lines(raw.decode("utf-8")) if x]
+        except UnicodeDecodeError as e:
+            self.add(_finding("BAG_DECLARATION", "P1", rel, f"not UTF-8 (byte {e.start}); "
+                              "RFC 8493 2.1.1 requires UTF-8"))
+            return None, "utf-8"
+        m1 = re.fullmatch(r"BagIt-Version: (\d+)\.(\d+)", lines[0]) if lines else None
+        m2 = re.fullmatch(r"Tag-File-Character-Encoding: (\S+)", lines[1]) \
+            if len(lines) > 1 else None
+        if len(lines) != 2 or m1 is None or m2 is None:
+            self.add(_finding("BAG_DECLARATION", "P1", rel,
+                              "bagit.txt must be exactly 'BagIt-Version: M.N' then "
+                              "'Tag-File-Character-Encoding: ENC' (RFC 8493 2.1.1)",
+                              line=1 if m1 is None else 2))
+        version = (int(m1.group(1)), int(m1.group(2))) if m1 else None
+        encoding = "utf-8"
+        if m2 is not None:
+            try:
+                encoding = codecs.lookup(m2.group(1)).name
+            except LookupError:
+                self.add(_finding("BAG_DECLARATION", "P1", rel, f"unknown tag file encoding "
+                                  f"{m2.group(1)!r}; tag files read as UTF-8", line=2))
+        return version, encoding
+
+    def bag_fetch(self, pre: str, encoding: str) -> dict[str, int]:
+        """``fetch.txt`` (RFC 8493 2.2.3): bag-relative payload path -> line.  Targets
+        outside ``data/`` are P0 unsafe paths (never fetched, never opened)."""
+        rel = f"{pre}fetch.txt"
+        out: dict[str, int] = {}
+        if rel not in self.idx.files:
+            return out
+        text = self.read_text(rel, encoding=encoding, bag=True)
+        for no, line in enumerate((text or "").split("\n"), 1):
+            if not line.strip():
+                continue
+            parts = line.split(None, 2)
+            if len(parts) != 3 or not re.fullmatch(r"\d+|-", parts[1]):
+                self.add(_finding("MANIFEST_MALFORMED", "P1", rel,
+                                  "expected 'URL LENGTH FILEPATH', LENGTH a number of octets "
+                                  "or '-' (RFC 8493 2.2.3)", line=no))
+                continue
+            path = _bag_decode(parts[2])
+            while path.startswith("./"):
+                path = path[2:]
+            if (path.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", path)
+                    or ".." in PurePosixPath(path).parts or not path.startswith("data/")):
+                self.res.unsafe += 1
+                self.add(_finding("UNSAFE_PATH", "P0", rel,
+                                  f"unsafe path: fetch target {path!r} is outside the payload "
+                                  "directory data/ (RFC 8493 2.2.3); never fetched or opened",
+                                  line=no, fix="list payload paths under data/ only"))
+                continue
+            out[path] = no
+        return out
+
+    def _bag_agent_is_ours(self, pre: str, encoding: str) -> bool:
+        """True when bag-info.txt names campaign-bot as Bag-Software-Agent: our writer lists
+        every tag file in the tag manifest, so an unlisted one was added later."""
+        rel = f"{pre}bag-info.txt"
+        if self.idx.files.get(rel, self.max + 1) > self.max:
+            return False
+        try:
+            text = (self.root / rel).read_bytes().decode(encoding, errors="replace")
+        except OSError:
+            return False
+        return bool(re.search(r"^Bag-Software-Agent:\s*campaign-bot\b", text, re.M))
+
+    def bag(self, bag_dir: str) -> None:
+        pre = f"{bag_dir}/" if bag_dir else ""
+        files = self.idx.files
+        version, encoding = self.bag_declaration(pre)
+        fetched = self.bag_fetch(pre, encoding)
+        dup_sev: Severity = "P3" if version is not None and version < (1, 0) else "P2"
+        names = sorted(f[len(pre):] for f in files
+                       if f.startswith(pre) and "/" not in f[len(pre):])
+        payload_lists: dict[str, set[str]] = {}
+        tag_listed: set[str] = set()
+        tag_summ: ManifestSummary | None = None
+        for name in names:
+            m = _BAG_MANIFEST.match(name)
+            if not m:
+                continue
+            tag, alg, path = bool(m.group(1)), m.group(2).lower(), f"{pre}{name}"
+            if alg not in ALGORITHMS:
+                self.add(_finding("MANIFEST_ALGORITHM", "P3", path,
+                                  f"algorithm {alg!r} is not one campaign-bot computes "
+                                  f"({', '.join(ALGORITHMS)}); this manifest is not verified"))
+                continue
+            if alg in WEAK_ALGORITHMS:
+                self.add(_finding("MANIFEST_WEAK_ALGORITHM", "P3", path,
+                                  f"verified, but {ALGORITHM_NAMES[alg]} is not "
+                                  "collision-resistant: it detects damage, not forgery "
+                                  "(RFC 8493 2.4 asks for SHA-512 or SHA-256)"))
+            summ = ManifestSummary(path=path, kind="bagit-tags" if tag else "bagit",
+                                   entries=0, verified=0)
+            self.res.manifests.append(summ)
+            self.dup_severity[path] = dup_sev
+            listed = self._bag_manifest(summ, bag_dir, alg, encoding, fetched, payload=not tag)
+            if tag:
+                tag_listed |= listed
+                tag_summ = tag_summ or summ
+            else:
+                payload_lists[path] = listed
+        if not payload_lists:
+            self.add(_finding("BAG_MANIFEST_MISSING", "P1", f"{pre}manifest-sha256.txt",
+                              "bag has no payload manifest of an algorithm campaign-bot "
+                              "computes; its payload is unverified"))
+        for path, no in fetched.items():
+            for mpath, listed in payload_lists.items():
+                if f"{pre}{path}" not in listed:
+                    self.add(_finding("FETCH_UNLISTED", "P1", f"{pre}fetch.txt",
+                                      f"{path} is fetched but not listed in "
+                                      f"{PurePosixPath(mpath).name} (RFC 8493 2.2.3: every "
+                                      "fetched file is in every payload manifest)", line=no))
+        ours = self._bag_agent_is_ours(pre, encoding)
         data_pre = f"{pre}data/"
+        first_payload = next((m for m in self.res.manifests if m.path in payload_lists), None)
         for f in sorted(set(files) | {k for k in self.idx.links if k.startswith(pre)}):
             if not f.startswith(pre):
                 continue
             if f.startswith(data_pre):
-                if f not in listed_payload and f"{pre}manifest-sha256.txt" in files:
-                    self._extra(payload, f, "payload file not in manifest-sha256.txt")
+                absent = [m for m, listed in payload_lists.items() if f not in listed]
+                if absent:
+                    summs = [m for m in self.res.manifests if m.path in absent]
+                    self._extra(summs, f, "payload file not in " + ", ".join(
+                        PurePosixPath(m).name for m in absent))
                 continue
             tail = f[len(pre):]
-            if "/" not in tail and (tail in _BAG_TAG_NAMES or re.match(
-                    r"^(tag)?manifest-\w+\.txt$", tail) or BAG_ROOT_SIGNATURES.match(tail)):
+            if "/" not in tail and (tail in _BAG_TAG_NAMES or _BAG_MANIFEST.match(tail)
+                                    or BAG_ROOT_SIGNATURES.match(tail)):
                 continue
-            if f not in listed_tags:
-                self._extra(tag if tag in self.res.manifests else payload, f,
-                            "unknown file at the bag root (not a tag file, not in "
-                            "tagmanifest-sha256.txt)")
-        self._oxum(pre, [f for f in files if f.startswith(data_pre)])
+            if f in tag_listed:
+                continue
+            if ours:
+                owner = tag_summ or first_payload
+                self._extra([owner] if owner else [], f,
+                            "unknown file outside data/ of a bag campaign-bot wrote (not a "
+                            "tag file, not in its tag manifest): added after sealing")
+            else:
+                self.add(_finding("BAG_TAG_FILE_UNLISTED", "P3", f,
+                                  "other tag file, in no tag manifest: not verified and not "
+                                  "read as part of the bag (RFC 8493 2.2.4)"))
+        self._oxum(pre, [f for f in files if f.startswith(data_pre)], encoding)
 
-    def _extra(self, summ: ManifestSummary, f: str, why: str) -> None:
+    def _extra(self, summs: list[ManifestSummary], f: str, why: str) -> None:
         self.res.extra += 1
-        summ.extra += 1
+        for summ in summs:
+            summ.extra += 1
         self.add(_finding("MANIFEST_EXTRA_FILE", "P2", f, why,
                           fix="add it to the manifest (write_bag re-seals) or remove it"))
 
-    def _bag_manifest(self, summ: ManifestSummary, bag_dir: str, fetched: set[str], *,
-                      payload: bool) -> set[str]:
+    def _bag_manifest(self, summ: ManifestSummary, bag_dir: str, alg: str, encoding: str,
+                      fetched: dict[str, int], *, payload: bool) -> set[str]:
         listed: set[str] = set()
-        text = self.read_text(summ.path)
+        text = self.read_text(summ.path, encoding=encoding, bag=True)
         if text is None:
             return listed
+        pre = f"{bag_dir}/" if bag_dir else ""
+        noted: set[str] = set()
         for no, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             m = _BAG_LINE.match(line)
             if not m:
-                self.malformed(summ, no, "expected 'HEX64 PATH' (RFC 8493 2.1.3)")
+                self.malformed(summ, no, "expected 'CHECKSUM FILEPATH' (RFC 8493 2.1.3)")
                 continue
-            hexd, listed_path = m.group(1), _bag_decode(m.group(2))
-            d = self.digest(summ, no, hexd)
+            hexd, listed_path = m.group(1), m.group(2)
+            if listed_path.startswith("*"):
+                listed_path = listed_path[1:]
+                if "*" not in noted:
+                    noted.add("*")
+                    self.add(_finding("MANIFEST_BINARY_MARKER", "P3", summ.path,
+                                      "'*' before the path is the md5sum/sha256sum binary-mode "
+                                      "marker, not part of the name; read without it",
+                                      line=no))
+            listed_path = _bag_decode(listed_path)
+            if listed_path.startswith("./"):
+                while listed_path.startswith("./"):
+                    listed_path = listed_path[2:]
+                if "./" not in noted:
+                    noted.add("./")
+                    self.add(_finding("MANIFEST_DOT_SLASH", "P3", summ.path,
+                                      "path starts with './'; read relative to the bag, as "
+                                      "RFC 8493 2.1.3 writes it without", line=no))
+            d = self.digest(summ, no, hexd, alg, bag=True)
             if d is None:
                 continue
             under_data = listed_path.startswith("data/")
@@ -697,23 +974,25 @@ class _Verifier:
             if not payload and under_data:
                 self.malformed(summ, no, f"tag manifest lists payload file {listed_path!r}")
                 continue
-            external = listed_path in fetched and f"{bag_dir}/{listed_path}".lstrip(
-                "/") not in self.idx.files
-            rel = self.add_entry(summ, Entry(summ.path, no, listed_path, d, None, external),
-                                 bag_dir)
+            external = listed_path in fetched and f"{pre}{listed_path}" not in self.idx.files
+            rel = self.add_entry(summ, Entry(summ.path, no, listed_path, d, None, external,
+                                             alg), bag_dir, variants=True)
             if rel:
                 listed.add(rel)
+            elif external:
+                listed.add(f"{pre}{listed_path}")  # fetched, absent: listed all the same
         return listed
 
-    def _oxum(self, pre: str, payload_files: list[str]) -> None:
-        rel = f"{pre}bag-info.txt"
-        if rel not in self.idx.files:
+    def _oxum(self, pre: str, payload_files: list[str], encoding: str) -> None:
+        rel = next((f"{pre}{n}" for n in ("bag-info.txt", "package-info.txt")
+                    if f"{pre}{n}" in self.idx.files), None)
+        if rel is None:
             return
-        text = self.read_text(rel)
+        text = self.read_text(rel, encoding=encoding, bag=True)
         if text is None:
             return
         for no, line in enumerate(text.split("\n"), 1):
-            if not line.lower().startswith("payload-oxum:"):
+            if not re.match(r"^payload-oxum\s*:", line, re.I):
                 continue
             val = line.split(":", 1)[1].strip()
             m = re.match(r"^(\d+)\.(\d+)$", val)
@@ -728,7 +1007,7 @@ class _Verifier:
                                   "manifest decides", line=no))
 
     def add_entry(self, summ: ManifestSummary, e: Entry, base: str, *,
-                  fallback_root: bool = False) -> str | None:
+                  fallback_root: bool = False, variants: bool = False) -> str | None:
         summ.entries += 1
         if e.external or "://" in e.listed:
             e.external = True
@@ -739,6 +1018,17 @@ class _Verifier:
         rel = self.resolve(summ, e.listed, e.line, base, fallback_root=fallback_root)
         if rel is None:
             return None
+        if variants and not self._exists(rel) and rel not in self.idx.dirs:
+            other = self.variant_of(rel, base)
+            if other is not None and other != rel:
+                e.variant = rel
+                case = unicodedata.normalize("NFC", rel) != unicodedata.normalize("NFC", other)
+                how = "in letter case" if case else "in Unicode normalization (NFC/NFD)"
+                self.add(_finding("MANIFEST_NAME_VARIANT", "P3", e.manifest,
+                                  f"{ascii(rel)} is not in the bag but {ascii(other)} is: the "
+                                  f"names differ only {how}, one file on macOS and Windows "
+                                  "file systems; verified against it", line=e.line))
+                rel = other
         e.rel = rel
         self.entries.append((summ, e))
         return rel
@@ -746,7 +1036,7 @@ class _Verifier:
     # -- the single hashing pass
     def check_entries(self, progress: ProgressFn | None, workers: int | None) -> None:
         seen: dict[tuple[str, str], Entry] = {}
-        todo: dict[str, None] = {}
+        todo: dict[str, dict[str, None]] = {}
         live: list[tuple[ManifestSummary, Entry]] = []
         for summ, e in self.entries:
             assert e.rel is not None
@@ -756,23 +1046,25 @@ class _Verifier:
                 same = first.digest == e.digest
                 self.res.duplicates += 1
                 summ.duplicates += 1
+                sev: Severity = self.dup_severity.get(e.manifest, "P2") if same else "P1"
                 self.add(_finding(
-                    "MANIFEST_DUPLICATE", "P2" if same else "P1", e.manifest,
+                    "MANIFEST_DUPLICATE", sev, e.manifest,
                     f"{e.listed} listed again (first at line {first.line})"
-                    + ("" if same else " with a different digest"), line=e.line,
-                    fix="keep one line per file"))
+                    + ("" if same else " with a different digest")
+                    + (" (BagIt before 1.0 allowed this)" if sev == "P3" else ""),
+                    line=e.line, fix="keep one line per file"))
                 if same:
                     continue
             else:
                 seen[key] = e
             live.append((summ, e))
             if e.rel in self.idx.files or e.rel in self.idx.links:
-                todo[e.rel] = None
+                todo.setdefault(e.rel, {})[e.alg] = None
         paths = {rel: self.root / rel for rel in todo if rel not in self.idx.special}
         t0 = time.perf_counter()
         total = sum(self.idx.files.get(r, 0) for r in paths)
-        done = hash_files(paths.values(), workers=workers, progress=progress,
-                          total_bytes=total)
+        done = digest_files({p: tuple(todo[rel]) for rel, p in paths.items()},
+                            workers=workers, progress=progress, total_bytes=total)
         self.res.hash_seconds = time.perf_counter() - t0
         by_rel = {rel: done[p] for rel, p in paths.items()}
         for got in by_rel.values():
@@ -793,6 +1085,12 @@ class _Verifier:
                                       f"listed in {e.manifest} but not a regular file; not "
                                       "opened", line=None))
                     continue
+                if SYSTEM_FILES.search(e.rel):
+                    self.add(_finding("SYSTEM_FILE_MISSING", "P3", e.manifest,
+                                      f"{e.rel}: listed but absent; an operating-system "
+                                      "metadata file that copying tools drop, not evidence",
+                                      line=e.line))
+                    continue
                 self.res.missing += 1
                 summ.missing += 1
                 self.add(_finding("MANIFEST_MISSING_FILE", "P1", e.manifest,
@@ -809,15 +1107,17 @@ class _Verifier:
                                       f"{e.manifest})", fix="fix the file's permissions"))
                 continue
             self.res.hashes_checked += 1
-            if r[0] == e.digest:
+            got_hex = r[0][e.alg]
+            if got_hex == e.digest:
                 self.res.hashes_ok += 1
                 summ.verified += 1
             else:
                 self.res.mismatched += 1
                 summ.mismatched += 1
                 self.add(_finding("MANIFEST_MISMATCH", "P1", e.rel,
-                                  f"SHA-256 {r[0]} does not match {e.digest} listed in "
-                                  f"{e.manifest} line {e.line}", line=None,
+                                  f"{ALGORITHM_NAMES[e.alg]} {got_hex} does not match "
+                                  f"{e.digest} listed in {e.manifest} line {e.line}",
+                                  line=None,
                                   fix="the file changed after sealing: restore it, or re-seal "
                                       "and explain why"))
 
@@ -867,33 +1167,45 @@ def _map_items(obj: object) -> list[tuple[tuple, str, object, bool]] | None:
 def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 progress: ProgressFn | None = None, workers: int | None = None,
                 index: TreeIndex | None = None,
-                json_docs: dict[str, tuple[object, str]] | None = None) -> VerifyResult:
+                json_docs: dict[str, tuple[object, str]] | None = None,
+                max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> VerifyResult:
     """Verify every manifest under ``root`` in one pass; see the module docstring.
 
     ``index`` reuses an earlier :func:`index_tree`; ``json_docs`` maps root-relative paths of
     already-parsed JSON files to ``(object, text)`` so integrity maps are not parsed twice
-    (when None, JSON files are read here, those over ``max_file_bytes`` skipped).  Raises
-    ``OSError`` only when ``root`` itself cannot be listed.
+    (when None, JSON files are read here: those over ``min(max_file_bytes,
+    max_document_bytes)`` or nested deeper than :data:`evidence.safejson.MAX_JSON_DEPTH` are
+    skipped; the loader reports them).  Raises ``OSError`` only when ``root`` itself cannot
+    be listed.
     """
     root = Path(root)
     idx = index or index_tree(root)
     v = _Verifier(root, idx, max_file_bytes)
-    bag_dirs = set()
+    candidates = set()
     for f in idx.files:
         p = PurePosixPath(f)
         d = "" if p.parent.as_posix() == "." else p.parent.as_posix()
         data = f"{d}/data" if d else "data"
-        if p.name == "bagit.txt" or (p.name == "manifest-sha256.txt" and data in idx.dirs):
-            bag_dirs.add(d)
-    for d in sorted(bag_dirs):
+        if p.name == "bagit.txt" or (_BAG_MANIFEST.match(p.name) and not p.name.startswith(
+                "tag") and data in idx.dirs):
+            candidates.add(d)
+    # A bag inside another bag's data/ is payload (RFC 8493 2.1.2), not a bag to judge.
+    bag_dirs: list[str] = []
+    for d in sorted(candidates, key=lambda x: (x.count("/") + bool(x), x)):
+        if not any(_under(d, f"{b}/data" if b else "data") for b in bag_dirs):
+            bag_dirs.append(d)
+    payloads = [f"{b}/data" if b else "data" for b in bag_dirs]
+    for d in bag_dirs:
         v.bag(d)
     for f in sorted(idx.files):
         p = PurePosixPath(f)
         d = "" if p.parent.as_posix() == "." else p.parent.as_posix()
-        if d in bag_dirs and p.name in ("manifest-sha256.txt", "tagmanifest-sha256.txt"):
-            continue
+        if p.name == "manifest-sha256.txt" and (d in bag_dirs or any(_under(d, x)
+                                                                     for x in payloads)):
+            continue  # a bag's own manifest, or a nested bag's (payload)
         if _SUMS_NAMES.match(p.name):
             v.sums_file(f)
+    limit = min(max_file_bytes, max_document_bytes)
     for f in sorted(idx.files):
         if not f.endswith(".json"):
             continue
@@ -902,11 +1214,11 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 continue
             obj, text = json_docs[f]
         else:
-            if idx.files[f] > max_file_bytes:
+            if idx.files[f] > limit:
                 continue
             try:
                 text = (root / f).read_text(encoding="utf-8")
-                obj = json.loads(text)
+                obj = safejson.loads(text)
             except (OSError, ValueError):
                 continue
         v.json_map(f, obj, text)
@@ -924,7 +1236,13 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         v.add(_finding("UNREADABLE", "P1", rel, "cannot list or stat this path",
                        fix="fix its permissions"))
     _dedupe(v.res.findings)
+    v.res.findings += v.cap.summaries()
     return v.res
+
+
+def _under(path: str, directory: str) -> bool:
+    """True when the POSIX path ``path`` is ``directory`` or lies below it."""
+    return path == directory or path.startswith(f"{directory}/")
 
 
 def _dedupe(findings: list[Finding]) -> None:

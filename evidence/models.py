@@ -4,7 +4,8 @@ media reports and findings.
 Every document carries a ``schema`` field of the form ``campaign-bot/NAME@VERSION`` (for
 example ``campaign-bot/receipt@1``).  A document with an unknown NAME or VERSION is refused
 with an error naming the field, never coerced.  Frozen receipts are never edited: a new rule
-comes as a new schema or validator version (DESIGN.md, "Rules the seeds insist on").
+comes as a new schema or validator version (campaign #293 frozen scope: "add a new validator
+version without changing the old frozen bundle").
 
 Units: every ``*_s`` field is seconds, ``*_bytes`` bytes, ``*_mb`` mebibytes, ``*_db``
 decibels, timestamps are RFC 3339 UTC.  Durations must be finite and non-negative.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal as _signal
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -27,6 +29,27 @@ from pydantic import (
 )
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def signal_words(sig: int) -> str:
+    """``signal 9 (SIGKILL)``; the number alone when this platform has no name for it."""
+    try:
+        return f"signal {sig} ({_signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"
+
+
+def exit_words(exit_code: int | None, sig: int | None) -> str:
+    """How a process ended, in words: ``exited with code 1``, ``ended by signal 9 (SIGKILL)``,
+    ``exited with code 0 after signal 15 (SIGTERM)``; ``exit status not recorded`` when both
+    are None.  Never prints ``None``."""
+    if sig is not None and exit_code is not None:
+        return f"exited with code {exit_code} after {signal_words(sig)}"
+    if sig is not None:
+        return f"ended by {signal_words(sig)}"
+    if exit_code is not None:
+        return f"exited with code {exit_code}"
+    return "exit status not recorded"
 
 
 def _finite_nonneg(v: float) -> float:
@@ -142,7 +165,8 @@ class Inputs(Strict):
 
 
 class Workload(Strict):
-    """Generation parameters (DESIGN.md: 1344x768, 24 fps, seed, steps, flow shifts)."""
+    """Generation parameters of the served model: frame size in pixels (campaign #320: 1344x768),
+    frames per second (24), random seed, inference steps and flow shifts."""
 
     width: int = Field(gt=0)
     height: int = Field(gt=0)
@@ -177,8 +201,8 @@ class Track(Strict):
 
 
 class Protocol(Strict):
-    """A/B protocol, frozen before any candidate is observed (seed 001: 'prospectively frozen
-    independent-server, ordering, warmup and repeat protocol')."""
+    """A/B protocol, frozen before any candidate is observed (campaign #297: 'a prospectively
+    frozen independent-server, ordering, warmup and repeat protocol')."""
 
     order: str = Field(
         default="ABBAAB",
@@ -206,7 +230,8 @@ class Gate(Strict):
     """One quality threshold with the source it comes from."""
 
     threshold: Finite
-    source: str = Field(description="Where the threshold comes from (spec, seed, test).")
+    source: str = Field(description="Where the threshold comes from (a spec, a campaign's "
+                        "frozen scope, an upstream test).")
 
 
 class RangeGate(Strict):
@@ -235,7 +260,8 @@ class QualityGates(Strict):
 
 
 class Budget(Strict):
-    """Campaign budget; failures and retries are always charged (seed 001)."""
+    """Campaign budget; failures and retries are always charged (campaign #297: "16
+    wall-hours / 64 logical-device-hours including failures and retries")."""
 
     candidate_directions: int = Field(ge=0)
     wall_hours: Finite = Field(ge=0)
@@ -367,6 +393,21 @@ class WorkerExit(Strict):
         """Exit 0, no signal."""
         return self.state == "exited" and self.exit_code == 0 and self.signal is None
 
+    def describe(self) -> str:
+        """How this worker ended, in words (``still running``, ``exited with code 1``,
+        ``ended by signal 9 (SIGKILL)``, ``gone, exit status unreadable``); never ``None``."""
+        if self.state == "alive":
+            return "still running"
+        if self.state == "gone" and self.exit_code is None and self.signal is None:
+            return "gone, exit status unreadable"
+        if self.exit_code is None and self.signal is None:
+            return "exited, exit status not recorded"
+        return exit_words(self.exit_code, self.signal)
+
+    def who(self) -> str:
+        """``worker rank N`` (or ``worker pid N`` when the rank is unknown)."""
+        return f"worker rank {self.rank}" if self.rank is not None else f"worker pid {self.pid}"
+
 
 class DeviceCheck(Strict):
     """Result of a device idle check (npu-smi / nvidia-smi)."""
@@ -377,8 +418,9 @@ class DeviceCheck(Strict):
 
 
 class Lifecycle(Strict):
-    """Server and worker lifecycle of one session (DESIGN.md: a run whose workers did not all
-    exit cleanly, or whose container exited non-zero, does not qualify)."""
+    """Server and worker lifecycle of one session : a run whose workers did not all exit
+    cleanly, or whose container exited non-zero, does not qualify (campaign #320's 5 s baseline
+    needed four terminate and four kill actions)."""
 
     workers: list[WorkerExit] = Field(default_factory=list)
     terminate_actions: int = Field(default=0, ge=0)
@@ -403,16 +445,13 @@ class Lifecycle(Strict):
             out.append("no worker exits recorded")
         for w in self.workers:
             if not w.clean:
-                who = f"worker rank {w.rank}" if w.rank is not None else f"worker pid {w.pid}"
-                out.append(
-                    f"{who} {w.state}, exit {w.exit_code}, signal {w.signal}"
-                )
+                out.append(f"{w.who()} {w.describe()}")
         if self.terminate_actions:
             out.append(f"{self.terminate_actions} terminate action(s)")
         if self.kill_actions:
             out.append(f"{self.kill_actions} kill action(s)")
         if self.server_exit_code != 0 or self.server_signal is not None:
-            out.append(f"server exit {self.server_exit_code}, signal {self.server_signal}")
+            out.append(self.server_problem())
         if self.container_exit_code not in (None, 0):
             out.append(f"container exit {self.container_exit_code}")
         checks = (("before", self.devices_idle_before), ("after", self.devices_idle_after))
@@ -427,6 +466,13 @@ class Lifecycle(Strict):
     def clean(self) -> bool:
         """True when :meth:`problems` is empty."""
         return not self.problems()
+
+    def server_problem(self) -> str:
+        """The server's exit in words (``server exited with code 1``, ``server ended by signal
+        9 (SIGKILL)``, ``no server exit status recorded``)."""
+        if self.server_exit_code is None and self.server_signal is None:
+            return "no server exit status recorded"
+        return "server " + exit_words(self.server_exit_code, self.server_signal)
 
 
 class Receipt(Strict):
@@ -490,7 +536,8 @@ class Receipt(Strict):
 
 class StatusSnapshot(Strict):
     """``campaign-bot/status@1``: where a campaign says it is.  A snapshot that contradicts
-    newer receipts is stale unless ``frozen`` (seed 000, the P2 review finding)."""
+    newer receipts is stale unless ``frozen`` (the P2 review finding on
+    campaign #320's ``results/status.json``)."""
 
     schema_: str = schema_field("status", 1)
     campaign: str
@@ -615,7 +662,7 @@ Severity = Literal["P0", "P1", "P2", "P3"]
 
 
 class Finding(Strict):
-    """A review result (DESIGN.md 'finding'): P0 blocks, P1 wrong evidence, P2 ambiguous
+    """A review result: P0 blocks, P1 wrong evidence, P2 ambiguous
     evidence, P3 nit."""
 
     rule: str = Field(description="Rule id, e.g. 'STALE_STATUS', 'MANIFEST_MISMATCH'.")

@@ -1,5 +1,5 @@
 """One call for a whole review: verdicts, screening decisions, findings and traced claims of
-a campaign (issue 3).  Used by ``campaign-bot check`` and by the bot's PR review.
+a campaign.  Used by ``campaign-bot check`` and by the bot's PR review.
 
 ``review(loaded)`` takes a :class:`~evidence.bundle.LoadedCampaign`; ``review_evidence(ev)``
 takes an :class:`~evidence.verdicts.Evidence` built from plain lists.
@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 UNVERIFIED_RULES = frozenset({
     "MANIFEST_MISMATCH", "UNREADABLE", "FILE_TOO_LARGE", "SYMLINK_ESCAPES", "NOT_REGULAR_FILE",
 })
-"""Load/manifest finding rules (issue 2) that leave a file unverified: a receipt named by one
+"""Load/manifest finding rules that leave a file unverified: a receipt named by one
 of these does not qualify for a verdict."""
 
 
 class ReviewResult(BaseModel):
     """Verdicts (per track and candidate), screening decisions (never verdicts), findings of
-    the issue 3 rules and, with ``--claims``, every claim with what it traced to."""
+    the :mod:`evidence.findings` rules and, with ``--claims``, every claim with what it traced
+    to."""
 
     verdicts: list[TrackVerdict] = Field(default_factory=list)
     screening: list[ScreeningDecision] = Field(default_factory=list)
@@ -88,7 +89,7 @@ def review(
     prior_noise: bool = False,
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[TrackVerdict], list[Finding]]:
-    """``(verdicts, findings)`` of a loaded campaign; the findings are the issue 3 rules only
+    """``(verdicts, findings)`` of a loaded campaign; the findings are the review rules only
     (the loader's own findings stay in ``loaded.findings``).  See :func:`review_full`."""
     res = review_full(loaded, base_ref=base_ref, claims_file=claims_file,
                       prior_noise=prior_noise, extra_findings=extra_findings)
@@ -131,9 +132,9 @@ def review_check(
     claims_file: Path | None = None,
     prior_noise: bool = False,
 ) -> ReviewResult:
-    """What ``campaign-bot check`` adds for issue 3.  Without a valid scope there are no
-    verdicts; ``base_ref`` still works, ``claims_file`` raises ValueError (nothing to trace
-    numbers to)."""
+    """The review that ``campaign-bot check`` adds to integrity.  Without a valid scope there
+    are no verdicts; ``base_ref`` still works, ``claims_file`` raises ValueError (nothing to
+    trace numbers to)."""
     if loaded.scope is None:
         if claims_file is not None:
             raise ValueError("--claims needs a valid campaign.toml: claims trace to its "
@@ -159,16 +160,20 @@ def _r(x: float | None, nd: int = 3) -> str:
 
 def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[ScreeningDecision],
                   claims: Sequence[Claim], console: Any) -> None:
-    """Print the verdicts table, the screening table (labelled: not verdicts) and, when
-    claims were checked, the claims table, with rich."""
+    """Print the verdicts table with each verdict's reasons below it, the screening table
+    (labelled: not verdicts) and, when claims were checked, every claim with what it traced
+    to, with rich.  Sentences that may name files are printed as wrapped lines, not table
+    cells, so a path is never folded inside a cell."""
     from rich.markup import escape
+    from rich.padding import Padding
     from rich.table import Table
+    from rich.text import Text
 
     if verdicts:
         t = Table(title="verdicts per track and candidate (session medians; exact "
                   "distribution-free rule, one-sided alpha 0.05)", title_justify="left")
         for c in ("track", "candidate", "verdict", "m v n", "ratio (HL)", "exact bounds",
-                  "spread", "pairs vs theta0", "more pairs", "reasons"):
+                  "spread", "pairs vs theta0", "more pairs"):
             t.add_column(c, overflow="fold",
                          justify="right" if c in ("m v n", "spread", "more pairs") else "left")
         for v in verdicts:
@@ -185,9 +190,15 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"), verdict,
                       f"{v.m} v {v.n}", _r(v.ratio, 4), bounds,
                       _r(v.control_spread, 4) if v.m > 1 else "—",
-                      contrary, "—" if v.more_pairs_needed is None else str(v.more_pairs_needed),
-                      escape(", ".join(dict.fromkeys(v.codes))) + "\n" + escape(v.summary))
+                      contrary, "—" if v.more_pairs_needed is None else str(v.more_pairs_needed))
         console.print(t)
+        console.print("[bold]why[/] (the deciding reason first)")
+        for v in verdicts:
+            console.print(Text(f"{v.track} / {v.candidate or '(control only)'}: {v.verdict}"))
+            dec = v.deciding
+            ordered = ([dec] if dec else []) + [r for r in v.reasons if r is not dec]
+            for r in ordered:
+                console.print(Padding(Text(f"{r.code}: {r.text}"), (0, 0, 0, 4)))
         for v in verdicts:
             tails = [x for x in v.tail if x.status == "ok"]
             if tails:
@@ -213,11 +224,8 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
                       escape(d.reason))
         console.print(t)
     if claims:
-        t = Table(title="claims traced", title_justify="left")
-        for c in ("line", "claim", "traced to"):
-            t.add_column(c, overflow="fold")
+        console.print("[bold]claims traced[/] (line: claim -> source)")
         for cl in claims:
             src = (escape(cl.traced_to) if cl.traced_to else
                    "[red]summed gain[/]" if cl.summed else "[red]untraceable[/]")
-            t.add_row(str(cl.line), escape(cl.text.strip()), src)
-        console.print(t)
+            console.print(f"  line {cl.line}: {escape(cl.text.strip())} -> {src}", soft_wrap=True)

@@ -1,7 +1,7 @@
-"""Screening decisions: ``PROMOTE_TO_FULL_SCREEN`` / ``REJECT`` / ``CONTINUE`` (issue 3).
+"""Screening decisions: ``PROMOTE_TO_FULL_SCREEN`` / ``REJECT`` / ``CONTINUE``.
 
 A screening decision is NOT a verdict and is never shown as one.  Campaigns stop clearly bad
-candidates after one pair to save device hours (seed 000: the resident-layer screen, 173.211 s
+candidates after one pair to save device hours (campaign #320: the resident-layer screen, 173.211 s
 control against 365.884 s candidate, was rejected after its first measured pair).
 
 Rules, per (track, candidate, screen), in order:
@@ -9,8 +9,9 @@ Rules, per (track, candidate, screen), in order:
 1. REJECT when any candidate request failed (non-200, error, no timing), a candidate
    lifecycle failed (a worker, server or container exit, a forced action, busy devices; a
    device idle check that was merely not recorded does not reject), or a candidate output
-   fails a quality gate (FAILED by :func:`evidence.verdicts.judge_quality`): seed 001,
-   "stop candidate promotion on quality failure, request failure ... or incomplete cleanup".
+   fails a quality gate (FAILED by :func:`evidence.verdicts.judge_quality`): campaign #297,
+   "Stop candidate promotion on quality failure, resource interference, request failure or
+   incomplete cleanup".
 2. CONTINUE when control is not usable (failed control request or lifecycle, as in 1): fix
    control first; nothing is concluded about the candidate.
 3. With the first balanced pair (the first control and the first candidate session, in slot
@@ -142,10 +143,11 @@ def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receip
         return ScreeningDecision(
             decision="PROMOTE_TO_FULL_SCREEN", reason=f"ratio {ratio:.3f} at or below the "
             f"target's {theta0:g}: worth a full balanced screen", **base)
+    target = f"the target {theta0:g}" if theta0 is not None else (
+        "the target (unknown: the track is not in the scope)")
     return ScreeningDecision(
-        decision="CONTINUE", reason=f"ratio {ratio:.3f} between the target "
-        f"{theta0 if theta0 is not None else '?'} and the futility margin {fut:g}: run the next "
-        "pair", **base)
+        decision="CONTINUE", reason=f"ratio {ratio:.3f} between {target} and the futility "
+        f"margin {fut:g}: run the next pair", **base)
 
 
 def decisions_for(ev: Evidence, candidate: str, track: str) -> Sequence[ScreeningDecision]:

@@ -17,23 +17,29 @@ Pure verification and key handling (no network I/O).  The signer lives in
 
 A bundle is a BagIt directory (``bagit.txt``, ``bag-info.txt``, ``manifest-sha256.txt``,
 ``tagmanifest-sha256.txt``, payload under ``data/``) plus ``ATTESTATION_FILE`` beside the
-tag files.  :func:`verify_bundle` checks the chain signature -> subjects (tag manifest) ->
-tag files -> payload manifest -> every payload file, and that no payload file is unlisted.
+tag files.  :func:`check_signed_bundle` checks the chain signature -> subjects (tag
+manifest) -> tag files -> payload manifest -> every payload file, and that every file present
+anywhere under the bundle (no directory skipped) is covered by it.  Readers take documents
+from a signed bundle only through :func:`verified_documents`, which lists them from the
+signed payload manifest and never walks the tree.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
+import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from evidence import safejson
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -130,7 +136,14 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
     """Verify a DSSE envelope with any of ``keys``; return the decoded in-toto Statement.
 
     Raises ValueError saying what failed (malformed envelope, wrong payload type, no
-    signature by a trusted key, not a Statement v1)."""
+    signature by a trusted key, not a Statement v1, statement nested deeper than
+    :data:`evidence.safejson.MAX_JSON_DEPTH`)."""
+    return _verify_envelope(envelope, keys)[0]
+
+
+def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
+                     ) -> tuple[dict[str, Any], str]:
+    """:func:`verify_envelope`, also returning the id of the key that verified it."""
     if not isinstance(envelope, dict):
         raise ValueError(f"malformed DSSE envelope: a JSON {type(envelope).__name__}, "
                          "expected an object")
@@ -145,7 +158,7 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
     if ptype != PAYLOAD_TYPE:
         raise ValueError(f"payloadType is {ptype!r}, expected {PAYLOAD_TYPE!r}")
     msg = pae(ptype, body)
-    good = False
+    good: str | None = None
     for s in sigs if isinstance(sigs, list) else []:
         if not isinstance(s, dict):
             continue
@@ -154,11 +167,12 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
         except (KeyError, TypeError, ValueError):
             continue
         kid = s.get("keyid")
-        cands = [keys[kid]] if isinstance(kid, str) and kid in keys else list(keys.values())
-        for k in cands:
+        cands = ([(kid, keys[kid])] if isinstance(kid, str) and kid in keys
+                 else list(keys.items()))
+        for cid, k in cands:
             try:
                 k.verify(sig, msg)
-                good = True
+                good = cid
                 break
             except InvalidSignature:
                 continue
@@ -167,16 +181,14 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
     if not good:
         raise ValueError("no signature by a trusted key verifies this envelope")
     try:
-        stmt = json.loads(body)
-    except RecursionError:
-        raise ValueError("payload is not JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, huge integers
+        stmt = safejson.loads(body)
+    except ValueError as exc:  # JSONDecodeError, too deep, not UTF-8, huge integers
         raise ValueError(f"payload is not JSON: {exc}") from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
         raise ValueError(f"payload is not an in-toto Statement v1 ({STATEMENT_TYPE})")
     if not isinstance(stmt.get("subject"), list) or not stmt["subject"]:
         raise ValueError("statement has no subjects")
-    return stmt
+    return stmt, good
 
 
 def sha256_file(path: Path) -> str:
@@ -188,42 +200,182 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+_SIGNED_LINE = re.compile(r"^([0-9a-fA-F]{64})[ \t]+(.+)$")
+
+
 def _read_manifest(path: Path) -> tuple[dict[str, str], list[str]]:
+    """Entries ``path -> sha256`` of a manifest we wrote (``HEX  PATH``, LF) and problems
+    (malformed lines, unsafe paths, paths listed twice)."""
     entries: dict[str, str] = {}
     problems: list[str] = []
-    for n, line in enumerate(read_small_text(path).splitlines(), 1):
+    for n, line in enumerate(read_small_text(path).split("\n"), 1):
         if not line.strip():
             continue
-        digest, _, rel = line.partition(" ")
-        rel = rel.strip().replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
-        if len(digest) != 64 or not rel or rel.startswith("/"):
+        m = _SIGNED_LINE.match(line)
+        if m is None:
             problems.append(f"{path.name}:{n}: not '<sha256>  <path>'")
             continue
-        entries[rel] = digest.lower()
+        digest, rel = m.group(1).lower(), m.group(2)
+        rel = rel.replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
+        parts = rel.split("/")
+        if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or "\0" in rel:
+            problems.append(f"{path.name}:{n}: unsafe path {rel!r} (absolute, empty part, '.' "
+                            "or '..')")
+            continue
+        if rel in entries:
+            problems.append(f"{path.name}:{n}: {rel} is listed twice")
+            continue
+        entries[rel] = digest
     return entries, problems
 
 
-def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
-    """Check a signed bundle; returns problems (empty when the bundle verifies).
+def _walk_everything(root: Path) -> tuple[dict[str, str], list[str]]:
+    """Every path under ``root`` (no directory skipped, symlinks never followed):
+    ``rel -> "file" | "link" | "special"``, and the directories that could not be listed."""
+    present: dict[str, str] = {}
+    unlistable: list[str] = []
 
-    Checks: the envelope ``ATTESTATION_FILE`` verifies with a trusted key; every subject's
-    file exists with that SHA-256 and the tag manifest is a subject; every tag manifest entry
-    matches; every payload manifest entry matches its file; no file under ``data/`` is
-    missing from the payload manifest."""
-    problems: list[str] = []
-    env_path = root / ATTESTATION_FILE
+    def onerror(e: OSError) -> None:
+        unlistable.append(Path(os.path.relpath(e.filename or str(root), root)).as_posix())
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        keep = []
+        for d in dirnames:
+            rel = d if rel_dir == "." else Path(rel_dir, d).as_posix()
+            if os.path.islink(os.path.join(dirpath, d)):
+                present[rel] = "link"
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+        for name in filenames:
+            rel = name if rel_dir == "." else Path(rel_dir, name).as_posix()
+            try:
+                mode = os.lstat(os.path.join(dirpath, name)).st_mode
+            except OSError:
+                unlistable.append(rel)
+                continue
+            present[rel] = ("file" if stat.S_ISREG(mode) else
+                            "link" if stat.S_ISLNK(mode) else "special")
+    return present, unlistable
+
+
+_KIND_TEXT = {"link": "a symlink", "special": "a FIFO, socket or device"}
+
+
+MAX_LISTED_UNSIGNED = 20
+"""Unsigned files named one by one in messages and findings; the rest are counted."""
+
+UNSIGNED_MESSAGE = ("not covered by the signed manifests (added after signing); the bundle is "
+                    "refused and nothing in it is read")
+
+
+@dataclass
+class BundleVerification:
+    """The result of :func:`check_signed_bundle` for one bundle directory ``root``.
+
+    ``problems``: why the signature chain does not hold (envelope, subjects, manifests,
+    listed files), as messages naming the file.  ``unsigned``: bundle-relative POSIX paths
+    present under ``root`` (in any directory, none skipped) that no signed manifest covers.
+    ``payload``/``tags``: the signed manifests' entries (``path -> sha256``), filled once the
+    envelope verifies.  ``key_id``: the trusted key that signed it."""
+
+    root: Path
+    problems: list[str] = field(default_factory=list)
+    unsigned: list[str] = field(default_factory=list)
+    payload: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    key_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the signature chain holds and every file present is covered."""
+        return not self.problems and not self.unsigned
+
+    def covered(self) -> set[str]:
+        """Bundle-relative paths the signature covers: the envelope, the two manifests and
+        every file they list."""
+        return {ATTESTATION_FILE, TAG_MANIFEST, *self.tags, *self.payload}
+
+    def documents(self) -> list[str]:
+        """Bundle-relative paths of the JSON documents listed in the signed payload manifest
+        (sorted): the only documents a reader may take from this bundle."""
+        return sorted(p for p in self.payload if p.endswith(".json"))
+
+    def messages(self, limit: int = MAX_LISTED_UNSIGNED) -> list[str]:
+        """``problems`` then one line per unsigned file (the first ``limit``, then a count)."""
+        out = list(self.problems)
+        for rel in self.unsigned[:limit]:
+            out.append(f"{rel}: {UNSIGNED_MESSAGE}")
+        if len(self.unsigned) > limit:
+            out.append(f"and {len(self.unsigned) - limit} more files not covered by the signed "
+                       "manifests")
+        return out
+
+
+class BundleRefused(ValueError):
+    """A signed bundle that does not verify.  ``problems`` holds every reason (see
+    :meth:`BundleVerification.messages`); ``str()`` gives the first few."""
+
+    def __init__(self, root: Path, problems: list[str]) -> None:
+        self.root, self.problems = root, problems
+        head = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more"
+                                          if len(problems) > 3 else "")
+        super().__init__(f"{root}: signed bundle refused: {head}")
+
+
+def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> BundleVerification:
+    """Verify the signed bundle at ``root`` with any of ``keys``; never raises for the
+    bundle's content.
+
+    What is checked, in order: ``ATTESTATION_FILE`` is a regular file holding a DSSE envelope
+    signed by a trusted key over an in-toto Statement v1 (on failure nothing else is checked);
+    every subject is a regular file with the signed SHA-256 and the tag manifest is one;
+    the tag manifest lists the payload manifest; every entry of both manifests is a safe
+    relative path to a regular file (not a symlink) with that SHA-256, payload entries under
+    ``data/`` and tag entries outside it; and every path under ``root`` -- in every
+    directory, ``.git``, ``node_modules``, ``__pycache__``, ``.venv`` included, symlinks and
+    FIFOs too -- is the envelope, a manifest or a listed file (else it is in ``unsigned``)."""
+    root = Path(root)
+    res = BundleVerification(root)
+    present, unlistable = _walk_everything(root)
+    if present.get(ATTESTATION_FILE, "file") != "file":
+        res.problems.append(f"{ATTESTATION_FILE}: cannot read signed envelope: is "
+                            f"{_KIND_TEXT[present[ATTESTATION_FILE]]}, not a regular file")
+        return res
     try:
-        envelope = json.loads(read_small_text(env_path))
+        envelope = safejson.loads(read_small_text(root / ATTESTATION_FILE))
     except OSError as exc:
-        return [f"{ATTESTATION_FILE}: cannot read signed envelope: {exc.strerror or exc}"]
-    except RecursionError:
-        return [f"{ATTESTATION_FILE}: cannot read signed envelope: JSON nested too deeply"]
-    except ValueError as exc:  # JSONDecodeError, not UTF-8, not a regular file, too large
-        return [f"{ATTESTATION_FILE}: cannot read signed envelope: {exc}"]
+        res.problems.append(f"{ATTESTATION_FILE}: cannot read signed envelope: "
+                            f"{exc.strerror or exc}")
+        return res
+    except ValueError as exc:  # not JSON, too deep, not UTF-8, not a regular file, too large
+        res.problems.append(f"{ATTESTATION_FILE}: cannot read signed envelope: {exc}")
+        return res
     try:
-        stmt = verify_envelope(envelope, keys)
+        stmt, res.key_id = _verify_envelope(envelope, keys)
     except ValueError as exc:
-        return [f"{ATTESTATION_FILE}: {exc}"]
+        res.problems.append(f"{ATTESTATION_FILE}: {exc}")
+        return res
+    problems = res.problems
+    hashes: dict[str, str] = {}
+
+    def digest_of(rel: str, what: str) -> str | None:
+        kind = present.get(rel)
+        if kind is None:
+            problems.append(f"{what}: file missing")
+            return None
+        if kind != "file":
+            problems.append(f"{what}: is {_KIND_TEXT[kind]}, not a regular file; not opened")
+            return None
+        if rel not in hashes:
+            try:
+                hashes[rel] = sha256_file(root / rel)
+            except OSError as exc:
+                problems.append(f"{what}: cannot read: {exc.strerror or exc}")
+                return None
+        return hashes[rel]
+
     names = set()
     for sub in stmt["subject"]:
         name = sub.get("name", "") if isinstance(sub, dict) else ""
@@ -231,71 +383,125 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
         digest = sub.get("digest") if isinstance(sub, dict) else None
         want = digest.get("sha256") if isinstance(digest, dict) else None
         names.add(name)
-        path = root / name
-        if (not name or name.startswith("/") or ".." in Path(name).parts
-                or not path.is_file()):
+        if not name or name.startswith("/") or ".." in name.split("/"):
             problems.append(f"subject {name!r}: file missing")
-        elif sha256_file(path) != want:
+            continue
+        got = digest_of(name, f"subject {name!r}" if name not in present else f"subject {name}")
+        if got is not None and got != want:
             problems.append(f"subject {name}: SHA-256 differs from the signed digest "
                             "(edited after signing)")
     if TAG_MANIFEST not in names:
         problems.append(f"the signed subjects do not include {TAG_MANIFEST}")
     for manifest in (TAG_MANIFEST, PAYLOAD_MANIFEST):
-        mpath = root / manifest
-        if not mpath.is_file():
-            problems.append(f"{manifest}: missing")
+        kind = present.get(manifest)
+        if kind != "file":
+            problems.append(f"{manifest}: " + ("missing" if kind is None else
+                                               f"is {_KIND_TEXT[kind]}, not a regular file"))
             continue
         try:
-            entries, bad = _read_manifest(mpath)
+            entries, bad = _read_manifest(root / manifest)
         except (OSError, ValueError) as exc:
             problems.append(f"{manifest}: cannot read: {getattr(exc, 'strerror', None) or exc}")
             continue
         problems += bad
+        payload = manifest == PAYLOAD_MANIFEST
         for rel, digest in entries.items():
-            f = root / rel
-            if ".." in Path(rel).parts or not f.is_file():
-                problems.append(f"{manifest}: {rel}: file missing")
-            elif sha256_file(f) != digest:
+            if payload != rel.startswith("data/"):
+                problems.append(f"{manifest}: {rel}: " + (
+                    "a payload manifest lists files under data/ only" if payload else
+                    "a tag manifest lists files outside data/ only"))
+                continue
+            got = digest_of(rel, f"{manifest}: {rel}")
+            if got is not None and got != digest:
                 problems.append(f"{manifest}: {rel}: SHA-256 mismatch (edited after signing)")
-        if manifest == TAG_MANIFEST and PAYLOAD_MANIFEST not in entries:
-            problems.append(f"{TAG_MANIFEST} does not list {PAYLOAD_MANIFEST}")
-        if manifest == PAYLOAD_MANIFEST:
-            listed = set(entries)
-            for f in sorted((root / "data").rglob("*")):
-                if f.is_file():
-                    rel = f.relative_to(root).as_posix()
-                    if rel not in listed:
-                        problems.append(f"{rel}: payload file not in {PAYLOAD_MANIFEST} "
-                                        "(added after signing)")
-    return problems
+        if payload:
+            res.payload = entries
+        else:
+            res.tags = entries
+            if PAYLOAD_MANIFEST not in entries:
+                problems.append(f"{TAG_MANIFEST} does not list {PAYLOAD_MANIFEST}")
+    for rel in unlistable:
+        problems.append(f"{rel}: cannot list or stat this path; the bundle cannot be checked "
+                        "whole")
+    covered = res.covered()
+    res.unsigned = sorted(rel for rel in present if rel not in covered)
+    return res
 
 
-def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey]) -> list[Any]:
-    """Verify every signed bundle (a directory holding ``ATTESTATION_FILE``) under
-    ``directory`` with :func:`verify_bundle`; returns :class:`~evidence.models.Finding` s:
-    ``SIGNATURE_INVALID`` (P0) per problem, ``SIGNATURE_MISSING`` (P0) when no signed bundle
-    exists, ``SIGNATURE_VERIFIED`` (P3, informational) per bundle that verifies."""
+def verified_documents(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
+    """The JSON documents (receipts, media reports, statuses, ...) a reader may take from
+    the signed bundle at ``root``: bundle-relative POSIX paths listed in its signed payload
+    manifest, sorted.  Never walks the tree for documents.
+
+    Raises :class:`BundleRefused` with every reason when :func:`check_signed_bundle` finds a
+    problem or a file the signature does not cover; then nothing in the bundle may be read."""
+    res = check_signed_bundle(root, keys)
+    if not res.ok:
+        raise BundleRefused(Path(root), res.messages())
+    return res.documents()
+
+
+def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
+    """Check a signed bundle; returns problems (empty when the bundle verifies).
+
+    :func:`check_signed_bundle`'s problems, then one line per file not covered by the signed
+    manifests (the first :data:`MAX_LISTED_UNSIGNED`, then a count)."""
+    return check_signed_bundle(root, keys).messages()
+
+
+def find_signed_bundles(directory: Path) -> list[Path]:
+    """Directories under ``directory`` (itself included) that hold ``ATTESTATION_FILE``,
+    sorted; ``.git`` is not searched and symlinks are not followed."""
+    roots = []
+    for dirpath, dirnames, filenames in os.walk(directory, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        if ATTESTATION_FILE in filenames or os.path.islink(os.path.join(dirpath,
+                                                                          ATTESTATION_FILE)):
+            roots.append(Path(dirpath))
+    return sorted(roots)
+
+
+def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey],
+                       results: list[BundleVerification] | None = None) -> list[Any]:
+    """Verify every signed bundle under ``directory`` (:func:`find_signed_bundles`) with
+    :func:`check_signed_bundle`; returns :class:`~evidence.models.Finding` s:
+    ``SIGNATURE_INVALID`` (P0) per problem, ``UNSIGNED_FILE`` (P0) per file not covered by
+    the signed manifests (the first :data:`MAX_LISTED_UNSIGNED` per bundle, then one finding
+    with the count), ``SIGNATURE_MISSING`` (P0) when no signed bundle exists,
+    ``SIGNATURE_VERIFIED`` (P3, informational) per bundle that verifies.  Paths are relative
+    to ``directory``.  ``results``, when given, receives each bundle's verification."""
     from evidence.models import Finding
 
     directory = Path(directory)
-    roots = sorted({p.parent for p in directory.rglob(ATTESTATION_FILE)
-                    if ".git" not in p.parts})
+    roots = find_signed_bundles(directory)
     if not roots:
         return [Finding(rule="SIGNATURE_MISSING", severity="P0", path=".",
                         message=f"no signed bundle ({ATTESTATION_FILE}) found",
                         resolution="run `campaign-bot screen` with a signing key, or check "
                         "without --trusted-keys")]
     out: list[Any] = []
+    fix = "a signed bundle is never edited; re-run the screen or restore the signed files"
     for root in roots:
         rel = root.relative_to(directory).as_posix()
-        where = f"{rel}/{ATTESTATION_FILE}" if rel != "." else ATTESTATION_FILE
-        problems = verify_bundle(root, keys)
-        for prob in problems:
+        pre = "" if rel == "." else f"{rel}/"
+        where = f"{pre}{ATTESTATION_FILE}"
+        res = check_signed_bundle(root, keys)
+        if results is not None:
+            results.append(res)
+        for prob in res.problems:
             out.append(Finding(rule="SIGNATURE_INVALID", severity="P0", path=where,
-                               message=prob, resolution="a signed bundle is never edited; "
-                               "re-run the screen or restore the signed files"))
-        if not problems:
+                               message=prob, resolution=fix))
+        for f in res.unsigned[:MAX_LISTED_UNSIGNED]:
+            out.append(Finding(rule="UNSIGNED_FILE", severity="P0", path=f"{pre}{f}",
+                               message=UNSIGNED_MESSAGE, resolution="remove it, or re-run "
+                               "the screen so that the runner signs what the bundle holds"))
+        if len(res.unsigned) > MAX_LISTED_UNSIGNED:
+            n = len(res.unsigned) - MAX_LISTED_UNSIGNED
+            out.append(Finding(rule="UNSIGNED_FILE", severity="P0", path=where,
+                               message=f"and {n} more files not covered by the signed "
+                               "manifests", resolution=fix))
+        if res.ok:
             out.append(Finding(rule="SIGNATURE_VERIFIED", severity="P3", path=where,
-                               message="signature by a trusted key and all subjects, "
-                               "manifests and payload files verify"))
+                               message="signature by a trusted key; all subjects, manifests "
+                               "and listed files verify, and every file present is covered"))
     return out

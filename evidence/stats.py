@@ -1,4 +1,4 @@
-"""Exact distribution-free statistics for per-track verdicts (issue 3).
+"""Exact distribution-free statistics for per-track verdicts.
 
 The unit is the independent server session: each session contributes one number, the median
 of its measured client wall seconds.  With control session medians ``c_1..c_m`` and
@@ -16,7 +16,9 @@ candidate session medians ``t_1..t_n``, everything here works on the ``m * n`` p
 - The Hodges-Lehmann estimate is the median of the pairwise ratios (geometric mean of the two
   middle ratios when ``m * n`` is even).
 
-Source of ``alpha = 0.05`` (one-sided): issue 3, "one-sided alpha 0.05".  Beyond
+Source of ``alpha = 0.05`` (one-sided): the conventional 5 % level; Moses' bounds and the
+Hodges-Lehmann estimate are those of Hollander, Wolfe and Chicken, *Nonparametric Statistical
+Methods* (3rd ed., 2014), section 4.3, applied to log latencies.  Beyond
 :data:`EXACT_LIMIT_PAIRS` pairs the null distribution comes from scipy's normal
 approximation instead, and the verdict says so.
 """
@@ -31,7 +33,7 @@ import numpy as np
 from scipy import stats
 
 ALPHA = 0.05
-"""One-sided significance level of the decision rule (issue 3)."""
+"""One-sided significance level of the decision rule (see the module docstring)."""
 
 _P_EPS = 1e-12  # 3v3 gives P(U <= 0) = 1/20 = 0.05 exactly; float noise must not lose it.
 TIE_RTOL = 1e-12

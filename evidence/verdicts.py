@@ -1,4 +1,4 @@
-"""Per-track verdicts: ``SUPPORTED`` / ``FAILED`` / ``INCONCLUSIVE`` with reason codes (issue 3).
+"""Per-track verdicts: ``SUPPORTED`` / ``FAILED`` / ``INCONCLUSIVE`` with reason codes.
 
 Pure: a campaign scope, receipts and media reports in (plain lists, or the ``Doc`` lists of a
 :class:`~evidence.bundle.LoadedCampaign`), a list of :class:`TrackVerdict` out.
@@ -66,7 +66,7 @@ Gate = Literal["validity", "quality", "design", "decision"]
 
 PRIOR_NOISE_MIN_DIFFS = 10
 """Prior-noise mode needs at least this many historical control-vs-control log differences on
-the same pool, config and track (issue 3)."""
+the same pool, config and track."""
 PRIOR_NOISE_LABEL = (
     "prior-noise mode (model-based, optional): assumes historical control-vs-control noise "
     "describes this screen; not the exact distribution-free rule"
@@ -190,14 +190,23 @@ class TrackVerdict(BaseModel):
     @property
     def summary(self) -> str:
         """One line: the deciding reason's text (also in ``--json``)."""
+        d = self.deciding
+        return d.text if d is not None else self.verdict
+
+    @property
+    def deciding(self) -> Reason | None:
+        """The reason that decides the verdict: the first failing quality reason of a FAILED
+        verdict, else the first reason of a gate before the decision, else the decision's own
+        reason; None when there is no reason at all."""
         deciding = [r for r in self.reasons if r.gate != "decision"] or self.reasons
         if self.verdict == "FAILED":
             deciding = [r for r in self.reasons if r.code in FAILING_CODES] or deciding
-        return deciding[0].text if deciding else self.verdict
+        return deciding[0] if deciding else None
 
 
 UNREADABLE_RULES = frozenset({"SCHEMA_INVALID", "JSON_INVALID", "UNREADABLE", "FILE_TOO_LARGE"})
-"""Loader finding rules (issue 2) after which a receipt file is absent from the typed lists."""
+"""Loader finding rules (:mod:`evidence.bundle`) after which a receipt file is absent from the
+typed lists."""
 
 
 class CompositionRefused(ValueError):
@@ -210,11 +219,12 @@ FAILING_CODES = {"LOSSLESS_MISMATCH", "QUALITY_GATE_FAILED", "STRUCTURAL_FAILED"
 
 def compose_verdicts(*verdicts: TrackVerdict) -> TrackVerdict:
     """Refuse, always: percentage gains of separate screens are never added or multiplied; a
-    combination of candidates is judged only by its own direct A/B (DESIGN.md).
+    combination of candidates is judged only by its own direct A/B (campaign #297: "Do not add
+    speedups from separate experiments").
 
     Raises :class:`CompositionRefused` naming the screens given.
     """
-    names = ", ".join(f"{v.candidate}@{v.track}" for v in verdicts) or "nothing"
+    names = ", ".join(f"{v.candidate or 'control only'}@{v.track}" for v in verdicts) or "nothing"
     raise CompositionRefused(
         f"refusing to compose verdicts ({names}): run the combined candidate as its own direct "
         "A/B against control; gains of separate screens are never summed"
@@ -342,19 +352,16 @@ def lifecycle_issues(lc: Lifecycle) -> list[tuple[str, str]]:
         out.append(("lifecycle.workers", "no worker exits recorded"))
     for i, w in enumerate(lc.workers):
         if not w.clean:
-            who = f"worker rank {w.rank}" if w.rank is not None else f"worker pid {w.pid}"
             fld = "exit_code" if w.state == "exited" and w.signal is None else (
                 "signal" if w.signal is not None else "state")
-            out.append((f"lifecycle.workers.{i}.{fld}",
-                        f"{who} {w.state}, exit {w.exit_code}, signal {w.signal}"))
+            out.append((f"lifecycle.workers.{i}.{fld}", f"{w.who()} {w.describe()}"))
     if lc.terminate_actions:
         out.append(("lifecycle.terminate_actions", f"{lc.terminate_actions} terminate action(s)"))
     if lc.kill_actions:
         out.append(("lifecycle.kill_actions", f"{lc.kill_actions} kill action(s)"))
     if lc.server_exit_code != 0 or lc.server_signal is not None:
         fld = "server_signal" if lc.server_signal is not None else "server_exit_code"
-        out.append((f"lifecycle.{fld}",
-                    f"server exit {lc.server_exit_code}, signal {lc.server_signal}"))
+        out.append((f"lifecycle.{fld}", lc.server_problem()))
     if lc.container_exit_code not in (None, 0):
         out.append(("lifecycle.container_exit_code", f"container exit {lc.container_exit_code}"))
     for label, chk in (("before", lc.devices_idle_before), ("after", lc.devices_idle_after)):
@@ -379,16 +386,20 @@ def request_issues(r: Receipt) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for i, q in enumerate(r.requests):
         if q.http_status != 200:
+            got = ("got no HTTP response" if q.http_status is None
+                   else f"returned HTTP {q.http_status}")
             out.append((f"requests.{i}.http_status",
-                        f"{q.kind} request {q.index} returned HTTP {q.http_status}"
+                        f"{q.kind} request {q.index} {got}"
                         + (f" ({q.error})" if q.error else "")))
         elif q.error is not None:
             out.append((f"requests.{i}.error", f"{q.kind} request {q.index} error: {q.error}"))
         elif q.kind == "measured":
             v = q.client_wall_s
             if v is None or not math.isfinite(v) or v <= 0:
+                got = "none recorded" if v is None else f"{v:g} s"
                 out.append((f"requests.{i}.client_wall_s",
-                            f"measured request {q.index} has no finite client wall time ({v})"))
+                            f"measured request {q.index} has no finite, positive client wall "
+                            f"time ({got})"))
     return out
 
 
@@ -610,9 +621,10 @@ def _judge_lossy(q: QualityOutcome, scope: CampaignScope, cand_out: dict[str, st
                     continue
                 name, value = found
                 if value is None or math.isnan(value):
+                    what = "has no value" if value is None else "is NaN (not a number)"
                     q.unproven.append(Reason(
                         code="QUALITY_UNPROVEN", gate="quality",
-                        text=f"{where}: {name} is {value} (not a number)"))
+                        text=f"{where}: {name} {what}"))
                     continue
                 if gate_name == "audio_rms_ratio":
                     g = gates.audio_rms_ratio

@@ -1,10 +1,10 @@
 # ruff: noqa: E501  (the embedded campaign.toml keeps its long lines readable)
-"""Build ``examples/h3-ref2va-4x910b1/``: seed 000's four-device Ascend910B1 MiniMax-H3 Ref2VA
-campaign as campaign-bot evidence (scope, receipts, a stale status, BagIt bags and the
+"""Build ``examples/h3-ref2va-4x910b1/``: campaign #320 (the four-device Ascend910B1
+MiniMax-H3 Ref2VA campaign, draft PR #321) as campaign-bot evidence (scope, receipts, a stale status, BagIt bags and the
 preflight integrity map).
 
-Every latency, HTTP status, lifecycle action and exit code comes from the seed's text (the
-README's table says where).  What the seed does not publish (timestamps, pids, the digests of
+Every latency, HTTP status, lifecycle action and exit code comes from campaign #320's
+published text (the README's table says where).  What it does not publish (timestamps, pids, the digests of
 the external logs and MP4s, the checkpoint digest) is filled with *illustrative* values: fixed
 timestamps, and digests derived as ``sha256("illustrative:" + name)`` so nobody mistakes them
 for real artifact digests.  Receipts and bags are deterministic: running this again
@@ -39,8 +39,8 @@ def illustrative(name: str) -> str:
     return hashlib.sha256(f"illustrative:{name}".encode()).hexdigest()
 
 
-CAMPAIGN_TOML = f'''# Seed 000: four-device Ascend910B1 MiniMax-H3 Ref2VA campaign (draft PR #321, refs #320).
-# Where each value comes from: README.md, "The example campaign" (table), issue 2 section.
+CAMPAIGN_TOML = f'''# Campaign #320: four-device Ascend910B1 MiniMax-H3 Ref2VA campaign (draft PR #321).
+# Where each value comes from: README.md, "The example campaign" (table).
 schema = "campaign-bot/campaign@1"
 id = "{CAMPAIGN_ID}"
 title = "MiniMax-H3 Ref2VA on 4x Ascend910B1: >=30% lower E2E latency at 5 s and 15 s, 50-step BF16, no quality loss"
@@ -149,28 +149,28 @@ futility_ratio = 1.10
 
 [quality_gates.ssim_min]
 threshold = 0.97
-source = "upstream H3 reference test (decoded-video SSIM), adopted in seed 003's frozen scope"
+source = "upstream H3 reference test (decoded-video SSIM), adopted in campaign #293's frozen scope"
 
 [quality_gates.psnr_min_db]
 threshold = 34.0
-source = "upstream H3 reference test (decoded-video PSNR), adopted in seed 003's frozen scope"
+source = "upstream H3 reference test (decoded-video PSNR), adopted in campaign #293's frozen scope"
 
 [quality_gates.lpips_max]
 threshold = 0.20
-source = "campaign gate in seed 003's frozen scope (LPIPS weight bytes authenticated before loading)"
+source = "campaign gate in campaign #293's frozen scope (LPIPS weight bytes authenticated before loading)"
 
 [quality_gates.audio_spectral_cosine_min]
 threshold = 0.80
-source = "upstream H3 quantization test (multi-resolution spectral cosine), seed 003"
+source = "upstream H3 quantization test (multi-resolution spectral cosine), adopted in campaign #293's frozen scope"
 
 [quality_gates.audio_rms_ratio]
 low = 0.5
 high = 2.0
-source = "upstream H3 quantization test (audio RMS ratio), seed 003"
+source = "upstream H3 quantization test (audio RMS ratio), adopted in campaign #293's frozen scope"
 
 [quality_gates.audio_latent_rate_hz]
 threshold = 40.0
-source = "seed 000 validator-v2: pinned model's 40 Hz audio latents, round(frames/24*40)/40 s (362 frames -> 603/40 = 15.075 s)"
+source = "campaign #320 validator-v2: pinned model's 40 Hz audio latents, round(frames/24*40)/40 s (362 frames -> 603/40 = 15.075 s)"
 
 [budget]
 candidate_directions = 12
@@ -182,27 +182,27 @@ failures_and_retries_included = true
 name = "resident-layers-24"
 description = "DLO rank-local transfer with a 24-layer resident prefix (existing implementation, unchanged arithmetic)"
 add_flags = ["--dlo-no-use-allgather", "--dlo-resident-layers=24"]
-source = "existing vLLM-Omni DLO rank-local/resident_layers options (seed 003); screened in seed 000"
+source = "existing vLLM-Omni DLO rank-local/resident_layers options (campaign #293 frozen scope); screened in campaign #320"
 
 [[candidates]]
 name = "tp2-sp2"
 description = "Diffusion TP2 x Ulysses SP2 instead of SP4"
 add_flags = ["--usp=2", "--tensor-parallel-size=2"]
 remove_flags = ["--usp=4"]
-source = "seed 000 TP2xSP2 screen"
+source = "campaign #320 TP2xSP2 screen"
 
 [[candidates]]
 name = "tp4-sp1-resident-dit"
 description = "TP4/SP1 with the DiT resident on device (needs the RoPE residency fix)"
 add_flags = ["--usp=1", "--tensor-parallel-size=4"]
 remove_flags = ["--usp=4", "--enable-distributed-layerwise-offload"]
-source = "seed 000; RoPE residency fix in vllm-project/vllm-omni#9698 at a0e7b09c8"
+source = "campaign #320; RoPE residency fix in vLLM-Omni PR #9698 at a0e7b09c8"
 
 [[candidates]]
 name = "task-queue-l2"
 description = "torch_npu task queue level 2 instead of level 1 (unchanged model arms)"
 env = {{ TASK_QUEUE_ENABLE = "2" }}
-source = "seed 000 queue A/B (v3 reissue)"
+source = "campaign #320 queue A/B (v3 reissue)"
 '''
 
 
@@ -269,7 +269,7 @@ def receipts(scope: CampaignScope) -> dict[str, list[dict[str, Any]]]:
         "forced_actions": [f"terminate worker rank {r}" for r in range(4)]
         + [f"kill worker rank {r}" for r in range(4)],
         "server_exit_code": None, "container_exit_code": None}
-    b5["notes"] = ("Original 5 s baseline (seed 000): two warmups, one measured request, all "
+    b5["notes"] = ("Original 5 s baseline (campaign #320): two warmups, one measured request, all "
                    "HTTP 200. Worker teardown failed: four terminate and four kill actions, "
                    "every worker exit receipt null/alive. Not a steady-state or paired result.")
     out["baseline-5s"] = [b5]
@@ -280,14 +280,14 @@ def receipts(scope: CampaignScope) -> dict[str, list[dict[str, Any]]]:
     b15["requests"] = [request(0, "warmup", 2597.200, name="baseline-15s"),
                        request(1, "measured", 2475.906, name="baseline-15s")]
     b15["lifecycle"] = {"workers": workers("exited", 0, 52310), **clean}
-    b15["notes"] = ("Shutdown-fixed 15 s baseline (seed 000): all workers exit 0, no forced "
+    b15["notes"] = ("Shutdown-fixed 15 s baseline (campaign #320): all workers exit 0, no forced "
                     "signals. One-server feasibility sample; no speedup attributed to the "
                     "shutdown change.")
     out["baseline-15s"] = [b15]
 
-    diag = ("Screen on the diagnostic short-step workload (the seed gives no step count; see "
-            "README). ")
-    warm_note = "Warmup durations are not published in seed 000 (recorded as null)."
+    diag = ("Screen on the diagnostic short-step workload (campaign #320 gives no step count; "
+            "see README). ")
+    warm_note = "Warmup durations are not published in campaign #320 (recorded as null)."
     rc = base("screen-resident-layers-24-5s", "resident-layers-24-s0", "5s-lossless",
               "control", 0, "ABBA", SHUTDOWN_FIXED, "2026-11-09T01:00:05Z",
               "2026-11-09T01:16:12Z", "2026-11-09T01:26:40Z")
@@ -324,7 +324,7 @@ def receipts(scope: CampaignScope) -> dict[str, list[dict[str, Any]]]:
     tk["lifecycle"] = {"workers": workers("exited", 0, 71220), **clean,
                        "container_exit_code": 1}
     tk["notes"] = diag + warm_note + (" The measured request failed (HTTP status not given in "
-                                      "the seed: recorded as null); no speedup denominator. "
+                                      "campaign #320: recorded as null); no speedup denominator. "
                                       "Workers and server exit 0, container exit 1: lifecycle "
                                       "qualification fails.")
     out["screen-tp2-sp2-5s"] = [tc, tk]
@@ -378,7 +378,7 @@ def build(out: Path) -> None:
             fname = f"s{r['slot']}-{r['arm']}.json"
             (bag / "data" / "receipts" / fname).write_text(dump(r))
         write_bag(bag, info={"Bagging-Date": dates[name], "External-Identifier": name,
-                             "Source-Organization": "seed 000 (draft PR #321, refs #320)"})
+                             "Source-Organization": "campaign #320 (draft PR #321)"})
     status_digest = hashlib.sha256((out / "results" / "status.json").read_bytes()).hexdigest()
     scope_digest = hashlib.sha256((out / "campaign.toml").read_bytes()).hexdigest()
     external = {f"logs/{n}/server.log": illustrative(f"logs/{n}/server.log")
@@ -386,9 +386,9 @@ def build(out: Path) -> None:
     external.update({f"media/baseline-5s/{k}.mp4": illustrative(f"media/baseline-5s/{k}.mp4")
                      for k in ("warmup-0", "warmup-1", "measured-2")})
     integrity = {
-        "note": "Preflight integrity map (seed 000's plan/preflight-integrity.json): hashes the "
-                "preparation-time status snapshot. Original logs/media are external artifacts "
-                "identified by digest (illustrative values here).",
+        "note": "Preflight integrity map (campaign #320's plan/preflight-integrity.json): hashes "
+                "the preparation-time status snapshot. Original logs/media are external "
+                "artifacts identified by digest (illustrative values here).",
         "files": {"campaign.toml": scope_digest, "results/status.json": status_digest},
         "external": external,
     }

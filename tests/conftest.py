@@ -1,5 +1,6 @@
-"""Shared fixtures: the shared folder, the bundled example, and the session-wide GitHub
-double (tests/github_double/README.md)."""
+"""Shared fixtures: the bundled example campaign and the session-wide GitHub double
+(tests/github_double/README.md), which validates against the vendored
+``tests/fixtures/github/openapi-subset.json``."""
 
 from __future__ import annotations
 
@@ -9,16 +10,10 @@ from pathlib import Path
 
 import pytest
 from github_double import GitHubDouble, OpenAPISubset
+from github_double.server import default_openapi_path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """``../shared`` beside the repository root (DESIGN.md, seeds, fixtures)."""
-    return SHARED
 
 
 @pytest.fixture
@@ -31,7 +26,7 @@ def example_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def _github_double_server() -> Iterator[GitHubDouble]:
-    double = GitHubDouble(OpenAPISubset(SHARED / "fixtures" / "github" / "openapi-subset.json"))
+    double = GitHubDouble(OpenAPISubset(default_openapi_path()))
     double.start()
     yield double
     double.stop()

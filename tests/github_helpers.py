@@ -19,9 +19,8 @@ from bot.metrics import Metrics
 from bot.registry import Registry
 from bot.settings import Settings
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "github"
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "github"
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 REPO = "Codertocat/Hello-World"
 """The repository of the octokit example payloads; the double serves it in these tests."""
@@ -63,7 +62,7 @@ def clear_configs() -> None:
 
 
 def fixture(rel: str) -> dict[str, Any]:
-    """A webhook payload from ``../shared/fixtures/github/``."""
+    """A webhook payload from ``tests/fixtures/github/`` (path relative to it)."""
     return json.loads((FIXTURES / rel).read_text())
 
 

@@ -218,9 +218,9 @@ async def test_failed_baseline_lifecycle_is_in_header_with_fix(
     block = current_block(_body(github_double)) or ""
     assert "The control baseline of 5s-lossless (5 s lossless) failed its lifecycle" in block
     assert ("**Next action:** Fix the baseline: re-run the control baseline of 5s-lossless "
-            "(5 s lossless) with a clean shutdown (first failure: 4 workers alive; 4 terminate "
-            "action(s); 4 kill action(s)); the session does not qualify: rerun it; a session "
-            "qualifies only when every worker exits 0") in block
+            "(5 s lossless) with a clean shutdown (first failure: 4 workers still running; "
+            "4 terminate action(s); 4 kill action(s)); the session does not qualify: rerun it; "
+            "a session qualifies only when every worker exits 0") in block
     assert "| 5s-lossless (lossless) | -30 % | 0 clean control session(s), 1 failed lifecycle" \
         in block
     assert "SUPPORTED" not in block

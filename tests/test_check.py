@@ -30,7 +30,7 @@ def test_example_reproduces_seed_000() -> None:
     b5 = arms[("baseline-5s", "control")]
     assert (b5.median_client_wall_s, b5.warmup_client_wall_s, b5.measured_requests) == (
         814.064, [965.546, 855.532], 1)
-    assert b5.lifecycle_problems[:4] == [f"worker rank {r} alive, exit None, signal None"
+    assert b5.lifecycle_problems[:4] == [f"worker rank {r} still running"
                                          for r in range(4)]
     assert "4 terminate action(s)" in b5.lifecycle_problems
     assert "4 kill action(s)" in b5.lifecycle_problems
@@ -74,7 +74,7 @@ def test_readme_command_one_runs_and_documents_its_exit_code() -> None:
     assert "Traceback" not in res.stderr
     assert "checked 24 hashes in 11 manifests, 0 errors" in res.stdout
     readme = (ROOT / "README.md").read_text()
-    assert f"README command 1 exits **{res.returncode}**" in readme
+    assert f"Command 1 exits **{res.returncode}**" in readme
 
 
 def test_json_output_is_one_document() -> None:

@@ -32,7 +32,7 @@ def test_example_campaign_header(app: typer.Typer) -> None:
     out = res.output
     assert out.startswith("### Campaign status: MiniMax-H3 Ref2VA")
     assert "Fix the baseline: re-run the control baseline of 5s-lossless (5 s lossless)" in out
-    assert "4 workers alive; 4 terminate action(s); 4 kill action(s)" in out
+    assert "4 workers still running; 4 terminate action(s); 4 kill action(s)" in out
     assert "5s-lossless: REJECT" in out  # screening, in the candidates table
     assert "SUPPORTED" not in out
     assert "Updated from evidence at `aaaaaaaa`" in out

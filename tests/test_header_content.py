@@ -78,7 +78,7 @@ def test_failed_baseline_lifecycle_is_said_and_next_action_names_fix() -> None:
     assert "5s-lossless (5 s lossless) failed its lifecycle" in h.current_state
     assert h.next_action.startswith(
         "Fix the baseline: re-run the control baseline of 5s-lossless (5 s lossless) with a "
-        "clean shutdown (first failure: 4 workers alive; 4 terminate action(s); 4 kill "
+        "clean shutdown (first failure: 4 workers still running; 4 terminate action(s); 4 kill "
         "action(s)); ")
     assert "every worker exits 0" in h.next_action
     assert h.board[0].baseline == "0 clean control session(s), 1 failed lifecycle"

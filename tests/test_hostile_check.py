@@ -340,6 +340,9 @@ def test_rich_markup_in_receipt_values_is_printed_literally(tmp_path: Path) -> N
     proc = cli_fast("check", str(d))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
+    proc = cli_fast("check", str(d), "--details")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
     assert "[/]" in proc.stdout and "results/r0.json" in proc.stdout
 
 

@@ -1,5 +1,6 @@
-"""The example campaign through ``campaign-bot check``: verdicts, screening and findings as the
-README states them; ``--base``, ``--claims`` and the status/manifest resolution paths."""
+"""The example campaign through ``campaign-bot check``: verdicts, screening and findings as
+docs/evidence-guide.md states them; ``--base``, ``--claims`` and the status/manifest
+resolution paths."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ RECEIPT = "bundles/screen-resident-layers-24-5s/data/receipts/s1-candidate.json"
 
 
 def _readme_table(name: str) -> list[list[str]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "evidence-guide.md").read_text()
     m = re.search(rf"<!-- example-{name}:start -->\n(.*?)<!-- example-{name}:end -->", text, re.S)
-    assert m, f"README lacks the example-{name} table"
+    assert m, f"docs/evidence-guide.md lacks the example-{name} table"
     rows = [r.strip().strip("|").split("|") for r in m.group(1).strip().split("\n")[2:]]
     return [[c.strip() for c in r] for r in rows]
 
@@ -73,12 +74,17 @@ def test_example_seed_numbers() -> None:
 
 
 def test_human_output_has_the_tables() -> None:
-    res = CliRunner().invoke(app, ["check", str(EXAMPLE)])
+    res = CliRunner().invoke(app, ["check", str(EXAMPLE), "--details"])
     assert res.exit_code == 1
     for title in ("verdicts per track and candidate", "screening decisions (not verdicts)",
-                  "findings", "tail: underpowered"):
+                  "findings", "tail: underpowered", "sessions per screen, track and arm",
+                  "manifests"):
         assert title in res.output
     assert "SUPPORTED" not in res.output
+    summary = CliRunner().invoke(app, ["check", str(EXAMPLE)])
+    assert summary.exit_code == 1
+    assert "deciding reason" in summary.output and "SUPPORTED" not in summary.output
+    assert "screening decisions (not verdicts)" not in summary.output
 
 
 def _rehash_status(d: Path) -> None:

@@ -18,16 +18,18 @@ def _fx(name: str) -> str:
     return (FIX / name).read_text()
 
 
-def test_shared_formats_sample_parses(shared_dir: Path) -> None:
-    """The A3 sample recorded in shared/fixtures/npu-smi/FORMATS.md."""
-    text = (shared_dir / "fixtures" / "npu-smi" / "FORMATS.md").read_text()
-    block = re.search(r"```\n(.*?)(?:```|\Z)", text, re.S)
+def test_formats_sample_parses() -> None:
+    """The A3 community sample in tests/fixtures/npu-smi/FORMATS.md (elided with ``...``)."""
+    text = _fx("npu-smi/FORMATS.md")
+    block = re.search(r"```\n(.*?)```", text, re.S)
     assert block is not None
     table = devices.parse_npu_smi_info(block.group(1))
-    assert len(table.chips) == 1
-    c = table.chips[0]
-    assert (c.device, c.chip, c.name, c.health) == (0, 0, "Ascend910", "OK")
-    assert (c.util_pct, c.mem_used_mb, c.mem_total_mb) == (0, 3419, 65536)
+    assert [(c.device, c.chip, c.name, c.health) for c in table.chips] == [
+        (0, 0, "Ascend910", "OK"), (0, 1, "Ascend910", "OK")]
+    assert [(c.util_pct, c.mem_used_mb, c.mem_total_mb) for c in table.chips] == [
+        (0, 3419, 65536), (0, 3196, 65536)]
+    assert table.processes == []
+    assert table.no_process_devices == {0}
 
 
 def test_npu_smi_a3_idle_two_chips_per_npu() -> None:

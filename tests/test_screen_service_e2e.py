@@ -42,11 +42,10 @@ from webhook_helpers import free_port, headers_for, wait_for
 from bot.features.screen.queue import Screen
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 CAMPAIGN_SRC = ROOT / "tests" / "data" / "screen-campaign"
 NPU_FIX = ROOT / "tests" / "fixtures" / "npu-smi"
-DERIVED = SHARED / "fixtures" / "github" / "webhooks-derived"
-WEBHOOKS = SHARED / "fixtures" / "github" / "webhooks"
+DERIVED = ROOT / "tests" / "fixtures" / "github" / "webhooks-derived"
+WEBHOOKS = ROOT / "tests" / "fixtures" / "github" / "webhooks"
 SECRET = "e2e-secret"
 REPO = "octo/standin-campaign"
 PR = 7

@@ -15,6 +15,7 @@ import pytest
 from webhook_helpers import (
     DB_KINDS,
     SECRET,
+    WEBHOOKS,
     database_url,
     fixture_bytes,
     headers_for,
@@ -251,9 +252,8 @@ def test_healthz_and_metrics(service: Service) -> None:
 
 
 def test_every_fixture_payload_is_accepted(service: Service) -> None:
-    """The real octokit payloads in shared/fixtures go through the endpoint unchanged."""
-    files = sorted((Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" /
-                    "github" / "webhooks").glob("*/*.json"))
+    """The real octokit payloads in tests/fixtures/github go through the endpoint unchanged."""
+    files = sorted(WEBHOOKS.glob("*/*.json"))
     assert len(files) > 50
     for i, f in enumerate(files):
         ev = f.parent.name

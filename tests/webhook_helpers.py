@@ -25,14 +25,14 @@ from bot import database
 from bot.inbox.delivery import sign
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-WEBHOOKS = SHARED / "fixtures" / "github" / "webhooks"
+WEBHOOKS = ROOT / "tests" / "fixtures" / "github" / "webhooks"
 SECRET = "test-secret-\u00e9"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def fixture_bytes(event: str, name: str | None = None) -> bytes:
-    """Raw bytes of a shared webhook fixture (first file of ``event`` if no ``name``)."""
+    """Raw bytes of an octokit webhook example in ``tests/fixtures/github/webhooks``
+    (the first file of ``event`` if no ``name``)."""
     d = WEBHOOKS / event
     path = d / name if name else sorted(d.glob("*.json"))[0]
     return path.read_bytes()

@@ -69,8 +69,8 @@ def compare_cmd(
     track: Annotated[str | None, typer.Option(
         help="Track id in the campaign: expected frames and default mode.")] = None,
     gates: Annotated[Path | None, typer.Option(
-        help="Gates file (TOML or JSON, QualityGates fields, top level or [quality_gates]).")
-    ] = None,
+        help=escape("Gates file (TOML or JSON, QualityGates fields, top level or "
+                    "[quality_gates])."))] = None,
     mode: Annotated[Mode | None, typer.Option(
         help="lossless (bit-exact) or lossy (gates); default: the track's mode, else lossy.")
     ] = None,
@@ -128,7 +128,7 @@ def compare_cmd(
             source = f"file {gates}"
         else:
             qg = DEFAULT_GATES
-            source = "defaults (campaign seed 003 thresholds)"
+            source = "defaults (campaign #293 frozen scope thresholds)"
         chosen = mode.value if mode is not None else (track_mode or "lossy")
         report = compare(
             control, candidate, mode=chosen,  # type: ignore[arg-type]

@@ -410,8 +410,9 @@ def compare(
     probe_k = build_probe(candidate, hdr_k, stats_k, aud_k, sha_k)
     checks = structural_checks(probe_c, probe_k, expected, val)
     structural_ok = all(c.passed for c in checks)
-    reasons = [f"structural: {c.name}: expected {c.expected}, got {c.actual}"
-               for c in checks if not c.passed]
+    reasons = [f"structural: {c.name}: "
+               + (f"expected {c.expected}, " if c.expected is not None else "")
+               + f"got {c.actual}" for c in checks if not c.passed]
 
     metrics: list[MediaMetric] = []
     if not metrics_possible:

@@ -1,9 +1,9 @@
 """Where the thresholds come from: the campaign scope, a gates file, or the defaults.
 
 Every threshold carries its source (a :class:`~evidence.models.Gate` with ``source``).  The
-defaults are the thresholds the MiniMax-H3 campaigns adopted (seed thread 003, "Quality
-gates"): SSIM >= 0.97 and PSNR >= 34 dB from the upstream H3 reference test (ffmpeg filter
-convention), LPIPS <= 0.20, audio spectral cosine >= 0.80 and RMS ratio in [0.50, 2.00] from
+defaults are the thresholds the MiniMax-H3 campaigns adopted (campaign #293's frozen scope,
+"Quality gates"): SSIM >= 0.97 and PSNR >= 34 dB from the upstream H3 reference test (ffmpeg
+filter convention), LPIPS <= 0.20, audio spectral cosine >= 0.80 and RMS ratio in [0.50, 2.00] from
 the upstream H3 quantization test, and the 40 Hz audio-latent rate of vLLM-Omni 0.30.0
 ``time_request.py``.
 """
@@ -17,16 +17,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evidence import safejson
 from evidence.media.errors import MediaInputError
 from evidence.models import CampaignScope, Gate, QualityGates, RangeGate
 
-_H3_REF = "vLLM-Omni MiniMax-H3 reference test (ffmpeg ssim/psnr), adopted in campaign seed 003"
-_H3_QUANT = "vLLM-Omni MiniMax-H3 quantization test, adopted in campaign seed 003"
+_H3_REF = ("vLLM-Omni MiniMax-H3 reference test (ffmpeg ssim/psnr), adopted in campaign #293 "
+           "frozen scope")
+_H3_QUANT = "vLLM-Omni MiniMax-H3 quantization test, adopted in campaign #293 frozen scope"
 
 DEFAULT_GATES = QualityGates(
     ssim_min=Gate(threshold=0.97, source=_H3_REF),
     psnr_min_db=Gate(threshold=34.0, source=_H3_REF),
-    lpips_max=Gate(threshold=0.20, source="campaign seed 003 quality gates (LPIPS AlexNet v0.1)"),
+    lpips_max=Gate(threshold=0.20,
+                   source="campaign #293 frozen scope quality gates (LPIPS AlexNet v0.1)"),
     audio_spectral_cosine_min=Gate(threshold=0.80, source=_H3_QUANT),
     audio_rms_ratio=RangeGate(low=0.5, high=2.0, source=_H3_QUANT),
     audio_latent_rate_hz=Gate(threshold=40.0,
@@ -49,11 +52,13 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = safejson.loads(text)
         else:
             data = tomllib.loads(text)
     except json.JSONDecodeError as exc:
         raise MediaInputError(path, f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    except safejson.JSONTooDeep as exc:
+        raise MediaInputError(path, str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise MediaInputError(path, f"invalid TOML: {exc}") from exc
     except RecursionError:

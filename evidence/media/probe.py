@@ -37,6 +37,13 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def steps_words(steps: dict[str, int]) -> str:
+    """``pts_steps`` in words: ``512 (361 times), 1024 (once)``; ``none`` when empty."""
+    if not steps:
+        return "none"
+    return ", ".join(f"{k} ({'once' if n == 1 else f'{n} times'})" for k, n in steps.items())
+
+
 def _frac(x: Fraction | None) -> str | None:
     return None if x is None else f"{x.numerator}/{x.denominator}"
 
@@ -125,7 +132,7 @@ class ProbeResult(BaseModel):
             if v.non_increasing_pts:
                 out.append(f"{v.non_increasing_pts} video timestamp(s) not increasing")
             if len(v.pts_steps) > 1:
-                out.append(f"variable frame rate: pts steps {v.pts_steps}")
+                out.append(f"variable frame rate: pts steps {steps_words(v.pts_steps)}")
         if a is None:
             out.append("no audio stream")
         else:

@@ -3,7 +3,6 @@ report made by another validator version."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evidence import safejson
 from evidence.media.errors import MediaInputError
-from evidence.media.probe import ProbeResult
+from evidence.media.probe import ProbeResult, steps_words
 from evidence.models import MediaReport
 
 PASS = "[green]PASS[/]"
@@ -52,10 +52,10 @@ def render_report(report: MediaReport, console: Console) -> None:
     t.add_column("control / candidate", overflow="fold")
     t.add_column("result")
     for c in report.structural:
-        act = c.actual or ""
+        act = escape(c.actual or "")
         if c.detail:
-            act += f"\n[dim]{c.detail}[/]"
-        t.add_row(c.name, c.expected or "-", act, _verdict(c.passed))
+            act += f"\n[dim]{escape(c.detail)}[/]"
+        t.add_row(c.name, escape(c.expected or "-"), act, _verdict(c.passed))
     console.print(t)
     if report.bit_exact is not None:
         b = report.bit_exact
@@ -65,8 +65,9 @@ def render_report(report: MediaReport, console: Console) -> None:
         bt.add_column("result")
         for s, eq in b.packets_equal.items():
             first = b.first_differing_packet.get(s)
-            bt.add_row(f"packets {s}", "equal" if eq else f"differ from packet {first}",
-                       _verdict(eq))
+            said = ("equal" if eq else "differ" if first is None
+                    else f"differ from packet {first}")
+            bt.add_row(f"packets {s}", said, _verdict(eq))
         bt.add_row("decoded YUV planes",
                    f"{b.frames_compared} frames compared, {b.differing_frames} differ, first "
                    f"differing frame {_fmt(b.first_differing_frame)}", _verdict(b.frames_equal))
@@ -91,11 +92,11 @@ def render_report(report: MediaReport, console: Console) -> None:
             d = m.detail
             extra = ""
             if "ssim_min" in d:
-                extra = f"min {_fmt(d['ssim_min'])} @ frame {d['ssim_min_frame']}"
+                extra = f"min {_fmt(d['ssim_min'])} @ frame {_fmt(d.get('ssim_min_frame'))}"
             elif "psnr_min_db" in d:
-                extra = f"min {_fmt(d['psnr_min_db'])} dB @ frame {d['psnr_min_frame']}"
+                extra = f"min {_fmt(d['psnr_min_db'])} dB @ frame {_fmt(d.get('psnr_min_frame'))}"
             elif "max_frame" in d:
-                extra = (f"max {_fmt(d['max'])} @ frame {d['max_frame']}, "
+                extra = (f"max {_fmt(d.get('max'))} @ frame {_fmt(d['max_frame'])}, "
                          f"{d['frames_scored']} frames, stride {d['frame_stride']}")
             if "not_measured" in d:
                 extra = f"not measured: {d['not_measured']}"
@@ -132,15 +133,16 @@ def render_probe(p: ProbeResult, console: Console) -> None:
         t.add_row("video", "[red]no video stream[/]")
     else:
         v = p.video
-        t.add_row("video codec", f"{v.codec} ({v.profile})")
+        t.add_row("video codec", v.codec + (f" ({v.profile})" if v.profile else ""))
         t.add_row("resolution", f"{v.width}x{v.height} (decoded: {', '.join(v.decoded_sizes)})")
-        t.add_row("pixel format", f"{v.pix_fmt} (decoded: {', '.join(v.decoded_pix_fmts)})")
-        t.add_row("frame rate", f"declared avg {v.avg_frame_rate}, base {v.base_frame_rate}, "
-                  f"from pts {v.frame_rate_from_pts or 'variable'}")
-        t.add_row("frames", f"decoded {v.decoded_frames}, declared {v.declared_frames}")
-        t.add_row("timestamps", f"time_base {v.time_base}, first pts {v.first_pts}, steps "
-                  f"{v.pts_steps}, non-increasing {v.non_increasing_pts}, missing "
-                  f"{v.missing_pts}")
+        t.add_row("pixel format", f"{_fmt(v.pix_fmt)} (decoded: "
+                  f"{', '.join(v.decoded_pix_fmts) or '-'})")
+        t.add_row("frame rate", f"declared avg {_fmt(v.avg_frame_rate)}, base "
+                  f"{_fmt(v.base_frame_rate)}, from pts {v.frame_rate_from_pts or 'variable'}")
+        t.add_row("frames", f"decoded {v.decoded_frames}, declared {_fmt(v.declared_frames)}")
+        t.add_row("timestamps", f"time_base {_fmt(v.time_base)}, first pts {_fmt(v.first_pts)}, "
+                  f"steps {steps_words(v.pts_steps)}, non-increasing {v.non_increasing_pts}, "
+                  f"missing {v.missing_pts}")
         t.add_row("video duration (declared)", _fmt(v.declared_duration_s))
         if v.decode_error:
             t.add_row("video decode", f"[red]{escape(str(v.decode_error))}[/]")
@@ -148,8 +150,9 @@ def render_probe(p: ProbeResult, console: Console) -> None:
         t.add_row("audio", "[red]no audio stream[/]")
     else:
         a = p.audio
-        t.add_row("audio", f"{a.codec}, {a.sample_rate} Hz, {a.channels} ch ({a.layout}), "
-                  f"decoded as {a.decoded_format}")
+        t.add_row("audio", f"{a.codec}, {a.sample_rate} Hz, {a.channels} ch"
+                  + (f" ({a.layout})" if a.layout else "")
+                  + f", decoded as {_fmt(a.decoded_format)}")
         t.add_row("audio length", f"declared {_fmt(a.declared_duration_s)} s, decoded "
                   f"{a.decoded_samples} samples = {a.decoded_duration_s:.6f} s")
         t.add_row("audio non-finite samples", str(a.nonfinite_samples))
@@ -175,16 +178,17 @@ def write_report(path: Path, report: MediaReport) -> None:
     """Write ``report`` to ``path`` as JSON.
 
     An existing media report written by a *different* validator version is never rewritten
-    (DESIGN.md: frozen results are never edited; a new validator writes a new file):
+    (frozen results are never edited; a new validator writes a new file, as campaign #293's
+    frozen scope asks):
     :class:`MediaInputError` names both versions.  A file that is not a media report is not
     overwritten either.
     """
     path = Path(path)
     if path.exists():
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = safejson.loads(path.read_text(encoding="utf-8"))
             old = MediaReport.model_validate(raw)
-        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
+        except (ValueError, ValidationError) as exc:  # not JSON (or too deep), not UTF-8
             raise MediaInputError(path, f"exists and is not a media report; refusing to "
                                   f"overwrite it ({type(exc).__name__})") from exc
         if old.validator_version != report.validator_version:

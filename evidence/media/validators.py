@@ -1,8 +1,9 @@
 """Structural checks, versioned.
 
 A media report names the validator version that produced it (``media-gates/N``).  A newer
-version writes a new report; an older version's report is never rewritten (DESIGN.md:
-frozen receipts are never edited, corrections come as new versioned validators).
+version writes a new report; an older version's report is never rewritten (frozen
+receipts are never edited, corrections come as new versioned validators: campaign #293 frozen
+scope, "add a new validator version without changing the old frozen bundle").
 
 Versions:
 
@@ -34,7 +35,7 @@ from evidence.media.audio import (
     expected_audio_seconds_v1,
     expected_audio_seconds_v2,
 )
-from evidence.media.probe import ProbeResult
+from evidence.media.probe import AudioInfo, ProbeResult, steps_words
 from evidence.models import MediaCheck
 
 CURRENT_VALIDATOR = "media-gates/2"
@@ -92,8 +93,15 @@ def get_validator(version: str) -> Validator:
         raise KeyError(f"unknown validator {version!r}; known: {', '.join(VALIDATORS)}") from None
 
 
-def _both(c: object, k: object) -> str:
-    return f"control={c}, candidate={k}"
+def _both(c: object, k: object, missing: str = "not declared") -> str:
+    """``control=C, candidate=K``; a None side reads ``missing``."""
+    def w(v: object) -> str:
+        return missing if v is None else str(v)
+    return f"control={w(c)}, candidate={w(k)}"
+
+
+def _layout(a: AudioInfo) -> str:
+    return f"{a.channels} ({a.layout})" if a.layout else str(a.channels)
 
 
 def _parse_rate(s: str | None) -> Fraction | None:
@@ -149,16 +157,16 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
         pc, pk = _parse_rate(cv.frame_rate_from_pts), _parse_rate(kv.frame_rate_from_pts)
         add("frame_rate_pts", exp_fps is not None and pc == exp_fps == pk,
             None if exp_fps is None else str(exp_fps),
-            _both(cv.frame_rate_from_pts or f"variable {cv.pts_steps}",
-                  kv.frame_rate_from_pts or f"variable {kv.pts_steps}"),
+            _both(cv.frame_rate_from_pts or f"variable (steps {steps_words(cv.pts_steps)})",
+                  kv.frame_rate_from_pts or f"variable (steps {steps_words(kv.pts_steps)})"),
             "1 / (pts step x time_base), every step equal")
         ts_ok = all(v.missing_pts == 0 and v.non_increasing_pts == 0 and len(v.pts_steps) <= 1
                     for v in (cv, kv))
         add("timestamps", ts_ok, "present, increasing, constant step",
             _both(f"missing {cv.missing_pts}, non-increasing {cv.non_increasing_pts}, "
-                  f"steps {cv.pts_steps}",
+                  f"steps {steps_words(cv.pts_steps)}",
                   f"missing {kv.missing_pts}, non-increasing {kv.non_increasing_pts}, "
-                  f"steps {kv.pts_steps}"))
+                  f"steps {steps_words(kv.pts_steps)}"))
     ca, ka = control.audio, candidate.audio
     if not expected.audio and ca is None and ka is None:
         return checks
@@ -176,7 +184,7 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
         _both(ca.sample_rate, ka.sample_rate))
     exp_ch = expected.channels if expected.channels is not None else ca.channels
     add("audio_channels", ca.channels == exp_ch == ka.channels, exp_ch,
-        _both(f"{ca.channels} ({ca.layout})", f"{ka.channels} ({ka.layout})"))
+        _both(_layout(ca), _layout(ka)))
     add("audio_finite", ca.nonfinite_samples == 0 and ka.nonfinite_samples == 0,
         "0 non-finite samples", _both(ca.nonfinite_samples, ka.nonfinite_samples))
     # expected audio length
@@ -202,8 +210,8 @@ def structural_checks(control: ProbeResult, candidate: ProbeResult, expected: Ex
         decl_ok = decl is not None and abs(decl - exp_s) <= tol
         pad = dec - exp_n
         pad_ok = validator.allow_decoded_padding and 0 <= pad < AAC_FRAME_SAMPLES
-        txt = (f"declared {decl if decl is None else round(decl, 6)} s, decoded {dec} samples "
-               f"({pad:+d} vs expected)")
+        said = "no declared duration" if decl is None else f"declared {round(decl, 6)} s"
+        txt = f"{said}, decoded {dec} samples ({pad:+d} vs expected)"
         return decl_ok or pad_ok, txt
 
     okc, txtc = duration_ok(ca)

@@ -1,6 +1,6 @@
 """A local GitHub double: a real HTTP server on 127.0.0.1 for PyGithub to talk to.
 
-It implements the REST operations of ``../shared/fixtures/github/openapi-subset.json`` that
+It implements the REST operations of ``tests/fixtures/github/openapi-subset.json`` that
 campaign-bot calls, keeps their state in memory, and answers with bodies built from the
 official examples in that file (so fields we do not model are present and well-typed).
 
@@ -1270,6 +1270,5 @@ class GitHubDouble:
 
 
 def default_openapi_path() -> Path:
-    """``../shared/fixtures/github/openapi-subset.json`` beside the repository root."""
-    return (Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "github"
-            / "openapi-subset.json")
+    """``tests/fixtures/github/openapi-subset.json`` (vendored; see the SOURCE.md beside it)."""
+    return Path(__file__).resolve().parents[1] / "fixtures" / "github" / "openapi-subset.json"

@@ -1,0 +1,1 @@
+"""Hostile-bundle corpus (see corpus.py)."""
