@@ -9,7 +9,7 @@ Pages written (each says at its top that it is generated):
   help, walked from the typer app of ``evidence.cli`` plus the plug-ins of the
   ``campaign_bot.cli`` entry-point group, exactly as the console script loads them.
 * ``bot-commands.md``: every slash command the bot answers, from the command registry
-  (``bot.commands.REGISTRY``) after the service's default handler modules are imported.
+  (``bot.commands.Commands`` of the features composed by ``bot.app.compose``).
 * ``campaign-toml.md``: every key of ``campaign.toml`` (``evidence.models.CampaignScope``).
 * ``repo-config.md``: every key of ``.github/campaign-bot.toml`` (``bot.repo_config.RepoConfig``).
 * ``documents.md``: every field of the JSON evidence documents (receipt, status snapshot,
@@ -244,24 +244,46 @@ def render_cli() -> str:
 # ----------------------------------------------------------------------- bot commands
 
 
+async def _no_context(event: Any) -> tuple[Any, Any]:
+    raise RuntimeError("the reference generator makes no GitHub calls")
+
+
+def _feature_modules(app: Any) -> list[str]:
+    """The feature package of every comment handler on ``app``'s router."""
+    from bot.inbox.router import Event
+
+    comment = Event("docs", "issue_comment", {"action": "created"})
+    return [".".join(h.__module__.split(".")[:3]) for h in app.router.handlers_for(comment)
+            if h.__module__.startswith("bot.features.")]
+
+
 def render_bot_commands() -> str:
     """The text of docs/reference/bot-commands.md."""
-    from bot.commands import REGISTRY
-    from bot.worker import DEFAULT_HANDLER_MODULES, load_handlers
+    from bot.app import compose
+    from bot.database import make_engine
+    from bot.settings import Settings
 
-    load_handlers()
+    # the service's features, composed as `campaign-bot serve` composes them (on a throwaway
+    # in-memory database that is never migrated nor written)
+    engine = make_engine("sqlite://")
+    try:
+        app = compose(Settings(webhook_secret="docs", extra_handlers=""), engine,
+                      context=_no_context)
+    finally:
+        engine.dispose()
+    modules = list(dict.fromkeys(_feature_modules(app)))
     out = [GENERATED_NOTE, "", "# Bot command reference", ""]
     out += [
         "Commands are written at the start of a line of an issue or pull-request comment. "
         "This page is rendered from the same specifications that `/campaign help` replies "
-        "with (`bot.commands.CommandSpec`, registered by the service's handler modules "
-        + ", ".join(f"`{m}`" for m in DEFAULT_HANDLER_MODULES) + "). The "
+        "with (`bot.commands.CommandSpec`, added by the service's features "
+        + ", ".join(f"`{m}`" for m in modules) + "). The "
         "[user guide](../user-guide.md) explains them with examples.",
         "",
         "| command | who may use it | where |",
         "|---|---|---|",
     ]
-    specs = [REGISTRY[v] for v in sorted(REGISTRY)]
+    specs = app.commands.specs
     for s in specs:
         where = "pull requests" if s.pull_only else "issues and pull requests"
         out.append(f"| [`/{s.verb}`](#{_anchor(s.verb)}) | {_cell(s.who.value)} | {where} |")
