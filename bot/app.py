@@ -36,6 +36,7 @@ from sqlalchemy.engine import Engine
 from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.screen.campaign_state import campaign_state
+from bot.github.git import GitMirrors
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
 from bot.inbox.endpoint import Inbox, add_routes
@@ -114,6 +115,14 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
     return context
 
 
+def git_mirrors(settings: Settings) -> GitMirrors:
+    """The bare mirrors of ``settings.git``, committing as the bot's login."""
+    login = settings.bot_login
+    return GitMirrors(settings.git.cache_dir, timeout_s=settings.git.timeout_s,
+                      max_campaign_bytes=settings.git.max_campaign_bytes,
+                      identity=(login, f"{login}@users.noreply.github.com"))
+
+
 def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
             metrics: Metrics | None = None) -> Registry:
     """Every feature's handlers, commands and jobs, on ``engine`` and the GitHub factory
@@ -121,7 +130,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     configs = RepoConfigs()
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
-    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login)
+    app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
+                   git=git_mirrors(settings))
     config.register(app)
     help.register(app)
     review.register(app)

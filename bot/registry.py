@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from bot.commands import Commands
+from bot.github.git import GitMirrors
 from bot.inbox.router import Event, Router
 from bot.repo_config import RepoConfigs
 from bot.scheduler import Job
@@ -34,13 +35,15 @@ class Registry:
 
     ``engine``: the bot database (migrated); ``context``: the per-event GitHub factory (jobs
     call it with a synthetic event naming a repository); ``configs``: the repository-config
-    cache; ``bot_login``: the login the bot writes as.
+    cache; ``bot_login``: the login the bot writes as; ``git``: the repositories' bare
+    mirrors, where evidence is read and screen bundles are committed.
     """
 
     engine: Engine
     context: ContextFactory
     configs: RepoConfigs
     bot_login: str
+    git: GitMirrors
     router: Router = field(default_factory=Router)
     jobs: list[Job] = field(default_factory=list)
     commands: Commands = field(init=False)

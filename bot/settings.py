@@ -31,9 +31,15 @@ The service's own variables (README "webhook service" lists them with defaults):
     CAMPAIGN_BOT_LOG_LEVEL           logging level name
     CAMPAIGN_BOT_GITHUB_THROTTLE     false drops PyGithub's request pacing (tests only)
 
-Feature sections are nested models named after their feature, read from
-``CAMPAIGN_BOT_<SECTION>_<FIELD>``: ``CAMPAIGN_BOT_SCREEN_*`` is
-:class:`bot.features.screen.settings.ScreenSettings`.
+Sections are nested models read from ``CAMPAIGN_BOT_<SECTION>_<FIELD>``:
+``CAMPAIGN_BOT_SCREEN_*`` is :class:`bot.features.screen.settings.ScreenSettings` (the screen
+feature's own), ``CAMPAIGN_BOT_GIT_*`` is :class:`GitSettings` (evidence read through git, used
+by the review, the header and the screen commits)::
+
+    CAMPAIGN_BOT_GIT_CACHE_DIR           where the bare mirrors live (default
+                                         ``campaign-bot-git`` in the working directory)
+    CAMPAIGN_BOT_GIT_TIMEOUT_S           seconds one git command may run (default 600)
+    CAMPAIGN_BOT_GIT_MAX_CAMPAIGN_BYTES  largest campaign directory read (default 2 GiB)
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.features.screen.settings import ScreenSettings
+from bot.github.git import DEFAULT_MAX_CAMPAIGN_BYTES, DEFAULT_TIMEOUT_S
 
 ENV_PREFIX = "CAMPAIGN_BOT_"
 DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
@@ -53,6 +60,17 @@ DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
 # webhook is not fired": GitHub Docs, "Webhook events and payloads"), so nothing genuine is
 # larger.
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+class GitSettings(BaseModel):
+    """``CAMPAIGN_BOT_GIT_*``: the bare mirrors evidence is read from (see
+    :class:`bot.github.git.GitMirrors`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cache_dir: Path = Path("campaign-bot-git")
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_campaign_bytes: int = Field(default=DEFAULT_MAX_CAMPAIGN_BYTES, gt=0)
 
 
 class SettingsError(Exception):
@@ -91,6 +109,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     github_throttle: bool = True  # PyGithub's 0.25 s / 1 s pacing; false only for tests
     screen: ScreenSettings = Field(default_factory=ScreenSettings)
+    git: GitSettings = Field(default_factory=GitSettings)
 
     @field_validator("webhook_secret")
     @classmethod

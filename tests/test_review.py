@@ -12,6 +12,7 @@ import pytest
 from github_helpers import (
     BOT,
     EXAMPLE,
+    GIT,
     REPO,
     clear_configs,
     comment_event,
@@ -159,9 +160,9 @@ async def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_p
     double.inject("POST", f"{P}/pulls/2/reviews", 502, after_write=True)
     gh = port(double)
     with pytest.raises(GitHubRetryableError):
-        await review_pull(gh, RepoConfig(), 2)
+        await review_pull(gh, RepoConfig(), 2, git=GIT)
     assert len(double.repo(REPO).reviews) == 1  # GitHub did store it
-    outcome = await review_pull(gh, RepoConfig(), 2)  # the delivery's retry
+    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)  # the delivery's retry
     assert outcome.new_findings == 0
     assert len(double.repo(REPO).reviews) == 1 and len(check_runs(double)) == 1
     assert len(summaries(double)) == 1 and check_runs(double)[0]["status"] == "completed"
@@ -184,7 +185,7 @@ async def test_review_refused_with_422_falls_back_to_body(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/pulls/2/reviews", 422,
                   message="Pull request review thread line must be part of the diff")
-    outcome = await review_pull(port(double), RepoConfig(), 2)
+    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
     (review,) = double.repo(REPO).reviews.values()
     assert double.repo(REPO).review_comments == {}
     assert outcome.inline == 0 and outcome.in_body == outcome.new_findings
@@ -219,7 +220,7 @@ async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None
 async def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
     double, pull = campaign_pr
     double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")
-    await review_pull(port(double), RepoConfig(), 2)
+    await review_pull(port(double), RepoConfig(), 2, git=GIT)
     assert len(summaries(double)) == 1
     assert [c["body"] for c in double.repo(REPO).comments.values()][0].endswith("fake")
 
@@ -240,7 +241,7 @@ async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
     pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, fork="evil/Hello-World")
     gh = port(github_double)
     assert (await gh.get_pull(2)).is_fork
-    outcome = await review_pull(gh, RepoConfig(), 2)
+    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)
     assert outcome.head_sha == pull.head_sha and outcome.problem_count > 0
     (run,) = check_runs(github_double)
     assert run["head_sha"] == pull.head_sha  # on the base repository, at the fork's head
@@ -249,7 +250,7 @@ async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
 async def test_dry_run_records_the_review_writes(campaign_pr) -> None:
     double, _ = campaign_pr
     rec = RecordingGitHub(port(double))
-    await review_pull(rec, RepoConfig(), 2)
+    await review_pull(rec, RepoConfig(), 2, git=GIT)
     assert [w.op for w in rec.writes] == ["create_check_run", "create_review",
                                           "create_issue_comment", "update_check_run"]
     assert double.writes() == []

@@ -36,6 +36,8 @@ def register(app: Registry, queue: QueueProvider | None = None,
     from bot.scheduler import Job
 
     svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login)
+    if svc.git is None:
+        svc.git = app.git
     if queue is not None:
         svc.queue = queue
     h = HeaderHandlers(svc)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from bot.commands import CommandContext, CommandSpec, Who
 from bot.features.review.review import review_on_push, review_pull
+from bot.github import GitHubPort
+from bot.inbox.router import Event
 from bot.registry import Registry
+from bot.repo_config import RepoConfig
 
 SPEC = CommandSpec(
     verb="campaign verify",
@@ -31,13 +34,19 @@ SPEC = CommandSpec(
 
 
 def register(app: Registry) -> None:
-    """Add the review handler and ``/campaign verify``."""
-    app.router.on("pull_request", "opened", "synchronize", "reopened")(review_on_push)
+    """Add the review handler and ``/campaign verify``, reading evidence through ``app.git``
+    (the repositories' bare mirrors)."""
+    git = app.git
+
+    async def on_pull_request(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        await review_on_push(event, gh, config, git=git)
+
+    async def campaign_verify(ctx: CommandContext) -> None:
+        """Run the review and reply with its counts."""
+        assert ctx.config is not None  # needs_config
+        outcome = await review_pull(ctx.gh, ctx.config, ctx.number, git=git, trigger="command")
+        await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)
+
+    on_pull_request.__module__ = campaign_verify.__module__ = __name__
+    app.router.on("pull_request", "opened", "synchronize", "reopened")(on_pull_request)
     app.commands.add(SPEC, campaign_verify)
-
-
-async def campaign_verify(ctx: CommandContext) -> None:
-    """Run the review and reply with its counts."""
-    assert ctx.config is not None  # needs_config
-    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command")
-    await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)
