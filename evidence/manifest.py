@@ -1085,6 +1085,11 @@ class _Verifier:
             val = line.split(":", 1)[1].strip()
             m = re.match(r"^(\d+)\.(\d+)$", val)
             octets = sum(self.idx.files[f] for f in payload_files)
+            # payload kept outside the tree (external-artifacts map, LFS) counts as the bag's
+            kept = [ef for rel, ef in self.external_files.items()
+                    if rel.startswith(f"{pre}data/") and rel not in self.idx.files]
+            octets += sum(ef.size or 0 for ef in kept)
+            payload_files = [*payload_files, *(["-"] * len(kept))]
             if not m:
                 self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
                                   f"Payload-Oxum {val!r} is not 'octets.count'", line=no))

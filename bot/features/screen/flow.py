@@ -24,9 +24,10 @@ The flow, for ``/screen candidate NAME`` on a PR:
 5. ``workflow_job`` in progress: "running on runner X".  ``workflow_run`` completed: charge
    the run's wall time x devices, download the artifact (capped, redirect without token),
    unpack it safely, verify its manifests and its signature against the campaign's trusted
-   keys, judge it with :mod:`evidence.verdicts`, post the result, complete the check run,
-   and dispatch the pool's next screen.  A failed or cancelled run is reported with what it
-   left, charged, and never counted as a sample.
+   keys, judge it with :mod:`evidence.verdicts`, commit a verified bundle where the campaign
+   keeps its evidence (:mod:`bot.features.screen.evidence`), post the result, complete the
+   check run, and dispatch the pool's next screen.  A failed or cancelled run is reported
+   with what it left, charged, and never counted as a sample.
 6. The watchdog (:mod:`bot.features.screen.jobs`) fails dispatches that never got a
    running job and runs that never reported, instead of waiting forever.
 
@@ -56,6 +57,7 @@ from sqlalchemy.orm import Session
 
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
+from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
 from bot.features.screen.grammar import (
     USAGE,
     ScreenCancel,
@@ -76,8 +78,9 @@ from bot.github import (
     WorkflowRunInfo,
 )
 from bot.github.artifacts import ArtifactError, Limits, safe_extract
+from bot.github.git import GitMirrors
 from bot.render import marker, render, utc
-from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
+from bot.repo_config import SCREEN_WORKFLOW, RepoConfig, ScreenSection, find_campaign_dirs
 from evidence.models import CampaignScope, MediaReport, Receipt
 
 log = logging.getLogger(__name__)
@@ -163,6 +166,8 @@ class Runtime:
     options: ScreenOptions = field(default_factory=ScreenOptions)
     gh_for: GitHubFor | None = None
     now: Callable[[], datetime] = screens.utcnow
+    git: GitMirrors | None = None
+    """Where verified bundles are committed from (None: they are not committed)."""
 
     @contextmanager
     def db(self) -> Iterator[Session]:
@@ -723,7 +728,7 @@ def on_workflow_run_completed(
         if s.run_id is None:
             s.run_id = run.get("id")
         pool = s.pool
-        finish_screen(rt, db, gh, s, run)
+        finish_screen(rt, db, gh, s, run, config=config)
     dispatch_pool(rt, pool, default_gh=gh, config=config)
     return s
 
@@ -745,17 +750,20 @@ def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
 
 
 def finish_screen(
-    rt: Runtime, db: Session, gh: GitHubPort, s: Screen, run: dict[str, Any]
+    rt: Runtime, db: Session, gh: GitHubPort, s: Screen, run: dict[str, Any],
+    config: Any = None,
 ) -> None:
     """Complete ``s`` from its run's final state (see module docstring, step 5).
 
     Verdicts: a successful run whose bundle verifies is judged (:func:`judge_screen`); one
     whose bundle is missing or does not verify is REFUSED.  A run that did not succeed is
     NOT COUNTED whatever it left: what verifies is shown, it is charged, and it is never a
-    sample.
+    sample.  A verified bundle of a successful run is committed where the campaign keeps its
+    evidence (``[screen]`` of the repository config ``config``; defaults without one).
     """
     now = rt.now()
     conclusion = str(run.get("conclusion") or "unknown")
+    evidence: CommitOutcome | None = None
     wall = run_wall_s(s, run, now)
     s.completed_at = now
     s.conclusion = conclusion
@@ -802,6 +810,11 @@ def finish_screen(
             )
             body = render("screen_result.md.j2",
                           marker_text=marker("screen-result", screen=s.label), r=view)
+            if chk.ok and not failed_run and verdict != "REFUSED":
+                evidence = _commit_evidence(rt, gh, s, bundle, verdict, config)
+                if evidence is not None:
+                    body += "\n" + evidence_note(evidence, max_file_bytes=_screen_config(
+                        config).max_committed_file_bytes)
     if body is None:
         body = render(
             "screen_reply.md.j2", marker_text=marker("screen-result", screen=s.label),
@@ -813,6 +826,8 @@ def finish_screen(
     bundle.cleanup()
     s.verdict = verdict
     s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
+    if evidence is not None:
+        s.summary["evidence"] = evidence.record()
     if not failed_run and verdict != "REFUSED":
         s.state = screens.FINISHED
         s.detail = None
@@ -829,6 +844,33 @@ def finish_screen(
             title=f"{s.label}: {verdict}", summary="; ".join(reasons)[:60000] or verdict,
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
+
+
+def _screen_config(config: Any) -> ScreenSection:
+    return config.screen if isinstance(config, RepoConfig) else ScreenSection()
+
+
+def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBundle,
+                     verdict: str, config: Any) -> CommitOutcome | None:
+    """Commit the verified bundle (:func:`bot.features.screen.evidence.commit_screen`);
+    None when the runtime has no mirrors.  A failure is an outcome, never raised."""
+    cfg = _screen_config(config)
+    if rt.git is None or bundle.root is None:
+        return None
+    if not cfg.commit_bundles:
+        return CommitOutcome("off", "[screen] commit_bundles is false", "")
+    try:
+        pr = _wait(gh.get_pull(s.pr_number))
+    except GitHubError as exc:
+        if exc.retryable:
+            raise
+        return CommitOutcome("failed", f"the pull request cannot be read: {exc}", "")
+    out = commit_screen(rt.git, gh, s, bundle.root, verdict, pr=pr,
+                        evidence_path=cfg.evidence_path,
+                        max_file_bytes=cfg.max_committed_file_bytes, run_url=s.run_url or "",
+                        artifact=bundle.artifact)
+    log.info("screen %s evidence: %s (%s)", s.label, out.state, out.message)
+    return out
 
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:
@@ -855,6 +897,8 @@ class FetchedBundle:
     root: Path | None
     problem: str | None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
+    artifact: str | None = None
+    """The artifact's name (where files not committed stay)."""
 
     def cleanup(self) -> None:
         """Remove the unpacked files."""
@@ -888,7 +932,7 @@ def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
         if isinstance(exc, GitHubError) and exc.retryable:
             raise  # transient: the delivery is retried
         return FetchedBundle(None, f"artifact {pick.name!r} refused: {exc}")
-    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp)
+    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp, pick.name)
 
 
 @dataclass
