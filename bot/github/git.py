@@ -385,6 +385,10 @@ class GitMirrors:
         text = err.decode("utf-8", "replace").strip()
         if remote is not None and remote.token:
             text = text.replace(remote.token, "***")
+        if "could not read Username" in text or "Authentication failed" in text:
+            # git asks for credentials after a 401 and is not allowed to prompt
+            return ("the server refused the token (HTTP 401): the installation may not have "
+                    "access to this repository, or its token expired")
         lines = [x.strip() for x in text.splitlines() if x.strip()]
         fatal = [x for x in lines if x.startswith(("fatal:", "error:", "remote:", " !"))]
         return "; ".join((fatal or lines)[-3:])[:500] or "no message"

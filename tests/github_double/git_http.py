@@ -26,6 +26,9 @@ unauthenticated or unknown token gets 401 with ``WWW-Authenticate: Basic`` (the 
 every repository as private).  Pushes are attributed to the token's login
 (``GitHubDouble.app_login`` for installation tokens).
 
+``GitHubDouble.inject`` works on git paths too (``double.inject("GET", "/o/r.git/*", 500)``):
+the request is answered with the status before git runs.
+
 Every git request is logged in ``GitHubDouble.calls`` with the operation ``git-info-refs``,
 ``git-upload-pack`` or ``git-receive-pack`` (only a successful receive-pack counts as a write).
 """
@@ -317,6 +320,11 @@ class GitHTTP:
                                         "Content-Type": "text/plain"},
                                b"Invalid username or token.\n")
             with self.double._lock:
+                fault = self.double._fault_for(h.command, split.path)
+                if fault is not None:  # GitHubDouble.inject("POST", "/o/r.git/*", 500)
+                    self._log(h.command, split.path, query, op, fault.status)
+                    return _answer(h, fault.status, {"Content-Type": "text/plain"},
+                                   (fault.message or "injected failure").encode() + b"\n")
                 repo = self.double.repos.get(full)
                 if repo is None:
                     self._log(h.command, split.path, query, op, 404)
