@@ -1,6 +1,7 @@
-"""Cost of one PR evidence review (review feature) against the local GitHub double: wall time and
-GitHub REST requests per review (evidence is read through git, one ``git fetch`` per review,
-not counted here), first run (posts review, summary, check run) and re-run (posts nothing).  The campaign is the bundled example (examples/h3-ref2va-4x910b1) with one broken
+"""Cost of one PR evidence review (review feature) against the local GitHub double: wall time
+and GitHub REST requests per review (evidence is read through git, one ``git fetch`` per
+review, not counted here), first run (posts review, summary, check run) and re-run (posts
+nothing).  The campaign is the bundled example (examples/h3-ref2va-4x910b1) with one broken
 status file.  Run with
 
     .venv/bin/python benchmarks/pr_review.py [--reviews 20] [--throttle]

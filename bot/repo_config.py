@@ -97,9 +97,16 @@ class ScreenSection(_Strict):
     workflow: str = Field(default=SCREEN_WORKFLOW, pattern=r"^[A-Za-z0-9._-]+\.ya?ml$")
     allowed: list[str] = Field(default_factory=list)
     allow_requesters: bool = True
-    commit_bundles: bool = True
-    evidence_path: str = Field(default="screens", pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
-    max_committed_file_bytes: int = Field(default=DEFAULT_MAX_COMMITTED_FILE_BYTES, ge=0)
+    commit_bundles: bool = Field(default=True, description=(
+        "Commit each verified screen bundle (the PR's head branch; campaign-bot/screens/PR-N "
+        "for a fork)."))
+    evidence_path: str = Field(
+        default="screens", pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$",
+        description="Where, relative to the campaign directory: EVIDENCE_PATH/SCREEN_LABEL/.")
+    max_committed_file_bytes: int = Field(
+        default=DEFAULT_MAX_COMMITTED_FILE_BYTES, ge=0, description=(
+            "Larger bundle files stay in the run's artifact, listed with their SHA-256 in "
+            "external-artifacts.json."))
 
     @field_validator("evidence_path")
     @classmethod

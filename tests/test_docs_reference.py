@@ -56,11 +56,12 @@ def test_environment_page_lists_every_setting_with_its_default() -> None:
     from pydantic_core import PydanticUndefined
 
     from bot.features.screen.settings import ScreenSettings
-    from bot.settings import ENV_PREFIX, Settings
+    from bot.settings import ENV_PREFIX, GitSettings, Settings
 
     rows = _env_rows()
     wrong = []
-    for cls, prefix in ((Settings, ENV_PREFIX), (ScreenSettings, "CAMPAIGN_BOT_SCREEN_")):
+    for cls, prefix in ((Settings, ENV_PREFIX), (ScreenSettings, "CAMPAIGN_BOT_SCREEN_"),
+                        (GitSettings, "CAMPAIGN_BOT_GIT_")):
         for name, f in cls.model_fields.items():
             if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
                 continue  # a feature's section: its own class is checked with its prefix

@@ -85,8 +85,6 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("protocol.allow", "never"),
     ("protocol.https.allow", "always"),
     ("http.followRedirects", "false"),
-    ("http.lowSpeedLimit", "1024"),
-    ("http.lowSpeedTime", "120"),
     ("fetch.recurseSubmodules", "false"),
     ("submodule.recurse", "false"),
     ("fetch.fsckObjects", "true"),
@@ -97,6 +95,8 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
 )
 """Settings of every git command (see the module docstring)."""
 CHUNK = 1 << 20
+MAX_PACKS = 50
+"""Packs a mirror may hold before they are merged into one."""
 
 
 # ------------------------------------------------------------------------------ errors
@@ -407,7 +407,15 @@ class GitMirrors:
                 self._run(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
                            "--no-write-fetch-head", "--no-auto-gc", remote.url, *specs],
                           cwd=path, remote=remote)
+                self._maybe_repack(path)
             return self._local_refs(path, refs)
+
+    def _maybe_repack(self, path: Path) -> None:
+        """Every fetch leaves a pack; past :data:`MAX_PACKS` they are merged into one
+        (``git repack -a -d``; automatic gc is off, so this is the mirror's only upkeep)."""
+        packs = list((path / "objects" / "pack").glob("*.pack"))
+        if len(packs) > MAX_PACKS:
+            self._run(["repack", "-a", "-d", "-q"], cwd=path)
 
     def _local_refs(self, path: Path, refs: Sequence[str]) -> dict[str, str]:
         out = self._run(["for-each-ref", "--format=%(refname) %(objectname)", LOCAL_PREFIX],

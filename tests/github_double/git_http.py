@@ -64,6 +64,8 @@ EPOCH = 1_700_000_000
 are reproducible within a test and two commits never share one."""
 IDENT = "GitHub double <double@example.invalid>"
 CHUNK = 1 << 20
+REPACK_BYTES = 16 << 20
+"""New loose content (bytes) above which the double packs a repository after writing it."""
 
 
 def blob_header(kind: str, size: int) -> bytes:
@@ -203,6 +205,7 @@ class GitHTTP:
             _git(st.path, "config", "uploadpack.allowAnySHA1InWant", "true")
             _git(st.path, "config", "receive.denyNonFastForwards", "false")
             st.created = True
+        fresh = 0
         for sha, (kind, data) in st.objects.items():
             if sha in st.written:
                 continue
@@ -212,6 +215,11 @@ class GitHTTP:
             tmp.write_bytes(zlib.compress(blob_header(kind, len(data)) + data, 1))
             tmp.replace(d / sha[2:])
             st.written.add(sha)
+            fresh += len(data)
+        if fresh > REPACK_BYTES:
+            # like GitHub's servers, keep large content packed: every fetch then reuses the
+            # compressed objects instead of deflating them again
+            _git(st.path, "repack", "-a", "-d", "-q", timeout=1800)
         want = self._wanted_refs(repo)
         lines = [f"update {r} {sha}" for r, sha in want.items() if st.disk_refs.get(r) != sha]
         lines += [f"delete {r}" for r in st.disk_refs if r not in want]

@@ -225,7 +225,7 @@ ROUTES: list[tuple[str, str, str]] = [
     ("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", "dispatch"),
     ("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs", "list_runs"),
     ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}", "get_run"),
-    # not in openapi-subset.json (issue 7 needs it); its responses are not validated
+    # not in openapi-subset.json (the /screen flow cancels runs); its responses are not validated
     ("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "cancel_run"),
     ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "list_artifacts"),
     ("GET", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}", "get_artifact"),
