@@ -94,6 +94,7 @@ def pr_event(number: int, head_sha: str, action: str = "opened",
     p["number"] = number
     p["pull_request"]["number"] = number
     p["pull_request"]["head"]["sha"] = head_sha
+    p["pull_request"]["base"]["ref"] = "main"  # the double's default branch
     return Event(delivery, "pull_request", p)
 
 

@@ -338,3 +338,19 @@ async def test_a_campaign_over_the_limit_is_not_checked_and_says_why(campaign_pr
         in summary
     (run,) = check_runs(double)
     assert run["output"]["title"] == "Evidence not checked in 1 campaign(s)"
+
+
+async def test_a_delivery_saves_the_pull_read_and_a_stale_one_is_read_again(campaign_pr
+                                                                             ) -> None:
+    double, pull = campaign_pr
+    start = len(double.calls)
+    await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    rest = [c.operation for c in double.calls[start:] if not c.is_git]
+    assert "pulls/get" not in rest  # the delivery described the PR
+    assert check_runs(double)[0]["head_sha"] == pull.head_sha
+    # a delivery whose head no longer exists anywhere: the PR is read from GitHub
+    stale = pr_event(2, "f" * 40, "synchronize", delivery="d-stale")
+    start = len(double.calls)
+    await router.dispatch(stale, port(double), RepoConfig())
+    assert "pulls/get" in [c.operation for c in double.calls[start:] if not c.is_git]
+    assert all(r["head_sha"] == pull.head_sha for r in check_runs(double))

@@ -289,6 +289,9 @@ def sync_payload(repo: str, pull: Any, before: str, login: str) -> dict[str, Any
     pr = p["pull_request"]
     pr.update(number=pull.number, state="open", title=pull.title)
     pr["head"].update(sha=pull.head_sha, ref=pull.head_ref)
+    pr["base"].update(ref=pull.base_ref, sha=pull.base_sha)
+    for side in (pr["head"], pr["base"]):
+        side["repo"] = {**side["repo"], "full_name": repo, "name": repo.split("/")[1]}
     p["sender"] = _bot(login)
     return p
 

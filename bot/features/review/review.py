@@ -385,20 +385,29 @@ async def _check_run(gh: GitHubPort, sha: str) -> Any:
 
 
 async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirrors,
-                      trigger: str = "pull_request") -> ReviewOutcome:
+                      trigger: str = "pull_request", pull: PullInfo | None = None,
+                      ) -> ReviewOutcome:
     """Review PR ``number`` (see the module docstring), reading evidence through ``git``;
-    returns what was found and done.
+    returns what was found and done.  ``pull``: the PR as a ``pull_request`` delivery
+    described it (saves one REST read; when git cannot read that head, the PR is read again
+    from GitHub).
 
     Raises :class:`bot.github.GitHubRetryableError` on transient GitHub failures: every
     step is idempotent, so the retried delivery completes without duplicates.  A git failure
     is not raised: the check run and the summary say that the evidence was not read."""
-    pr = await gh.get_pull(number)
-    sha = pr.head_sha
+    pr = pull if pull is not None else await gh.get_pull(number)
     try:
-        base, files = await read_pull(git, gh, pr)
+        try:
+            base, files = await read_pull(git, gh, pr)
+        except GitError:
+            if pull is None:
+                raise
+            pr = await gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
+            base, files = await read_pull(git, gh, pr)
     except GitError as exc:
         log.warning("PR #%s: evidence not read through git: %s", number, exc)
-        return await _report_unread(gh, config, number, sha, str(exc))
+        return await _report_unread(gh, config, number, pr.head_sha, str(exc))
+    sha = pr.head_sha
     dirs = sorted({d for f in files if f.status != "removed"
                    for d in [campaign_dir_of(f.filename, config.campaigns.paths)] if d})
     outcome = ReviewOutcome(sha, dirs)
@@ -488,4 +497,25 @@ async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None
         return
     if not config.review.enabled:
         return
-    await review_pull(gh, config, number, git=git, trigger=event.action or "pull_request")
+    await review_pull(gh, config, number, git=git, trigger=event.action or "pull_request",
+                      pull=pull_of(event.payload, gh.repo))
+
+
+def pull_of(payload: dict[str, Any], repo: str) -> PullInfo | None:
+    """The PR a ``pull_request`` delivery describes, when it is complete and about ``repo``
+    (else None: the review reads it from GitHub)."""
+    pr = payload.get("pull_request")
+    if not isinstance(pr, dict):
+        return None
+    head, base = pr.get("head") or {}, pr.get("base") or {}
+    base_repo = (base.get("repo") or {}).get("full_name")
+    head_repo = (head.get("repo") or {}).get("full_name")
+    fields = (pr.get("number"), head.get("sha"), head.get("ref"), base.get("ref"),
+              base.get("sha"))
+    if base_repo != repo or not all(isinstance(f, (int, str)) and f for f in fields):
+        return None
+    return PullInfo(number=int(pr["number"]), title=str(pr.get("title") or ""),
+                    author=str((pr.get("user") or {}).get("login") or ""),
+                    state=str(pr.get("state") or "open"), head_sha=str(head["sha"]),
+                    head_ref=str(head["ref"]), head_repo=head_repo, base_ref=str(base["ref"]),
+                    base_sha=str(base["sha"]), base_repo=repo, is_fork=head_repo != repo)
