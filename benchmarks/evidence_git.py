@@ -161,8 +161,8 @@ def main() -> int:
                 hand_s.append(tt)
                 progress.update(task, description=f"round {r + 1}: the bot's review")
                 git = GitMirrors(work / f"bot-{r}")  # fresh: a first review
-                double.repo(REPO).check_runs.clear()
-                double.repo(REPO).comments.clear()
+                for kept in ("check_runs", "comments", "reviews", "review_comments"):
+                    getattr(double.repo(REPO), kept).clear()  # every round a first review
                 start = len(double.calls)
                 t0 = time.perf_counter()
                 outcome = asyncio.run(review_pull(gh, RepoConfig(), 1, git=git))
