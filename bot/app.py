@@ -39,6 +39,7 @@ from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
 from bot.features.screen.campaign_state import campaign_state
+from bot.github.git import GitMirrors
 from bot.inbox import replay as replay_mod
 from bot.inbox import store
 from bot.inbox.endpoint import Inbox, add_routes
@@ -169,6 +170,14 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
     return context
 
 
+def git_mirrors(settings: Settings) -> GitMirrors:
+    """The bare mirrors of ``settings.git``, committing as the bot's login."""
+    login = settings.bot_login
+    return GitMirrors(settings.git.cache_dir, timeout_s=settings.git.timeout_s,
+                      max_campaign_bytes=settings.git.max_campaign_bytes,
+                      identity=(login, f"{login}@users.noreply.github.com"))
+
+
 def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
             metrics: Metrics | None = None) -> Registry:
     """Every feature's handlers, commands and jobs, on ``engine`` and the GitHub factory
@@ -177,7 +186,7 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
     app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
-                   public_url=settings.public_url)
+                   git=git_mirrors(settings), public_url=settings.public_url)
     config.register(app)
     help.register(app)
     review.register(app)
@@ -385,8 +394,9 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
                    metrics: Metrics | None = None,
                    load_campaign_dir: live.LoadCampaignDir | None = None) -> live.LiveDashboard:
     """The live campaign pages (``/c/OWNER/REPO/CAMPAIGN/``) on the bot's database and the
-    GitHub port factory: evidence from ``load_campaign_dir`` (default: the contents API,
-    cached by tree SHA in a temporary folder removed at exit), repository visibility from
+    GitHub port factory: evidence from ``load_campaign_dir`` (default: the repositories' bare
+    git mirrors of ``settings.git``, as the review reads them, written out per tree SHA in a
+    temporary folder removed at exit), repository visibility from
     ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
     from bot.github import GitHubError, GitHubNotFound
     from bot.github.pygithub import GitHubClients, map_exception
@@ -417,8 +427,8 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
 
     if load_campaign_dir is None:
         cache = tempfile.TemporaryDirectory(prefix="campaign-bot-evidence-")
-        load_campaign_dir = live.GitHubCampaignDirs(engine, clients.port, Path(cache.name),
-                                                    keep=cache)
+        load_campaign_dir = live.GitCampaignDirs(engine, clients.port, git_mirrors(settings),
+                                                 Path(cache.name), keep=cache)
     return live.LiveDashboard(engine, load_campaign_dir, repo_private)
 
 
