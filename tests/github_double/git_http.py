@@ -24,7 +24,9 @@ Authentication is GitHub's for HTTPS git: HTTP Basic with the token as password 
 ``x-access-token`` or anything else); every token the REST side accepts is accepted, and an
 unauthenticated or unknown token gets 401 with ``WWW-Authenticate: Basic`` (the double treats
 every repository as private).  Pushes are attributed to the token's login
-(``GitHubDouble.app_login`` for installation tokens).
+(``GitHubDouble.app_login`` for installation tokens); a token of an App registered through the
+double's manifest flow may push only when the App was granted Contents write (else 403, as
+GitHub answers).
 
 ``GitHubDouble.inject`` works on git paths too (``double.inject("GET", "/o/r.git/*", 500)``):
 the request is answered with the status before git runs.
@@ -308,6 +310,19 @@ class GitHTTP:
 
         return self.double._author(Request("POST", "", {}, req_headers, b""))[0]
 
+    def _may_push(self, headers: dict[str, str]) -> bool:
+        """False for a token minted for an App registered here (manifest flow) whose
+        permissions lack Contents write; other tokens may push."""
+        try:
+            token = base64.b64decode(headers.get("authorization", "").partition(" ")[2]
+                                     ).decode().partition(":")[2]
+        except (ValueError, UnicodeDecodeError):
+            return False
+        app_id = self.double.token_apps.get(token)
+        if app_id is None:
+            return True
+        return self.double.apps[app_id]["permissions"].get("contents") == "write"
+
     def serve(self, h: BaseHTTPRequestHandler) -> None:
         """Answer one git smart-HTTP request on handler ``h`` (runs ``git http-backend``)."""
         split = urlsplit(h.path)
@@ -327,6 +342,12 @@ class GitHTTP:
                 return _answer(h, 401, {"WWW-Authenticate": 'Basic realm="GitHub"',
                                         "Content-Type": "text/plain"},
                                b"Invalid username or token.\n")
+            if "git-receive-pack" in (service, rest) and not self._may_push(headers):
+                # GitHub: a push needs Contents write; an App registered here has what its
+                # manifest asked for
+                self._log(h.command, split.path, query, op, 403)
+                return _answer(h, 403, {"Content-Type": "text/plain"},
+                               f"Permission to {full}.git denied to {login}.\n".encode())
             with self.double._lock:
                 fault = self.double._fault_for(h.command, split.path)
                 if fault is not None:  # GitHubDouble.inject("POST", "/o/r.git/*", 500)
