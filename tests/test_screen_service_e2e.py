@@ -793,7 +793,7 @@ def test_fork_screen_evidence_lands_on_the_bot_branch(service: Env) -> None:
     d = e.double
     pull = d.repo(REPO).pulls[PR]
     head = pull.head_sha
-    e.say("maint", f"/screen candidate noop sha={head[:12]}")
+    e.say("maint", f"/screen candidate noop sha={head}")
     wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 120,
              "the screen reported")
     s1 = e.screen(1)
