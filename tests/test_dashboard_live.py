@@ -314,8 +314,8 @@ def test_screen_result_links_to_the_live_pages_only_when_the_url_is_set() -> Non
 
 
 async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> None:
-    from github_helpers import REPO as REVIEW_REPO
     from github_helpers import GIT, clear_configs, example_files, port
+    from github_helpers import REPO as REVIEW_REPO
 
     from bot.features.review.review import review_pull
     from bot.repo_config import RepoConfig

@@ -93,7 +93,8 @@ def test_a_push_moves_the_branch_the_pull_and_fires_the_push_hooks(github_double
         fired.set()
 
     d.push_hooks.append(hook)
-    token = d._op_access_token(Request("POST", "", {}, {}, b""), "1")[1]["token"]  # an installation token
+    # an installation token
+    token = d._op_access_token(Request("POST", "", {}, {}, b""), "1")[1]["token"]
     git(tmp_path, "clone", "-q", "-b", "topic", d.git_url(REPO), "c", token=token)
     c = tmp_path / "c"
     big = os.urandom(3 << 20)  # over git's 1 MiB post buffer: a chunked request body
