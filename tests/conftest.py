@@ -20,7 +20,7 @@ EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 
 def pytest_configure(config: pytest.Config) -> None:
     """Services started by tests (in process or as ``campaign-bot serve``) keep their git
-    mirrors in a folder of this test session, never ``campaign-bot-git`` in the checkout."""
+    mirrors in a scratch folder of this pytest run, never ``campaign-bot-git`` in the checkout."""
     if "CAMPAIGN_BOT_GIT_CACHE_DIR" not in os.environ:
         os.environ["CAMPAIGN_BOT_GIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="campaign-bot-git-")
 
