@@ -1,5 +1,6 @@
-"""Cost of one PR evidence review (review feature) against the local GitHub double: wall time and
-GitHub requests per review, first run (posts review, summary, check run) and re-run (posts
+"""Cost of one PR evidence review (review feature) against the local GitHub double: wall time
+and GitHub REST requests per review (evidence is read through git, one ``git fetch`` per
+review, not counted here), first run (posts review, summary, check run) and re-run (posts
 nothing).  The campaign is the bundled example (examples/h3-ref2va-4x910b1) with one broken
 status file.  Run with
 
@@ -7,7 +8,8 @@ status file.  Run with
 
 ``--throttle`` keeps PyGithub's production pacing (0.25 s between requests, 1 s between
 writes), which dominates real wall time.  No target is asserted; the request count bounds how
-many reviews an installation's 5,000 requests/hour allow (GITHUB.md §9.1).
+many reviews an installation's 5,000 requests/hour allow (GitHub Docs, "Rate limits for
+the REST API").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from github import Auth  # noqa: E402
 from github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 
 from bot.features.review.review import review_pull  # noqa: E402
+from bot.github.git import GitMirrors  # noqa: E402
 from bot.github.pygithub import PyGithubPort, make_client, make_retry  # noqa: E402
 from bot.repo_config import RepoConfig  # noqa: E402
 
@@ -52,6 +56,8 @@ def main() -> None:
     client = make_client(double.base_url, auth, retry=make_retry(), throttle=a.throttle)
     gh = PyGithubPort(client, REPO, "campaign-bot[bot]", auth=auth, base_url=double.base_url)
     rows: dict[str, list[tuple[float, int, int]]] = {"first run": [], "re-run": []}
+    work = tempfile.TemporaryDirectory(prefix="pr-review-bench-")
+    git = GitMirrors(Path(work.name) / "git")  # evidence is read through git
     for i in track(range(a.reviews), description="reviewing PRs"):
         double.add_pull(REPO, 100 + i, {"campaigns/h3/results/status.json":
                                         status.replace('"queued"', f'"bad-{i}"')},
@@ -59,13 +65,16 @@ def main() -> None:
         for label in rows:
             n0, w0 = len(double.calls), len(double.writes())
             t0 = time.perf_counter()
-            asyncio.run(review_pull(gh, RepoConfig(), 100 + i))
-            rows[label].append((time.perf_counter() - t0, len(double.calls) - n0,
+            asyncio.run(review_pull(gh, RepoConfig(), 100 + i, git=git))
+            rest = [c for c in double.calls[n0:] if not c.is_git]
+            rows[label].append((time.perf_counter() - t0, len(rest),
                                 len(double.writes()) - w0))
     double.stop()
+    work.cleanup()
     table = Table(title=f"PR review of the example campaign ({len(files)} files), "
                         f"{a.reviews} PRs, throttle {'on' if a.throttle else 'off'}")
-    for col in ("run", "p50 s", "max s", "requests", "writes", "reviews/hour at 5,000 req"):
+    for col in ("run", "p50 s", "max s", "REST requests", "writes",
+                "reviews/hour at 5,000 req"):
         table.add_column(col, justify="right")
     for label, vals in rows.items():
         secs = [v[0] for v in vals]

@@ -41,6 +41,7 @@ from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
 from bot.features.screen.campaign_state import campaign_state
+from bot.github.git import GitMirrors
 from bot.inbox import recovery, store
 from bot.inbox import replay as replay_mod
 from bot.inbox.endpoint import Inbox, add_routes
@@ -207,6 +208,13 @@ def inbox_jobs(settings: Settings, engine: Engine) -> list[Job]:
     return [Job("recover-missed-deliveries", settings.redeliver_interval_s, run,
                 "ask GitHub to redeliver webhook deliveries that failed and are not stored")]
 
+def git_mirrors(settings: Settings) -> GitMirrors:
+    """The bare mirrors of ``settings.git``, committing as the bot's login."""
+    login = settings.bot_login
+    return GitMirrors(settings.git.cache_dir, timeout_s=settings.git.timeout_s,
+                      max_campaign_bytes=settings.git.max_campaign_bytes,
+                      identity=(login, f"{login}@users.noreply.github.com"))
+
 
 def compose(settings: Settings, engine: Engine, *, context: ContextFactory | None = None,
             metrics: Metrics | None = None) -> Registry:
@@ -216,7 +224,7 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
     app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
-                   public_url=settings.public_url)
+                   git=git_mirrors(settings), public_url=settings.public_url)
     config.register(app)
     help.register(app)
     review.register(app)
@@ -451,8 +459,9 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
                    metrics: Metrics | None = None,
                    load_campaign_dir: live.LoadCampaignDir | None = None) -> live.LiveDashboard:
     """The live campaign pages (``/c/OWNER/REPO/CAMPAIGN/``) on the bot's database and the
-    GitHub port factory: evidence from ``load_campaign_dir`` (default: the contents API,
-    cached by tree SHA in a temporary folder removed at exit), repository visibility from
+    GitHub port factory: evidence from ``load_campaign_dir`` (default: the repositories' bare
+    git mirrors of ``settings.git``, as the review reads them, written out per tree SHA in a
+    temporary folder removed at exit), repository visibility from
     ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
     from bot.github import GitHubError, GitHubNotFound
     from bot.github.pygithub import GitHubClients, map_exception
@@ -483,8 +492,8 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
 
     if load_campaign_dir is None:
         cache = tempfile.TemporaryDirectory(prefix="campaign-bot-evidence-")
-        load_campaign_dir = live.GitHubCampaignDirs(engine, clients.port, Path(cache.name),
-                                                    keep=cache)
+        load_campaign_dir = live.GitCampaignDirs(engine, clients.port, git_mirrors(settings),
+                                                 Path(cache.name), keep=cache)
     return live.LiveDashboard(engine, load_campaign_dir, repo_private,
                               signin=signin_for(settings))
 
@@ -507,6 +516,7 @@ def signin_for(settings: Settings) -> SignIn | None:
     except SignInError as exc:
         raise SettingsError(str(exc)) from None
     return SignIn(config) if config is not None else None
+
 
 
 async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from bot.commands import Commands
+from bot.github.git import GitMirrors
 from bot.inbox.router import Event, Router
 from bot.repo_config import RepoConfigs
 from bot.scheduler import Job
@@ -34,13 +35,16 @@ class Registry:
 
     ``engine``: the bot database (migrated); ``context``: the per-event GitHub factory (jobs
     call it with a synthetic event naming a repository); ``configs``: the repository-config
-    cache; ``bot_login``: the login the bot writes as.
+    cache; ``bot_login``: the login the bot writes as; ``git``: the repositories' bare
+    mirrors, where evidence is read and screen bundles are committed.
     """
 
     engine: Engine
     context: ContextFactory
     configs: RepoConfigs
     bot_login: str
+    git: GitMirrors
+    """The repositories' bare mirrors evidence is read from (``CAMPAIGN_BOT_GIT_*``)."""
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: where the live campaign pages are (see :mod:`bot.links`);
     None: texts on GitHub link to none."""

@@ -14,6 +14,11 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
     allowed = ["alice"]              # logins allowed to /screen besides admin/write
     allow_requesters = true          # the campaign's requesters (campaign.toml on the
                                      # default branch) may /screen
+    commit_bundles = true            # commit each verified screen bundle (see below)
+    evidence_path = "screens"        # where, relative to the campaign directory: a bundle
+                                     # goes to <campaign>/<evidence_path>/<screen label>/
+    max_committed_file_bytes = 10485760  # larger files (the output MP4s) stay in the run's
+                                     # artifact, listed in the bundle's external-artifacts.json
 
     [review]
     enabled = true                   # review evidence on PRs
@@ -52,6 +57,11 @@ REMOVED_POOLS = (
     "is no longer read: runner labels come from the campaign's campaign.toml [pool] "
     "runner_labels (the bot passes them to the screen workflow as its runs_on input); delete "
     "the [pools] tables, and the CAMPAIGN_BOT_POOL_LABELS repository variable if you set one")
+DEFAULT_MAX_COMMITTED_FILE_BYTES = 10 * 1024 * 1024
+"""Files of a screen bundle larger than this (10 MiB: the output MP4s) are not committed; the
+run's artifact keeps them and the bundle's ``external-artifacts.json`` records their SHA-256,
+size and origin.  GitHub warns about files over 50 MB and refuses files over 100 MB (GitHub
+Docs, "About large files on GitHub")."""
 CACHE_TTL_S = 60.0
 """Seconds a loaded config is reused (a push to the default branch shows within a minute)."""
 
@@ -78,11 +88,29 @@ class CampaignsSection(_Strict):
 
 
 class ScreenSection(_Strict):
-    """``/screen``: which workflow runs screens, and who besides writers may start one."""
+    """``/screen``: which workflow runs screens, who besides writers may start one, and where
+    verified screen bundles are committed."""
 
     workflow: str = Field(default=SCREEN_WORKFLOW, pattern=r"^[A-Za-z0-9._-]+\.ya?ml$")
     allowed: list[str] = Field(default_factory=list)
     allow_requesters: bool = True
+    commit_bundles: bool = Field(default=True, description=(
+        "Commit each verified screen bundle (the PR's head branch; campaign-bot/screens/PR-N "
+        "for a fork)."))
+    evidence_path: str = Field(
+        default="screens", pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$",
+        description="Where, relative to the campaign directory: EVIDENCE_PATH/SCREEN_LABEL/.")
+    max_committed_file_bytes: int = Field(
+        default=DEFAULT_MAX_COMMITTED_FILE_BYTES, ge=0, description=(
+            "Larger bundle files stay in the run's artifact, listed with their SHA-256 in "
+            "external-artifacts.json."))
+
+    @field_validator("evidence_path")
+    @classmethod
+    def _evidence_path(cls, v: str) -> str:
+        if any(p in (".", "..") or p.casefold() == ".git" for p in v.split("/")):
+            raise ValueError(f"{v!r} must stay inside the campaign directory")
+        return v
 
     @field_validator("allowed")
     @classmethod

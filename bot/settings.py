@@ -58,9 +58,15 @@ Any of them can instead be a file in the directory named by ``CAMPAIGN_BOT_SECRE
 like the variable in lower case (``campaign_bot_webhook_secret``): container secrets and
 systemd credentials (deploy/).
 
-Feature sections are nested models named after their feature, read from
-``CAMPAIGN_BOT_<SECTION>_<FIELD>``: ``CAMPAIGN_BOT_SCREEN_*`` is
-:class:`bot.features.screen.settings.ScreenSettings`.
+Sections are nested models read from ``CAMPAIGN_BOT_<SECTION>_<FIELD>``:
+``CAMPAIGN_BOT_SCREEN_*`` is :class:`bot.features.screen.settings.ScreenSettings` (the screen
+feature's own), ``CAMPAIGN_BOT_GIT_*`` is :class:`GitSettings` (evidence read through git, used
+by the review, the header, the live pages and the screen commits)::
+
+    CAMPAIGN_BOT_GIT_CACHE_DIR           where the bare mirrors live (default
+                                         ``campaign-bot-git`` in the working directory)
+    CAMPAIGN_BOT_GIT_TIMEOUT_S           seconds one git command may run (default 600)
+    CAMPAIGN_BOT_GIT_MAX_CAMPAIGN_BYTES  largest campaign directory read (default 2 GiB)
 """
 
 from __future__ import annotations
@@ -70,10 +76,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.features.screen.settings import ScreenSettings
+from bot.github.git import DEFAULT_MAX_CAMPAIGN_BYTES, DEFAULT_TIMEOUT_S
 
 ENV_PREFIX = "CAMPAIGN_BOT_"
 DEFAULT_DATABASE_URL = "sqlite:///campaign-bot.sqlite3"
@@ -91,6 +98,17 @@ SECRETS_DIR_ENV = "CAMPAIGN_BOT_SECRETS_DIR"
 (``campaign_bot_webhook_secret``, ``campaign_bot_database_url``...): how container secrets
 (``/run/secrets``) and systemd credentials (``$CREDENTIALS_DIRECTORY``) reach the settings.
 Environment variables win over the files."""
+
+
+class GitSettings(BaseModel):
+    """``CAMPAIGN_BOT_GIT_*``: the bare mirrors evidence is read from (see
+    :class:`bot.github.git.GitMirrors`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cache_dir: Path = Path("campaign-bot-git")
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_campaign_bytes: int = Field(default=DEFAULT_MAX_CAMPAIGN_BYTES, gt=0)
 
 
 class SettingsError(Exception):
@@ -144,6 +162,7 @@ class Settings(BaseSettings):
     redeliver_max_per_run: int = Field(20, ge=1)
     redeliver_window_s: float = Field(3 * 24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     screen: ScreenSettings = Field(default_factory=ScreenSettings)
+    git: GitSettings = Field(default_factory=GitSettings)
 
     @field_validator("webhook_secret")
     @classmethod

@@ -170,7 +170,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    prior_noise: bool = False,
                    trusted_keys: dict[str, Any] | None = None,
                    loaded: LoadedCampaign | None = None,
-                   hasher: HashPool | None = None) -> CheckReport:
+                   hasher: HashPool | None = None,
+                   external_files: dict[str, Any] | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
@@ -181,7 +182,10 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     :func:`evidence.signing.load_trusted_keys`) every signed bundle under ``root`` is
     verified first (:func:`evidence.signing.signature_findings`); inside a signed bundle only
     the files its signed manifests list are read as documents, and nothing at all is read from
-    a bundle that is refused.  Findings of one rule in one file are capped at
+    a bundle that is refused.  ``external_files`` (root-relative path ->
+    :class:`evidence.manifest.ExternalFile`) names files kept outside ``root`` (Git LFS
+    pointers a reader did not fetch): manifests and signed bundles report them as external,
+    never as missing.  Findings of one rule in one file are capped at
     :data:`evidence.manifest.MAX_FINDINGS_PER_RULE_AND_FILE`, then counted.
 
     Raises ``OSError`` (NotADirectoryError, FileNotFoundError, PermissionError) only when
@@ -214,7 +218,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         idx = index_tree(root)
         readable = None
         if trusted_keys is not None:  # signatures first: a refused bundle is never read
-            sig_findings, readable = _signed_bundles(root, trusted_keys)
+            sig_findings, readable = _signed_bundles(root, trusted_keys, external_files)
 
         # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
         # soon as it reads the manifest, then calls `load` (every document parsed and
@@ -232,7 +236,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     with pool_cm as pool:
         vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
                                        json_docs=docs, max_document_bytes=max_document_bytes,
-                                       hasher=pool)
+                                       hasher=pool, external_files=external_files)
     lc = got[0]
     findings = cap_findings(sig_findings)
     once: set[tuple[str, str]] = set()
@@ -297,7 +301,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     return rep
 
 
-def _signed_bundles(root: Path, keys: dict[str, Any],
+def _signed_bundles(root: Path, keys: dict[str, Any], external_files: dict[str, Any] | None,
                     ) -> tuple[list[Finding], Callable[[str], bool]]:
     """Signature findings for every signed bundle under ``root``, and the loader's filter:
     a root-relative path inside a signed bundle (the innermost one holding it) is readable
@@ -305,7 +309,7 @@ def _signed_bundles(root: Path, keys: dict[str, Any],
     from evidence.signing import BundleVerification, signature_findings
 
     results: list[BundleVerification] = []
-    found = signature_findings(root, keys, results)
+    found = signature_findings(root, keys, results, external_files=external_files)
     allowed: list[tuple[str, set[str] | None]] = []
     for res in results:
         rel = res.root.relative_to(root).as_posix()

@@ -250,6 +250,71 @@ def write_bag(root: Path, *, info: dict[str, str] | None = None) -> None:
 # ------------------------------------------------------------------------------ results
 
 
+EXTERNAL_ARTIFACTS_FILE = "external-artifacts.json"
+"""A bundle's external-artifacts map, at its root beside ``bagit.txt``: payload files kept
+outside the repository (campaign-bot commits a verified screen bundle without its files over
+the size threshold, the output MP4s).  A JSON integrity map (``schema``
+``campaign-bot/integrity@1``) whose ``external`` object maps each bag-relative payload path to
+``{"sha256": HEX, "size": BYTES, "external": true, "url": ..., "run_id": ..., "artifact": ...}``.
+A payload file it lists that is absent is reported as external (digest recorded, not
+verifiable here) instead of missing, provided the map's SHA-256 equals the one the payload
+manifest lists; a JSON document is never external (receipts and reports must be present)."""
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    """A file kept outside the checked tree: its ``sha256`` (hex) and ``size`` (bytes, None
+    when unknown), where that was recorded (``source``, e.g. ``external-artifacts.json line 4``
+    or ``Git LFS pointer``) and a ``url`` or provenance text ("" when none)."""
+
+    sha256: str
+    size: int | None = None
+    source: str = ""
+    url: str = ""
+
+
+def read_external_map(path: Path, *, limit: int = 16 << 20) -> tuple[dict[str, ExternalFile],
+                                                                      list[str]]:
+    """The entries of the external-artifacts map at ``path`` (see
+    :data:`EXTERNAL_ARTIFACTS_FILE`): ``(bag-relative path -> ExternalFile, problems)``.
+    A problem (unreadable, not JSON, not a map, a malformed entry) is one message naming the
+    file and, where known, the line; the entries that are well-formed are still returned."""
+    name = path.name
+    try:
+        if path.is_symlink() or not path.is_file():
+            return {}, [f"{name}: not a regular file"]
+        if path.stat().st_size > limit:
+            return {}, [f"{name}: larger than {limit} bytes; not read"]
+        text = path.read_text(encoding="utf-8")
+        obj = safejson.loads(text)
+    except (OSError, ValueError) as exc:
+        return {}, [f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}"]
+    ext = obj.get("external") if isinstance(obj, dict) else None
+    if not isinstance(ext, dict):
+        return {}, [f"{name}: not an external-artifacts map (an object with an 'external' "
+                    "object of path -> {sha256, size})"]
+    out: dict[str, ExternalFile] = {}
+    problems = []
+    for listed, v in ext.items():
+        line = line_of(text, ("external", listed))
+        where = f"{name} line {line}" if line else name
+        digest = v.get("sha256") if isinstance(v, dict) else v
+        if isinstance(digest, str) and digest.startswith("sha256:"):
+            digest = digest[7:]
+        if not isinstance(digest, str) or not HEX64.match(digest):
+            problems.append(f"{where}: {listed}: sha256 is not 64 hex digits")
+            continue
+        size = v.get("size") if isinstance(v, dict) else None
+        url = v.get("url") if isinstance(v, dict) else None
+        rel = listed[2:] if listed.startswith("./") else listed
+        if rel.startswith("/") or ".." in PurePosixPath(rel).parts:
+            problems.append(f"{where}: {listed}: unsafe path")
+            continue
+        out[rel] = ExternalFile(digest.lower(), size if isinstance(size, int) else None, where,
+                                url if isinstance(url, str) else "")
+    return out, problems
+
+
 class ManifestSummary(BaseModel):
     """Counts for one manifest file (``path`` relative to the checked root)."""
 
@@ -462,10 +527,12 @@ def _split_lines(text: str) -> list[str]:
 
 class _Verifier:
     def __init__(self, root: Path, idx: TreeIndex, max_file_bytes: int,
-                 hasher: HashPool | None = None) -> None:
+                 hasher: HashPool | None = None,
+                 external_files: dict[str, ExternalFile] | None = None) -> None:
         self.root = root
         self.idx = idx
         self.max = max_file_bytes
+        self.external_files: dict[str, ExternalFile] = dict(external_files or {})
         self.res = VerifyResult()
         self.entries: list[tuple[ManifestSummary, Entry]] = []
         self.hasher = hasher
@@ -731,6 +798,25 @@ class _Verifier:
             out[path] = no
         return out
 
+    def bag_external(self, pre: str) -> None:
+        """The bag's external-artifacts map (:data:`EXTERNAL_ARTIFACTS_FILE`), if any: its
+        payload entries join :attr:`external_files`; problems are P1 findings."""
+        rel = f"{pre}{EXTERNAL_ARTIFACTS_FILE}"
+        if rel not in self.idx.files and rel not in self.idx.links:
+            return
+        found, problems = read_external_map(self.root / rel)
+        for msg in problems:
+            self.add(_finding("EXTERNAL_MAP_INVALID", "P1", rel, msg.split(": ", 1)[-1],
+                              fix="write the map as campaign-bot writes it: 'external' maps "
+                                  "each payload path to its sha256 and size"))
+        for path, ef in found.items():
+            if not path.startswith("data/") or path.endswith(".json"):
+                self.add(_finding("EXTERNAL_MAP_INVALID", "P1", rel,
+                                  f"{path}: only payload files under data/ other than JSON "
+                                  "documents may be kept outside the bundle", fix="commit it"))
+                continue
+            self.external_files[f"{pre}{path}"] = ef
+
     def _bag_agent_is_ours(self, pre: str, encoding: str) -> bool:
         """True when bag-info.txt names campaign-bot as Bag-Software-Agent: our writer lists
         every tag file in the tag manifest, so an unlisted one was added later."""
@@ -748,6 +834,7 @@ class _Verifier:
         files = self.idx.files
         version, encoding = self.bag_declaration(pre)
         fetched = self.bag_fetch(pre, encoding)
+        self.bag_external(pre)
         dup_sev: Severity = "P3" if version is not None and version < (1, 0) else "P2"
         names = sorted(f[len(pre):] for f in files
                        if f.startswith(pre) and "/" not in f[len(pre):])
@@ -805,7 +892,8 @@ class _Verifier:
                 continue
             tail = f[len(pre):]
             if "/" not in tail and (tail in _BAG_TAG_NAMES or _BAG_MANIFEST.match(tail)
-                                    or BAG_ROOT_SIGNATURES.match(tail)):
+                                    or BAG_ROOT_SIGNATURES.match(tail)
+                                    or tail == EXTERNAL_ARTIFACTS_FILE):
                 continue
             if f in tag_listed:
                 continue
@@ -893,6 +981,11 @@ class _Verifier:
             val = line.split(":", 1)[1].strip()
             m = re.match(r"^(\d+)\.(\d+)$", val)
             octets = sum(self.idx.files[f] for f in payload_files)
+            # payload kept outside the tree (external-artifacts map, LFS) counts as the bag's
+            kept = [ef for rel, ef in self.external_files.items()
+                    if rel.startswith(f"{pre}data/") and rel not in self.idx.files]
+            octets += sum(ef.size or 0 for ef in kept)
+            payload_files = [*payload_files, *(["-"] * len(kept))]
             if not m:
                 self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
                                   f"Payload-Oxum {val!r} is not 'octets.count'", line=no))
@@ -914,6 +1007,24 @@ class _Verifier:
         rel = self.resolve(summ, e.listed, e.line, base, fallback_root=fallback_root)
         if rel is None:
             return None
+        ext = self.external_files.get(rel)
+        if ext is not None and not self._exists(rel) and rel not in self.idx.dirs:
+            e.external = True
+            summ.external += 1
+            if e.alg == "sha256" and e.digest != ext.sha256:
+                self.res.mismatched += 1
+                summ.mismatched += 1
+                self.add(_finding("EXTERNAL_DIGEST_MISMATCH", "P1", e.manifest,
+                                  f"{rel} is kept outside the tree ({ext.source}) with SHA-256 "
+                                  f"{ext.sha256}, but this manifest lists {e.digest}",
+                                  line=e.line, fix="the external record and the manifest "
+                                  "must name the same file: restore the file or its record"))
+                return None
+            self.res.external.append(ExternalDigest(
+                path=rel, sha256=e.digest, listed_in=e.manifest, line=e.line,
+                status=f"external ({ext.source}{'; ' + ext.url if ext.url else ''}), digest "
+                       "recorded, not verifiable here"))
+            return rel
         if variants and not self._exists(rel) and rel not in self.idx.dirs:
             other = self.variant_of(rel, base)
             if other is not None and other != rel:
@@ -1080,7 +1191,8 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 json_docs: Mapping[str, tuple[object, str]]
                 | Callable[[], Mapping[str, tuple[object, str]]] | None = None,
                 max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
-                hasher: HashPool | None = None) -> VerifyResult:
+                hasher: HashPool | None = None,
+                external_files: dict[str, ExternalFile] | None = None) -> VerifyResult:
     """Verify every manifest under ``root`` in one pass; see the module docstring.
 
     ``index`` reuses an earlier :func:`index_tree`; ``json_docs`` maps root-relative paths of
@@ -1092,10 +1204,15 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     :class:`evidence.hashing.HashPool`, whose ``progress`` and ``workers`` then apply instead
     of this function's) their files hash while it parses.  Raises ``OSError`` only when
     ``root`` itself cannot be listed.
+
+    ``external_files`` (root-relative path -> :class:`ExternalFile`) names files kept outside
+    the tree (e.g. Git LFS pointers the caller did not fetch): a manifest entry for one that
+    is absent is reported as external, its digest compared with the recorded one.  A bag's
+    own :data:`EXTERNAL_ARTIFACTS_FILE` adds to them.
     """
     root = Path(root)
     idx = index or index_tree(root)
-    v = _Verifier(root, idx, max_file_bytes, hasher)
+    v = _Verifier(root, idx, max_file_bytes, hasher, external_files)
     candidates = set()
     for f in idx.files:
         p = PurePosixPath(f)
@@ -1127,6 +1244,10 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     for f in sorted(idx.files):
         if not f.endswith(".json"):
             continue
+        p = PurePosixPath(f)
+        if p.name == EXTERNAL_ARTIFACTS_FILE and (
+                "" if p.parent.as_posix() == "." else p.parent.as_posix()) in bag_dirs:
+            continue  # read by its bag: its entries excuse absent payload files there
         if json_docs is not None:
             if f not in json_docs:
                 continue

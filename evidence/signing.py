@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from evidence import safejson
+from evidence.manifest import EXTERNAL_ARTIFACTS_FILE, read_external_map
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -286,6 +287,11 @@ class BundleVerification:
     payload: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     key_id: str | None = None
+    external: list[str] = field(default_factory=list)
+    """Signed payload files kept outside the bundle (absent, recorded in its
+    external-artifacts map or by the caller with the signed SHA-256): not verifiable here."""
+    external_map: bool = False
+    """True when the bundle's external-artifacts map was read (it is then covered)."""
 
     @property
     def ok(self) -> bool:
@@ -294,8 +300,10 @@ class BundleVerification:
 
     def covered(self) -> set[str]:
         """Bundle-relative paths the signature covers: the envelope, the two manifests and
-        every file they list."""
-        return {ATTESTATION_FILE, TAG_MANIFEST, *self.tags, *self.payload}
+        every file they list; and the external-artifacts map, which is not signed but can
+        only say that a signed payload file with exactly the signed SHA-256 lives elsewhere."""
+        extra = {EXTERNAL_ARTIFACTS_FILE} if self.external_map else set()
+        return {ATTESTATION_FILE, TAG_MANIFEST, *self.tags, *self.payload, *extra}
 
     def documents(self) -> list[str]:
         """Bundle-relative paths of the JSON documents listed in the signed payload manifest
@@ -324,7 +332,8 @@ class BundleRefused(ValueError):
         super().__init__(f"{root}: signed bundle refused: {head}")
 
 
-def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> BundleVerification:
+def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey], *,
+                        external_files: dict[str, Any] | None = None) -> BundleVerification:
     """Verify the signed bundle at ``root`` with any of ``keys``; never raises for the
     bundle's content.
 
@@ -335,10 +344,22 @@ def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> Bundle
     relative path to a regular file (not a symlink) with that SHA-256, payload entries under
     ``data/`` and tag entries outside it; and every path under ``root`` -- in every
     directory, ``.git``, ``node_modules``, ``__pycache__``, ``.venv`` included, symlinks and
-    FIFOs too -- is the envelope, a manifest or a listed file (else it is in ``unsigned``)."""
+    FIFOs too -- is the envelope, a manifest or a listed file (else it is in ``unsigned``).
+
+    A signed payload file that is absent is not a problem when the bundle's
+    ``external-artifacts.json`` (:data:`evidence.manifest.EXTERNAL_ARTIFACTS_FILE`) or the
+    caller's ``external_files`` (bundle-relative path -> an object with ``sha256``, e.g.
+    :class:`evidence.manifest.ExternalFile` from a Git LFS pointer) record it with the signed
+    SHA-256 and it is not a JSON document: it is listed in ``external``."""
     root = Path(root)
     res = BundleVerification(root)
     present, unlistable = _walk_everything(root)
+    external: dict[str, Any] = dict(external_files or {})
+    if EXTERNAL_ARTIFACTS_FILE in present:
+        found, bad = read_external_map(root / EXTERNAL_ARTIFACTS_FILE)
+        res.problems += bad
+        res.external_map = not bad
+        external.update(found)
     if present.get(ATTESTATION_FILE, "file") != "file":
         res.problems.append(f"{ATTESTATION_FILE}: cannot read signed envelope: is "
                             f"{_KIND_TEXT[present[ATTESTATION_FILE]]}, not a regular file")
@@ -411,6 +432,14 @@ def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> Bundle
                     "a payload manifest lists files under data/ only" if payload else
                     "a tag manifest lists files outside data/ only"))
                 continue
+            ext = external.get(rel) if payload and rel not in present else None
+            if ext is not None and not rel.endswith(".json"):
+                if str(getattr(ext, "sha256", "")).lower() == digest:
+                    res.external.append(rel)
+                else:
+                    problems.append(f"{manifest}: {rel}: kept outside the bundle with a "
+                                    "SHA-256 other than the signed one")
+                continue
             got = digest_of(rel, f"{manifest}: {rel}")
             if got is not None and got != digest:
                 problems.append(f"{manifest}: {rel}: SHA-256 mismatch (edited after signing)")
@@ -462,14 +491,17 @@ def find_signed_bundles(directory: Path) -> list[Path]:
 
 
 def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey],
-                       results: list[BundleVerification] | None = None) -> list[Any]:
+                       results: list[BundleVerification] | None = None, *,
+                       external_files: dict[str, Any] | None = None) -> list[Any]:
     """Verify every signed bundle under ``directory`` (:func:`find_signed_bundles`) with
     :func:`check_signed_bundle`; returns :class:`~evidence.models.Finding` s:
     ``SIGNATURE_INVALID`` (P0) per problem, ``UNSIGNED_FILE`` (P0) per file not covered by
     the signed manifests (the first :data:`MAX_LISTED_UNSIGNED` per bundle, then one finding
     with the count), ``SIGNATURE_MISSING`` (P0) when no signed bundle exists,
     ``SIGNATURE_VERIFIED`` (P3, informational) per bundle that verifies.  Paths are relative
-    to ``directory``.  ``results``, when given, receives each bundle's verification."""
+    to ``directory``.  ``results``, when given, receives each bundle's verification;
+    ``external_files`` (``directory``-relative path -> recorded ``sha256``) is handed to
+    :func:`check_signed_bundle` for the files of each bundle."""
     from evidence.models import Finding
 
     directory = Path(directory)
@@ -485,7 +517,9 @@ def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey],
         rel = root.relative_to(directory).as_posix()
         pre = "" if rel == "." else f"{rel}/"
         where = f"{pre}{ATTESTATION_FILE}"
-        res = check_signed_bundle(root, keys)
+        mine = {k[len(pre):]: v for k, v in (external_files or {}).items()
+                if k.startswith(pre)}
+        res = check_signed_bundle(root, keys, external_files=mine)
         if results is not None:
             results.append(res)
         for prob in res.problems:
@@ -501,7 +535,10 @@ def signature_findings(directory: Path, keys: dict[str, Ed25519PublicKey],
                                message=f"and {n} more files not covered by the signed "
                                "manifests", resolution=fix))
         if res.ok:
+            kept = (f"; {len(res.external)} signed payload file(s) kept outside the bundle "
+                    "(external, digest recorded, not verifiable here)" if res.external else "")
             out.append(Finding(rule="SIGNATURE_VERIFIED", severity="P3", path=where,
                                message="signature by a trusted key; all subjects, manifests "
-                               "and listed files verify, and every file present is covered"))
+                               "and listed files verify, and every file present is covered"
+                               + kept))
     return out

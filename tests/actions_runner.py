@@ -6,7 +6,8 @@ and executes the job's steps on this machine:
 
 * ``run:`` steps run as real ``bash -e`` scripts with the job's and the step's ``env:``
   (expressions evaluated), ``GITHUB_OUTPUT``, ``GITHUB_WORKSPACE`` and ``RUNNER_TEMP``;
-* ``actions/checkout`` writes the tree of ``refs/pull/N/head`` into the workspace (a ``git``
+* ``actions/checkout`` writes the tree of its ``ref`` (a commit SHA, ``refs/pull/N/head`` or a
+  branch) into the workspace (a ``git``
   shim answers ``git rev-parse HEAD`` with the checked-out commit: the double holds no git
   objects);
 * ``actions/upload-artifact`` zips ``with.path`` into the run's artifact on the double.
@@ -227,7 +228,8 @@ class ActionsRunner:
             if uses.startswith("actions/checkout@"):
                 ref = ctx.render(step["with"]["ref"])
                 m = re.fullmatch(r"refs/pull/(\d+)/head", ref)
-                sha = state.pulls[int(m.group(1))].head_sha if m else state.refs[ref]
+                sha = (state.pulls[int(m.group(1))].head_sha if m else
+                       ref if re.fullmatch(r"[0-9a-f]{40}", ref) else state.refs[ref])
                 for path, data in state.trees[sha].items():
                     dst = ws / path
                     dst.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,13 @@ from github_double.server import default_openapi_path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Services started by tests (in process or as ``campaign-bot serve``) keep their git
+    mirrors in a scratch folder of this pytest run, never ``campaign-bot-git`` in the checkout."""
+    if "CAMPAIGN_BOT_GIT_CACHE_DIR" not in os.environ:
+        os.environ["CAMPAIGN_BOT_GIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="campaign-bot-git-")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from bot.github.pygithub import PyGithubPort, make_client, make_retry
 from bot.inbox.router import Event
 from bot.metrics import Metrics
 from bot.registry import Registry
-from bot.settings import Settings
+from bot.settings import GitSettings, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "github"
@@ -45,15 +45,17 @@ def port(double: GitHubDouble, repo: str = REPO, retry: Any = None,
 def handler_app() -> Registry:
     """Every feature composed as the service composes them (their router dispatches a test's
     events), on a scratch SQLite database of this test session."""
-    db = Path(tempfile.mkdtemp(prefix="campaign-bot-tests-")) / "bot.sqlite3"
-    engine = make_engine(f"sqlite:///{db}", sqlite_synchronous="NORMAL")
+    work = Path(tempfile.mkdtemp(prefix="campaign-bot-tests-"))
+    engine = make_engine(f"sqlite:///{work / 'bot.sqlite3'}", sqlite_synchronous="NORMAL")
     migrate(engine)
-    return compose(Settings(bot_login=BOT), engine)
+    return compose(Settings(bot_login=BOT, git=GitSettings(cache_dir=work / "git")), engine)
 
 
 APP = handler_app()
 router = APP.router
 """The composed features' router (handler tests dispatch through it)."""
+GIT = APP.git
+"""The composed features' bare mirrors (in this session's scratch folder)."""
 
 
 def clear_configs() -> None:
@@ -92,6 +94,7 @@ def pr_event(number: int, head_sha: str, action: str = "opened",
     p["number"] = number
     p["pull_request"]["number"] = number
     p["pull_request"]["head"]["sha"] = head_sha
+    p["pull_request"]["base"]["ref"] = "main"  # the double's default branch
     return Event(delivery, "pull_request", p)
 
 

@@ -52,7 +52,7 @@ def test_the_manifest_for_a_public_url() -> None:
         "setup_url": URL + "/setup/installed",
         "description": m["description"],
         "public": False,
-        "default_permissions": {"actions": "write", "checks": "write", "contents": "read",
+        "default_permissions": {"actions": "write", "checks": "write", "contents": "write",
                                 "issues": "write", "metadata": "read",
                                 "pull_requests": "write"},
         "default_events": ["issue_comment", "issues", "pull_request", "push", "workflow_job",
@@ -148,8 +148,10 @@ def test_the_cli_prints_the_manifest_and_the_table() -> None:
 # ------------------------------------------------- the REST operations each method really sends
 
 
-async def _each_method(d: Any) -> dict[str, list[str]]:
+async def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     """Call every port method against the double; the operations it sent, per method."""
+    from bot.github.git import GitMirrors
+
     d.add_repo(REPO, {"campaigns/a/campaign.toml": "x = 1\n", "README.md": "hi\n"})
     pull = d.add_pull(REPO, 2, {"README.md": "hi\nthere\n"})
     d.add_issue(REPO, 7, body="campaign")
@@ -194,11 +196,24 @@ async def _each_method(d: Any) -> dict[str, list[str]]:
     await call("list_run_artifacts", run["id"])
     await call("download_artifact", art["id"])
     await call("cancel_workflow_run", run["id"])
+    # git_remote makes no REST call: what it is for (a fetch and a push through the double's
+    # git transport with its token) is what it needs
+    remote = await gh.git_remote(push=True)
+    assert remote is not None
+    n = len(d.calls)
+    git = GitMirrors(work / "git")
+    tip = git.fetch(remote, REPO, ["refs/heads/main"])["refs/heads/main"]
+    (work / "note.txt").write_text("pushed by the bot\n")
+    sha = git.commit_files(REPO, tip, {"notes/note.txt": work / "note.txt"}, "a note")
+    git.push(remote, REPO, sha, "main", expect=tip)
+    made["git_remote"] = [c.operation or "?" for c in d.calls[n:]]
+    assert d.repo(REPO).refs["main"] == sha
     return made
 
 
-async def test_every_operation_sent_is_declared_and_granted(github_double: Any) -> None:
-    made = await _each_method(github_double)
+async def test_every_operation_sent_is_declared_and_granted(github_double: Any,
+                                                            tmp_path: Path) -> None:
+    made = await _each_method(github_double, tmp_path)
     assert set(made) == set(PORT_NEEDS)  # every method exercised
     perms = app_manifest(Settings(), URL)["default_permissions"]
     for method, ops in made.items():

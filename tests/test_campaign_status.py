@@ -20,6 +20,7 @@ from bot.features.header import service as cs
 from bot.features.header.block import END, START, current_block
 from bot.features.header.handlers import HeaderHandlers
 from bot.features.screen.campaign_state import campaign_state
+from bot.github.git import GitMirrors
 from bot.github.pygithub import PyGithubPort, make_client
 from bot.inbox.router import Event, Router
 from bot.registry import Registry
@@ -41,7 +42,8 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[cs.Heade
         engine = make_engine(url)
         migrate(engine)
         # the screen queue wired in as the composition root does
-        svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]", queue=campaign_state)
+        svc = cs.HeaderService(engine, bot_login="campaign-bot[bot]", queue=campaign_state,
+                               git=GitMirrors(tmp_path / "git"))
         yield svc
         engine.dispose()
 
@@ -53,7 +55,7 @@ async def _no_context(event: Event) -> tuple[Any, Any]:
 def _feature(service: cs.HeaderService) -> tuple[Router, HeaderHandlers, Registry]:
     """The header feature registered on ``service`` (router, handlers, registry)."""
     app = Registry(engine=service.engine, context=_no_context, configs=RepoConfigs(),
-                   bot_login="campaign-bot[bot]")
+                   bot_login="campaign-bot[bot]", git=service.git)
     handlers = header.register(app, service=service)
     return app.router, handlers, app
 
@@ -85,10 +87,16 @@ def _setup(double: Any, receipts: list, body: str = HUMAN_ABOVE + HUMAN_BELOW,
 
 
 def _calls(double: Any, since: int = 0) -> tuple[list[str], list[str]]:
+    """REST reads and all writes since call ``since`` (git fetches are neither)."""
     calls = double.calls[since:]
-    reads = [f"{c.method} {c.path}" for c in calls if c.method == "GET"]
+    reads = [f"{c.method} {c.path}" for c in calls if c.method == "GET" and not c.is_git]
     writes = [f"{c.method} {c.path}" for c in calls if c.is_write]
     return reads, writes
+
+
+def _git_ops(double: Any, since: int = 0) -> list[str]:
+    """The git smart-HTTP requests since call ``since``."""
+    return [c.operation for c in double.calls[since:] if c.is_git]
 
 
 def _body(double: Any) -> str:
@@ -136,16 +144,17 @@ async def test_unchanged_refresh_makes_no_write_and_at_most_three_reads(
     reads, writes = _calls(github_double, start)
     assert res.outcome == "unchanged"
     assert writes == []
-    assert reads == [
-        f"GET /repos/{REPO}/contents/campaigns",
-        f"GET /repos/{REPO}/issues/{ISSUE}",
-    ]
-    assert (res.reads, res.writes) == (2, 0)
-    # the scheduler stops after the listing: one read
+    # one git round trip (the default branch's tip: refs listed, nothing new to fetch) and
+    # one REST read (the issue, read before any write)
+    assert reads == [f"GET /repos/{REPO}/issues/{ISSUE}"]
+    assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
+    assert (res.reads, res.writes, res.fetches) == (1, 0, 1)
+    # the scheduler stops after the fetch: no REST call at all
     start = len(github_double.calls)
     res = await service.refresh(gh, camp, trigger="schedule", skip_if_unchanged=True)
     assert res.outcome == "skipped"
-    assert _calls(github_double, start) == ([f"GET /repos/{REPO}/contents/campaigns"], [])
+    assert _calls(github_double, start) == ([], [])
+    assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
 
 
 async def test_concurrent_human_edit_between_read_and_write_survives(
@@ -160,17 +169,17 @@ async def test_concurrent_human_edit_between_read_and_write_survives(
             "5s-lossless", "control", 171.0, session="extra", screen="base", slot=5,
         ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
 
-    real_get_file = gh.get_file
+    real_loader = service.loader
     edited = []
 
-    async def get_file_with_human_edit(path: str, ref: str) -> bytes | None:
+    def loader_with_human_edit(path: Path) -> Any:
         if not edited:
             issue = github_double.repo(REPO).issues[ISSUE]
             issue["body"] = issue["body"] + "\r\nAdded by a human while the bot was reading.\r\n"
             edited.append(True)
-        return await real_get_file(path, ref)
+        return real_loader(path)
 
-    gh.get_file = get_file_with_human_edit  # type: ignore[method-assign]
+    service.loader = loader_with_human_edit
     res = await service.refresh(gh, camp, trigger="test")
     assert edited and res.outcome == "written"
     body = _body(github_double)
@@ -380,7 +389,8 @@ async def test_queue_and_approval_from_issue_7_screens(
     assert res.outcome == "written"
     reads, writes = _calls(github_double, start)
     # the queue changed, the evidence did not: no evidence file is read again
-    assert reads == [f"GET /repos/{REPO}/contents/campaigns", f"GET /repos/{REPO}/issues/{ISSUE}"]
+    assert reads == [f"GET /repos/{REPO}/issues/{ISSUE}"]
+    assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
     block = current_block(_body(github_double)) or ""
     assert "**Next action:** Screen running: resident-layers on 5s-lossy (PR #21). Waits on: " \
            "the self-hosted runner on pool 910b1-4x" in block
@@ -437,7 +447,8 @@ async def test_scheduler_job_skips_unchanged_campaigns(
     assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
     start = len(github_double.calls)
     assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"skipped": 1}
-    assert _calls(github_double, start) == ([f"GET /repos/{REPO}/contents/campaigns"], [])
+    assert _calls(github_double, start) == ([], [])  # one git round trip, no REST call
+    assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
     # new evidence on the default branch: the next run rewrites the header
     github_double.set_branch(REPO, "main", {
         f"{ROOT}/receipts/base/more.json": receipt(

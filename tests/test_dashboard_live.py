@@ -1,11 +1,11 @@
 """The live campaign pages of ``campaign-bot serve`` (``/c/OWNER/REPO/CAMPAIGN/``): the
 FastAPI app under uvicorn on a thread, real SQLite, the campaign read from the GitHub double
-through the contents API; headless Chromium opens every page.
+through its git transport (a bare mirror); headless Chromium opens every page.
 
 Checked: every page answers 200 and, in Chromium, loads with no console error and no failed
 request; every link on every page resolves; the queue page flags the stuck screen (and only
 it); a private repository, an unknown repository, an unknown campaign and a path outside the
-campaign all get the same 404; unchanged evidence is read from GitHub once (tree SHA cache);
+campaign all get the same 404; unchanged evidence is fetched once (tree SHA cache);
 an injected loader replaces GitHub, and a new folder from it (new evidence) is a new site;
 the status header, a screen result and the check run link to the pages only when
 ``CAMPAIGN_BOT_PUBLIC_URL`` is set.
@@ -179,20 +179,21 @@ def test_private_unknown_and_hostile_paths_get_one_404(served: Served) -> None:
     assert bodies == {live.NOT_FOUND}
     # the private repository's evidence was never fetched
     assert not [c for c in served.double.calls if c.path.startswith(
-        f"/repos/{PRIVATE}/contents")]
+        (f"/repos/{PRIVATE}/contents", f"/{PRIVATE}.git"))]
 
 
 def test_unchanged_evidence_is_read_from_github_once(served: Served) -> None:
     for _ in range(3):
         assert httpx.get(_page(served, "index.html"), timeout=30).status_code == 200
-    toml = [c for c in served.double.calls
-            if c.path == f"/repos/{REPO}/contents/{ROOT}/campaign.toml"]
-    assert len(toml) == 1
+    # one git fetch within the recheck interval; never the contents API
+    fetches = [c for c in served.double.calls if c.operation == "git-info-refs"]
+    assert len(fetches) == 1
+    assert not [c for c in served.double.calls if c.path.startswith(f"/repos/{REPO}/contents")]
 
 
 def test_loader_is_injectable_and_pages_follow_a_new_tree(tmp_path: Path) -> None:
-    """A git-mirror loader (here: a function returning folders) replaces the contents API;
-    a new folder (a new tree) is a new site."""
+    """Another loader (here: a function returning folders) replaces the git mirrors; a new
+    folder (a new tree) is a new site."""
     from fastapi.testclient import TestClient
 
     trees = [write_campaign(tmp_path / "t1", screens=2).root,
@@ -313,8 +314,8 @@ def test_screen_result_links_to_the_live_pages_only_when_the_url_is_set() -> Non
 
 
 async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> None:
+    from github_helpers import GIT, clear_configs, example_files, port
     from github_helpers import REPO as REVIEW_REPO
-    from github_helpers import clear_configs, example_files, port
 
     from bot.features.review.review import review_pull
     from bot.repo_config import RepoConfig
@@ -326,21 +327,22 @@ async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> 
     pull = github_double.add_pull(REVIEW_REPO, 2, {status: text.replace(
         '"execution": "queued"', '"execution": "runing"')}, user="dave")
     clear_configs()
-    await review_pull(port(github_double), RepoConfig(), 2, public_url=PUBLIC)
+    await review_pull(port(github_double), RepoConfig(), 2, git=GIT, public_url=PUBLIC)
     (run,) = github_double.repo(REVIEW_REPO).check_runs.values()
     assert run["head_sha"] == pull.head_sha
     url = campaign_page(PUBLIC, REVIEW_REPO, CAMPAIGN, "findings.html")
     assert f"]({url})" in run["output"]["summary"]
     github_double.repo(REVIEW_REPO).check_runs.clear()
-    await review_pull(port(github_double), RepoConfig(), 2)  # no public URL: no link
+    await review_pull(port(github_double), RepoConfig(), 2, git=GIT)  # no public URL: no link
     assert "Live findings" not in next(iter(
         github_double.repo(REVIEW_REPO).check_runs.values()))["output"]["summary"]
 
 
-def test_github_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
+def test_git_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
         github_double: Any, tmp_path: Path) -> None:
     from github import Auth
 
+    from bot.github.git import GitMirrors
     from bot.github.pygithub import PyGithubPort, make_client
 
     plan = write_campaign(tmp_path / "c", screens=2)
@@ -361,12 +363,16 @@ def test_github_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
                             "campaign-bot[bot]", auth=auth, base_url=github_double.base_url)
 
     now = [1000.0]
-    dirs = live.GitHubCampaignDirs(lambda: engine, port_for, tmp_path / "cache",
-                                   clock=lambda: now[0])
+    dirs = live.GitCampaignDirs(lambda: engine, port_for, GitMirrors(tmp_path / "git"),
+                                tmp_path / "cache", clock=lambda: now[0])
     owner, name = REPO.split("/")
     first = dirs(owner, name, CAMPAIGN)
     assert (first / "campaign.toml").read_bytes() == files[f"{ROOT}/campaign.toml"]
     assert not (first / "README.md").exists() and first.parent == tmp_path / "cache" / REPO
+    # read through git (one fetch), never file by file through the contents API
+    assert not [c for c in github_double.calls if c.operation == "repos/get-content"]
+    # (one git-info-refs per fetch: the upload-pack POSTs of protocol v2 follow it)
+    assert [c.operation for c in github_double.calls if c.is_git].count("git-info-refs") == 1
     calls = len(github_double.calls)
     assert dirs(owner, name, CAMPAIGN) == first and len(github_double.calls) == calls
     github_double.set_branch(REPO, "main", {f"{ROOT}/notes.md": "new evidence\n"},

@@ -76,6 +76,9 @@ def test_the_containerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
     env = " ".join(a for i, a in runtime if i == "ENV")
     assert "CAMPAIGN_BOT_SECRETS_DIR=/run/secrets" in env
     assert "CAMPAIGN_BOT_CREDENTIALS_FILE=/var/lib/campaign-bot/app.json" in env
+    # evidence is read through git: the runtime image has git, its mirrors in the state volume
+    assert any(i == "RUN" and "apt-get install" in a and " git " in f"{a} " for i, a in runtime)
+    assert "CAMPAIGN_BOT_GIT_CACHE_DIR=/var/lib/campaign-bot/git" in env
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", ".cache", ".git", "deploy/secrets"} <= set(ignored)
 

@@ -52,21 +52,22 @@ def _shown(value: object) -> str:
 
 
 def test_environment_page_lists_every_setting_with_its_default() -> None:
+    from pydantic import BaseModel
     from pydantic_core import PydanticUndefined
 
     from bot.features.screen.settings import ScreenSettings
-    from bot.settings import ENV_PREFIX, Settings
+    from bot.settings import ENV_PREFIX, GitSettings, Settings
 
     rows = _env_rows()
     wrong = []
     # optional in the model (`deliveries` reads the database without it), required by `serve`
     # and `replay`
     required = {"webhook_secret"}
-    sections = {"screen"}  # nested sections, listed field by field below
-    for cls, prefix in ((Settings, ENV_PREFIX), (ScreenSettings, "CAMPAIGN_BOT_SCREEN_")):
+    for cls, prefix in ((Settings, ENV_PREFIX), (ScreenSettings, "CAMPAIGN_BOT_SCREEN_"),
+                        (GitSettings, "CAMPAIGN_BOT_GIT_")):
         for name, f in cls.model_fields.items():
-            if cls is Settings and name in sections:
-                continue
+            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+                continue  # a feature's section: its own class is checked with its prefix
             var = prefix + name.upper()
             if var not in rows:
                 wrong.append(f"{var}: not listed")

@@ -12,6 +12,7 @@ import pytest
 from github_helpers import (
     BOT,
     EXAMPLE,
+    GIT,
     REPO,
     clear_configs,
     comment_event,
@@ -159,9 +160,9 @@ async def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_p
     double.inject("POST", f"{P}/pulls/2/reviews", 502, after_write=True)
     gh = port(double)
     with pytest.raises(GitHubRetryableError):
-        await review_pull(gh, RepoConfig(), 2)
+        await review_pull(gh, RepoConfig(), 2, git=GIT)
     assert len(double.repo(REPO).reviews) == 1  # GitHub did store it
-    outcome = await review_pull(gh, RepoConfig(), 2)  # the delivery's retry
+    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)  # the delivery's retry
     assert outcome.new_findings == 0
     assert len(double.repo(REPO).reviews) == 1 and len(check_runs(double)) == 1
     assert len(summaries(double)) == 1 and check_runs(double)[0]["status"] == "completed"
@@ -184,7 +185,7 @@ async def test_review_refused_with_422_falls_back_to_body(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/pulls/2/reviews", 422,
                   message="Pull request review thread line must be part of the diff")
-    outcome = await review_pull(port(double), RepoConfig(), 2)
+    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
     (review,) = double.repo(REPO).reviews.values()
     assert double.repo(REPO).review_comments == {}
     assert outcome.inline == 0 and outcome.in_body == outcome.new_findings
@@ -219,7 +220,7 @@ async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None
 async def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
     double, pull = campaign_pr
     double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")
-    await review_pull(port(double), RepoConfig(), 2)
+    await review_pull(port(double), RepoConfig(), 2, git=GIT)
     assert len(summaries(double)) == 1
     assert [c["body"] for c in double.repo(REPO).comments.values()][0].endswith("fake")
 
@@ -240,7 +241,7 @@ async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
     pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, fork="evil/Hello-World")
     gh = port(github_double)
     assert (await gh.get_pull(2)).is_fork
-    outcome = await review_pull(gh, RepoConfig(), 2)
+    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)
     assert outcome.head_sha == pull.head_sha and outcome.problem_count > 0
     (run,) = check_runs(github_double)
     assert run["head_sha"] == pull.head_sha  # on the base repository, at the fork's head
@@ -249,7 +250,107 @@ async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
 async def test_dry_run_records_the_review_writes(campaign_pr) -> None:
     double, _ = campaign_pr
     rec = RecordingGitHub(port(double))
-    await review_pull(rec, RepoConfig(), 2)
+    await review_pull(rec, RepoConfig(), 2, git=GIT)
     assert [w.op for w in rec.writes] == ["create_check_run", "create_review",
                                           "create_issue_comment", "update_check_run"]
     assert double.writes() == []
+
+
+# ------------------------------------------------------------------ evidence through git
+
+
+def _sums(files: dict[str, bytes]) -> str:
+    import hashlib
+
+    return "".join(f"{hashlib.sha256(b).hexdigest()}  {p}\n" for p, b in sorted(files.items()))
+
+
+async def test_large_files_are_verified_and_lfs_pointers_are_external(github_double) -> None:
+    import hashlib
+    import os
+
+    big = os.urandom(3 * 1024 * 1024)  # the contents API served 1 MB at most
+    video = os.urandom(1000)
+    pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:"
+               f"{hashlib.sha256(video).hexdigest()}\nsize {len(video)}\n")
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {
+        "campaigns/h3/outputs/big.bin": big, "campaigns/h3/outputs/video.mp4": pointer,
+        "campaigns/h3/outputs/SHA256SUMS": _sums({"big.bin": big, "video.mp4": video})})
+    clear_configs()
+    outcome = await review_pull(port(github_double), RepoConfig(), 2, git=GIT)
+    (summary,) = summaries(github_double)
+    base = expected_findings_of(EXAMPLE)
+    assert outcome.hashes_checked == base + 1  # big.bin hashed; the video is external
+    assert ("**Kept outside the repository** (Git LFS pointers: the recorded SHA-256 is "
+            "listed, the content is not verifiable here): `campaigns/h3/outputs/video.mp4 "
+            f"(sha256:{hashlib.sha256(video).hexdigest()[:12]}..., 1000 bytes, Git LFS)`.") in \
+        summary
+    assert "Not verified" not in summary
+    assert not [p for p in outcome_findings(github_double) if "outputs/" in p]
+    assert not [c for c in github_double.calls if "/contents/" in c.path and
+                c.path != "/repos/Codertocat/Hello-World/contents/.github/campaign-bot.toml"]
+    assert outcome.head_sha == pull.head_sha
+
+
+def expected_findings_of(root: Path) -> int:
+    return analyse_directory(root)[0]
+
+
+def outcome_findings(double) -> list[str]:
+    return [c["path"] for c in double.repo(REPO).review_comments.values()]
+
+
+async def test_a_fetch_failure_is_said_in_the_check_run_and_the_summary(campaign_pr) -> None:
+    double, pull = campaign_pr
+    double.inject("POST", f"/{REPO}.git/git-upload-pack", 500, times=10,
+                  message="upstream unavailable")
+    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    assert outcome.unread and outcome.conclusion == "failure"
+    (run,) = check_runs(double)
+    assert (run["status"], run["conclusion"], run["output"]["title"]) == (
+        "completed", "failure", "Evidence not read")
+    assert run["output"]["summary"].startswith(
+        "The evidence was not read, so nothing was checked: git fetch failed: ")
+    (summary,) = summaries(double)
+    assert f"Commit {pull.head_sha[:7]}: **the evidence was not read, so nothing was " \
+        "checked.** git fetch failed: " in summary
+    assert double.repo(REPO).reviews == {}  # nothing was claimed about the evidence
+    # the next attempt (a push, /campaign verify) reads it and says what it found
+    double.faults.clear()
+    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    assert outcome.unread is None and outcome.hashes_checked > 0
+    (summary,) = summaries(double)
+    assert "was not read" not in summary
+
+
+async def test_a_campaign_over_the_limit_is_not_checked_and_says_why(campaign_pr,
+                                                                     tmp_path) -> None:
+    from bot.github.git import GitMirrors
+
+    double, _ = campaign_pr
+    small = GitMirrors(tmp_path / "git", max_campaign_bytes=1000)
+    outcome = await review_pull(port(double), RepoConfig(), 2, git=small)
+    assert outcome.conclusion == "failure" and outcome.hashes_checked == 0
+    (summary,) = summaries(double)
+    assert "**`campaigns/h3` was not checked:** campaigns/h3 at " in summary
+    assert "over the per-campaign limit of 1000 bytes (CAMPAIGN_BOT_GIT_MAX_CAMPAIGN_BYTES)" \
+        in summary
+    (run,) = check_runs(double)
+    assert run["output"]["title"] == "Evidence not checked in 1 campaign(s)"
+
+
+async def test_a_delivery_saves_the_pull_read_and_a_stale_one_is_read_again(campaign_pr
+                                                                             ) -> None:
+    double, pull = campaign_pr
+    start = len(double.calls)
+    await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    rest = [c.operation for c in double.calls[start:] if not c.is_git]
+    assert "pulls/get" not in rest  # the delivery described the PR
+    assert check_runs(double)[0]["head_sha"] == pull.head_sha
+    # a delivery whose head no longer exists anywhere: the PR is read from GitHub
+    stale = pr_event(2, "f" * 40, "synchronize", delivery="d-stale")
+    start = len(double.calls)
+    await router.dispatch(stale, port(double), RepoConfig())
+    assert "pulls/get" in [c.operation for c in double.calls[start:] if not c.is_git]
+    assert all(r["head_sha"] == pull.head_sha for r in check_runs(double))

@@ -12,13 +12,21 @@ the runner killed mid-screen (failed, charged, never counted).  The attacks on t
 boundary (forged receipts beside a signed bundle, hostile artifacts, forged runs, errors
 after writes, redelivered commands) are in ``tests/test_trust_boundary_e2e.py``, on the
 same runner double.
+
+The evidence loop: a verified bundle is committed to the PR's branch through git (the double
+serves real git), GitHub's ``push`` and ``pull_request`` synchronize deliveries for that push
+are sent back to the bot (:meth:`Runner.on_push`), the PR's evidence review runs on the new
+head and verifies the committed bundle, and the campaign's status header shows the screen's
+verdict; a fork's screen lands on the bot's branch instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -103,6 +111,21 @@ class Runner:
             self._run(double, repo, run)
         except Exception as exc:  # noqa: BLE001 - surfaced by the test
             self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def on_push(self, double: Any, repo: str, updates: list[tuple[str, str, str]],
+                login: str) -> None:
+        """GitHub's deliveries for a git push: ``push`` per moved ref, and ``pull_request``
+        synchronize for an open same-repository PR whose head branch moved."""
+        try:
+            for ref, before, after in updates:
+                self.deliver("push", push_payload(double, repo, ref, before, after, login))
+                branch = ref.removeprefix("refs/heads/")
+                for pull in double.repo(repo).pulls.values():
+                    if pull.head_ref == branch and pull.head_repo == repo and \
+                            pull.state == "open":
+                        self.deliver("pull_request", sync_payload(repo, pull, before, login))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the test
+            self.errors.append(f"push hook: {type(exc).__name__}: {exc}")
 
     def on_cancel(self, double: Any, repo: str, run: dict[str, Any]) -> None:
         ev = self.release.get(run["inputs"]["request_id"])
@@ -252,15 +275,60 @@ def _base(repo: str) -> dict[str, Any]:
             "installation": {"id": 1}}
 
 
-def comment_payload(repo: str, login: str, body: str, cid: int) -> dict[str, Any]:
+def comment_payload(repo: str, login: str, body: str, cid: int,
+                    number: int = PR) -> dict[str, Any]:
     p = json.loads((DERIVED / "issue_comment" / "created.on-pull-request.json").read_text())
     p.update(_base(repo))
     p["action"] = "created"
-    p["issue"]["number"] = PR
+    p["issue"]["number"] = number
+    if number != PR:  # a campaign issue, not the pull request
+        p["issue"].pop("pull_request", None)
     p["comment"].update(id=cid, body=body)
     p["comment"]["user"] = {**p["comment"]["user"], "login": login, "type": "User"}
     p["comment"].pop("performed_via_github_app", None)
     p["sender"] = {**p["sender"], "login": login, "type": "User"}
+    return p
+
+
+def _bot(login: str) -> dict[str, Any]:
+    return {"login": login, "id": 41898282, "type": "Bot" if login.endswith("[bot]") else "User"}
+
+
+def push_payload(double: Any, repo: str, ref: str, before: str, after: str,
+                 login: str) -> dict[str, Any]:
+    """A ``push`` delivery as GitHub sends it for a git push (commits with their files)."""
+    p = json.loads((WEBHOOKS / "push" / "payload.json").read_text())
+    p.update(_base(repo))
+    state = double.repo(repo)
+    old = state.trees.get(before, {})
+    new = state.trees.get(after, {})
+    commit = {"id": after, "message": "push", "timestamp": "2026-01-01T00:00:00Z",
+              "added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
+              "modified": sorted(f for f in set(new) & set(old) if new[f] != old[f]),
+              "author": {"name": login, "email": "bot@example.invalid"},
+              "committer": {"name": login, "email": "bot@example.invalid"},
+              "distinct": True, "tree_id": "0" * 40, "url": "https://github.com/x"}
+    p.update(ref=ref, before=before, after=after, created=before == "0" * 40, deleted=False,
+             forced=False, base_ref=None, commits=[commit] if after != "0" * 40 else [],
+             head_commit=commit if after != "0" * 40 else None)
+    p["repository"]["default_branch"] = state.default_branch
+    p["pusher"] = {"name": login, "email": None}
+    p["sender"] = _bot(login)
+    return p
+
+
+def sync_payload(repo: str, pull: Any, before: str, login: str) -> dict[str, Any]:
+    """A ``pull_request`` synchronize delivery for PR ``pull`` (head moved from ``before``)."""
+    p = json.loads((WEBHOOKS / "pull_request" / "synchronize.payload.json").read_text())
+    p.update(_base(repo))
+    p.update(action="synchronize", number=pull.number, before=before, after=pull.head_sha)
+    pr = p["pull_request"]
+    pr.update(number=pull.number, state="open", title=pull.title)
+    pr["head"].update(sha=pull.head_sha, ref=pull.head_ref)
+    pr["base"].update(ref=pull.base_ref, sha=pull.base_sha)
+    for side in (pr["head"], pr["base"]):
+        side["repo"] = {**side["repo"], "full_name": repo, "name": repo.split("/")[1]}
+    p["sender"] = _bot(login)
     return p
 
 
@@ -300,9 +368,10 @@ class Env:
     proc: subprocess.Popen[bytes]
     cid: int = 5000
 
-    def say(self, login: str, text: str) -> int:
+    def say(self, login: str, text: str, number: int = PR) -> int:
         self.cid += 1
-        self.runner.deliver("issue_comment", comment_payload(REPO, login, text, self.cid))
+        self.runner.deliver("issue_comment", comment_payload(REPO, login, text, self.cid,
+                                                             number))
         return self.cid
 
     def comments(self) -> list[str]:
@@ -325,16 +394,26 @@ class Env:
     def reply_to(self, cid: int) -> str:
         return next(b for b in self.comments() if f"campaign-bot:reply comment={cid} " in b)
 
-    def checks(self) -> list[dict[str, Any]]:
-        return sorted(self.double.repo(REPO).check_runs.values(), key=lambda c: c["id"])
+    def checks(self, prefix: str = "campaign-bot/screen: ") -> list[dict[str, Any]]:
+        """Check runs named ``prefix...`` (the screens' by default), oldest first."""
+        return sorted((c for c in self.double.repo(REPO).check_runs.values()
+                       if c["name"].startswith(prefix)), key=lambda c: c["id"])
 
 
-def campaign_files(budget: dict[str, float], pub: bytes) -> dict[str, bytes | str]:
+ISSUE = 3
+"""The campaign issue of the evidence-loop tests (its status header)."""
+
+
+def campaign_files(budget: dict[str, float], pub: bytes, *, screen_toml: str = "",
+                   issue: int | None = None) -> dict[str, bytes | str]:
     scope = tomllib.loads((CAMPAIGN_SRC / "campaign.toml").read_text())
     scope["budget"].update(budget)
+    if issue is not None:
+        scope["issue"] = issue
     return {
         ".github/campaign-bot.toml": (
-            '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n'),
+            '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n'
+            f'{screen_toml}\n'),
         ".github/workflows/screen.yml": (ROOT / ".github/workflows/screen.yml").read_text(),
         f"{CAMP_DIR}/campaign.toml": toml_dumps(scope),
         f"{CAMP_DIR}/ref.mp4": (CAMPAIGN_SRC / "ref.mp4").read_bytes(),
@@ -344,10 +423,14 @@ def campaign_files(budget: dict[str, float], pub: bytes) -> dict[str, bytes | st
 
 
 def start_service(double: Any, tmp: Path, keys: tuple[Path, Path],
-                  budget: dict[str, float]) -> Env:
-    double.add_repo(REPO, campaign_files(budget, keys[1].read_bytes()))
+                  budget: dict[str, float], *, screen_toml: str = "", issue: int | None = None,
+                  fork: str | None = None) -> Env:
+    double.add_repo(REPO, campaign_files(budget, keys[1].read_bytes(), screen_toml=screen_toml,
+                                         issue=issue))
     double.add_workflow(REPO, "screen.yml")
-    double.add_pull(REPO, PR, {f"{CAMP_DIR}/NOTES.md": "candidate notes\n"})
+    if issue is not None:
+        double.add_issue(REPO, issue, "Campaign: stand-in screen", "Human text.\r\n")
+    double.add_pull(REPO, PR, {f"{CAMP_DIR}/NOTES.md": "candidate notes\n"}, fork=fork)
     double.set_permission(REPO, "maint", "write")
     double.set_permission(REPO, "eve", "read")
     double.set_permission(REPO, "tester", "read")  # a requester of the campaign
@@ -361,6 +444,7 @@ def start_service(double: Any, tmp: Path, keys: tuple[Path, Path],
         "CAMPAIGN_BOT_SCREEN_DEBOUNCE_S": "0", "CAMPAIGN_BOT_RETRY_DELAYS": "1",
         "CAMPAIGN_BOT_SCREEN_WATCHDOG_INTERVAL_S": "3600",
         "CAMPAIGN_BOT_BOT_LOGIN": "campaign-bot[bot]", "PYTHONFAULTHANDLER": "1",
+        "CAMPAIGN_BOT_GIT_CACHE_DIR": str(tmp / "git-mirrors"),
     })
     log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([*CLI, "serve"], cwd=tmp, env=env, stdout=log,
@@ -380,14 +464,17 @@ def start_service(double: Any, tmp: Path, keys: tuple[Path, Path],
     runner.work.mkdir()
     double.dispatch_hooks.append(runner.on_dispatch)
     double.cancel_hooks.append(runner.on_cancel)
+    double.push_hooks.append(runner.on_push)
     return Env(double, url, runner, db, proc)
 
 
 @pytest.fixture
 def service(github_double: Any, tmp_path: Path, keys: tuple[Path, Path],
             request: pytest.FixtureRequest) -> Iterator[Env]:
-    budget = getattr(request, "param", {"wall_hours": 4.0, "device_hours": 8.0})
-    env = start_service(github_double, tmp_path, keys, budget)
+    param = dict(getattr(request, "param", {}))  # budget hours and start_service options
+    budget = {k: param.pop(k) for k in ("wall_hours", "device_hours") if k in param} or \
+        {"wall_hours": 4.0, "device_hours": 8.0}
+    env = start_service(github_double, tmp_path, keys, budget, **param)
     try:
         yield env
     finally:
@@ -403,6 +490,7 @@ def service(github_double: Any, tmp_path: Path, keys: tuple[Path, Path],
             env.proc.kill()
         github_double.dispatch_hooks.clear()
         github_double.cancel_hooks.clear()
+        github_double.push_hooks.clear()
         assert not env.runner.errors, env.runner.errors
 
 
@@ -602,3 +690,128 @@ def test_runner_killed_mid_screen_is_reported_charged_and_not_counted(service: E
     status = next(b for b in e.comments() if "campaign-bot:screen-status screen=S1" in b)
     assert "### ❌ Screen S1: `noop` on `1s-lossless`: failed" in status
     assert "| runner | `standin-runner-1` since " in status
+
+
+# --------------------------------------------------------------------- the evidence loop
+
+
+def tree_at(double: Any, sha: str, prefix: str) -> dict[str, bytes]:
+    return {p[len(prefix) + 1:]: b for p, b in double.repo(REPO).trees[sha].items()
+            if p.startswith(prefix + "/")}
+
+
+def commit_text(double: Any, sha: str) -> str:
+    path = double.git.state(REPO).path
+    return subprocess.run(["git", "-C", str(path), "cat-file", "commit", sha], check=True,
+                          capture_output=True, text=True).stdout
+
+
+SMALL_FILES = "max_committed_file_bytes = 4096\n"
+"""A threshold under the stand-in's output MP4s, so the test sees files kept outside."""
+
+
+@pytest.mark.parametrize("service", [{"screen_toml": SMALL_FILES, "issue": ISSUE}],
+                         indirect=True)
+def test_verified_bundle_is_committed_reviewed_and_shown_in_the_header(service: Env) -> None:
+    e = service
+    d = e.double
+    head0 = d.repo(REPO).pulls[PR].head_sha
+    # the campaign issue gets its status header (the bot learns the campaign from it)
+    e.say("maint", "/campaign refresh", number=ISSUE)
+    wait_for(lambda: "campaign-bot:header" in d.repo(REPO).issues[ISSUE]["body"], 30,
+             "the first status header")
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 120,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert s1.state == "finished", s1.detail
+    # committed to the PR's head branch, in one commit over the approved head
+    pull = d.repo(REPO).pulls[PR]
+    wait_for(lambda: pull.head_sha != head0, 30, "the evidence commit")
+    new = pull.head_sha
+    assert d.repo(REPO).refs["topic"] == new
+    msg = commit_text(d, new)
+    assert f"parent {head0}" in msg
+    assert f"\n\nScreen S1: noop on track 1s-lossless: {s1.verdict}\n" in msg
+    assert "campaign-bot[bot] <campaign-bot[bot]@users.noreply.github.com>" in msg
+    files = tree_at(d, new, f"{CAMP_DIR}/screens/S1")
+    art = next(a for a in d.repo(REPO).artifacts.values() if a["run_id"] == s1.run_id)
+    bundle = {n: zipfile.ZipFile(io.BytesIO(art["zip"])).read(n)
+              for n in zipfile.ZipFile(io.BytesIO(art["zip"])).namelist()}
+    big = {n for n, b in bundle.items() if len(b) > 4096 and not n.endswith(".json")}
+    assert big, "the stand-in's outputs should be over the 4 KiB threshold"
+    assert set(files) == (set(bundle) - big) | {"external-artifacts.json"}
+    assert all(files[n] == bundle[n] for n in set(bundle) - big)  # byte for byte
+    ext = json.loads(files["external-artifacts.json"])["external"]
+    assert set(ext) == big
+    for n in big:
+        assert ext[n]["size"] == len(bundle[n]) and ext[n]["run_id"] == s1.run_id
+        assert ext[n]["sha256"] == hashlib.sha256(bundle[n]).hexdigest()
+        assert ext[n]["artifact"] == f"screen-bundle-{s1.request_id}"
+    assert s1.summary["evidence"]["state"] == "committed"
+    result = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    assert (f"**Evidence committed:** the verified bundle is in [{CAMP_DIR}/screens/S1]("
+            in result)
+    assert f"on branch `topic`, commit [{new[:7]}](" in result
+    # GitHub's deliveries for the bot's push came back: the review ran on the new head
+    wait_for(lambda: any(c["head_sha"] == new and c["status"] == "completed"
+                         for c in e.checks("campaign-bot/evidence")), 60,
+             "the evidence review of the new head")
+    assert "push.None" in e.runner.delivered and "pull_request.synchronize" in \
+        e.runner.delivered
+    run = next(c for c in e.checks("campaign-bot/evidence") if c["head_sha"] == new)
+    summary = next(b for b in e.comments() if "<!-- campaign-bot:summary pr=7 -->" in b)
+    assert f"Commit {new[:7]}" in summary
+    assert "Kept outside the repository" not in summary  # that is for Git LFS pointers
+    # every signed file verified (the large ones external, their signed digests recorded);
+    # what the review still says is about the evidence itself: one lossless screen cannot
+    # show control repeatability (P2), so the check fails on that alone
+    assert (f"every file present is covered; {len(big)} signed payload file(s) kept outside "
+            "the bundle (external, digest recorded, not verifiable here)") in summary
+    assert "| P0 | blocks | 0 |" in summary and "| P1 | wrong evidence | 0 |" in summary
+    rules = re.findall(r"^\| P\d \| ([A-Z\\_]+) \|", summary, re.M)
+    assert sorted(rules) == ["LOSSLESS\\_UNPROVEN", "SIGNATURE\\_VERIFIED"], summary
+    assert run["conclusion"] == "failure"
+    assert run["output"]["summary"].startswith("Checked ")
+    # the status header shows the screen's verdict, read from the committed receipts
+    wait_for(lambda: f"| noop | #{PR} | `{new[:8]}` |" in d.repo(REPO).issues[ISSUE]["body"],
+             60, "the header's candidate row of PR #7 at the new head")
+    body = d.repo(REPO).issues[ISSUE]["body"]
+    assert body.endswith("Human text.\r\n")
+    row = next(x for x in body.splitlines() if x.startswith(f"| noop | #{PR} |"))
+    assert row.endswith(f"| {s1.verdict} | - |")  # the verdict of the committed receipts
+    assert f"Latest screen: S1, noop on 1s-lossless (PR #{PR}, head {head0[:8]})" in body
+    # nothing loops: one commit by the bot, whatever came back
+    time.sleep(2)
+    assert d.repo(REPO).pulls[PR].head_sha == new
+    assert [c.operation for c in d.writes() if c.is_git] == ["git-receive-pack"]
+
+
+@pytest.mark.parametrize("service", [{"fork": "evil/standin-campaign"}], indirect=True)
+def test_fork_screen_evidence_lands_on_the_bot_branch(service: Env) -> None:
+    e = service
+    d = e.double
+    pull = d.repo(REPO).pulls[PR]
+    head = pull.head_sha
+    e.say("maint", f"/screen candidate noop sha={head}")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 120,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert s1.state == "finished", s1.detail
+    branch = "campaign-bot/screens/PR-7"
+    wait_for(lambda: branch in d.repo(REPO).refs, 30, "the bot's branch")
+    sha = d.repo(REPO).refs[branch]
+    assert pull.head_sha == head  # the fork is never pushed to
+    tree = d.repo(REPO).trees[sha]
+    main = d.repo(REPO).trees[d.repo(REPO).refs["main"]]
+    # made from the base branch: the fork's files are not in it, only the screen's evidence
+    assert f"{CAMP_DIR}/NOTES.md" not in tree
+    assert {p for p in tree if p not in main} == {
+        p for p in tree if p.startswith(f"{CAMP_DIR}/screens/S1/")}
+    assert f"{CAMP_DIR}/screens/S1/attestation.dsse.json" in tree
+    assert f"parent {d.repo(REPO).refs['main']}" in commit_text(d, sha)
+    result = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    assert f"on branch `{branch}`" in result
+    assert "This pull request comes from a fork" in result
+    assert f"git fetch {d.base_url}/{REPO}.git {branch}\n" in result
+    assert f"git checkout FETCH_HEAD -- {CAMP_DIR}/screens/S1\n" in result

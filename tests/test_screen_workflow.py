@@ -104,7 +104,7 @@ def test_inputs_reach_scripts_only_through_env() -> None:
 
 def test_head_sha_is_verified_and_screen_runs() -> None:
     text = WORKFLOW.read_text()
-    assert "ref: refs/pull/${{ inputs.pr }}/head" in text
+    assert "ref: ${{ inputs.head_sha }}" in text  # the approved commit, wherever the PR is now
     assert 'if [ "$actual" != "$HEAD_SHA" ]' in text
     assert "campaign-bot screen --campaign \"$CAMPAIGN\"" in text
     assert "run-name:" in text and "inputs.request_id" in text.split("run-name:")[1].split(

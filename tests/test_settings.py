@@ -32,6 +32,20 @@ def test_feature_sections_keep_their_variable_names(env: pytest.MonkeyPatch) -> 
     assert s.github_api_url == "http://127.0.0.1:9"
 
 
+def test_the_git_section(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env.setenv("CAMPAIGN_BOT_WEBHOOK_SECRET", "s")
+    assert load_settings().git.cache_dir == Path("campaign-bot-git")  # in the working dir
+    env.setenv("CAMPAIGN_BOT_GIT_CACHE_DIR", str(tmp_path / "mirrors"))
+    env.setenv("CAMPAIGN_BOT_GIT_TIMEOUT_S", "30")
+    env.setenv("CAMPAIGN_BOT_GIT_MAX_CAMPAIGN_BYTES", "1000")
+    s = load_settings()
+    assert (s.git.cache_dir, s.git.timeout_s, s.git.max_campaign_bytes) == (
+        tmp_path / "mirrors", 30.0, 1000)
+    env.setenv("CAMPAIGN_BOT_GIT_TIMEOUT_S", "0")
+    with pytest.raises(SettingsError, match="CAMPAIGN_BOT_GIT_TIMEOUT_S"):
+        load_settings()
+
+
 def test_a_bad_section_value_names_the_variable(env: pytest.MonkeyPatch) -> None:
     env.setenv("CAMPAIGN_BOT_WEBHOOK_SECRET", "s")
     env.setenv("CAMPAIGN_BOT_SCREEN_SILENCE_FACTOR", "0.5")

@@ -4,18 +4,21 @@
    created in headless Chromium (manifest flow) and its credentials are stored;
 2. ``campaign-bot init`` on a fresh git repository; the campaign's blanks are filled, the
    runner's public key is added to trusted-keys.pem, ``campaign-bot check`` passes; the
-   repository is pushed to the double and the App is installed on it;
+   repository (made on the double, cloned) is pushed through the double's git transport
+   and the App is installed on it;
 3. the runner host: ``campaign-bot keygen``, a runner config (LPIPS weights included),
    ``campaign-bot doctor runner`` passes;
 4. ``/screen candidate noop`` on a PR: the bot dispatches the scaffolded workflow with the
    campaign's runner labels; the Actions stand-in (``tests/actions_runner.py``) runs that
    workflow file's steps, where ``campaign-bot screen`` reads the runner config and measures
    LPIPS on the lossy track; the signed bundle comes back as the run's artifact;
-5. the bot verifies it against the campaign's trusted key and posts the result.
+5. the bot verifies it against the campaign's trusted key, commits it to the PR's branch
+   through git (the App's Contents write) and posts the result.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -54,9 +57,17 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
                           env=env or {**os.environ, "COLUMNS": "200"}, cwd=cwd or ROOT)
 
 
-def git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str, token: str | None = None) -> str:
+    """``git -C repo ARGS``; with ``token``, authenticated to the double's git transport as
+    GitHub's HTTPS git is (Basic, the token as password)."""
+    env = None
+    if token is not None:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_COUNT": "1",
+               "GIT_CONFIG_KEY_0": "http.extraHeader",
+               "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, env=env, timeout=120).stdout
 
 
 def user_edits(camp: Path) -> None:
@@ -132,9 +143,10 @@ def test_from_nothing_to_a_screen_result(github_double: Any, tmp_path: Path) -> 
         bin_dir = tmp_path / "bin"
         shims(bin_dir, sys.executable)
         runner_env, pub = runner_host(tmp_path, bin_dir)
+        # the repository is made on GitHub, cloned, and everything is pushed through git
+        d.add_repo(REPO, {}, installation_id=31)
         repo = tmp_path / "repo"
-        repo.mkdir()
-        git(repo, "init", "-q", "-b", "main")
+        git(tmp_path, "clone", "-q", d.git_url(REPO), "repo", token="test-token")
         res = cli("init", str(repo), "--campaign", "standin", "--runner-labels",
                   ",".join(LABELS))
         assert res.returncode == 0, res.stderr
@@ -150,8 +162,9 @@ def test_from_nothing_to_a_screen_result(github_double: Any, tmp_path: Path) -> 
         git(repo, "add", "-A")
         git(repo, "-c", "user.name=amy", "-c", "user.email=amy@example.org", "commit", "-qm",
             "campaign-bot init")
+        git(repo, "push", "-q", "origin", "main", token="test-token")
         files = {p: (repo / p).read_bytes() for p in git(repo, "ls-files").split()}
-        d.add_repo(REPO, files, installation_id=31)
+        assert d.repo(REPO).trees[d.repo(REPO).refs["main"]] == files  # REST sees the push
         d.add_workflow(REPO, "screen.yml")
         d.add_issue(REPO, 12, title="Campaign standin", body="status")
         d.add_pull(REPO, 7, {"campaigns/standin/NOTES.md": "candidate notes\n"})
@@ -197,6 +210,13 @@ def test_from_nothing_to_a_screen_result(github_double: Any, tmp_path: Path) -> 
         assert f"signed by trusted runner key {fp[:19]}" in body  # sha256: + 12 hex
         assert "| lpips | 0 | <= 0.2 | pass |" in body
         assert "**Verdict: " in body
+        # the verified bundle was committed to the PR's branch by the App, through git
+        assert "**Evidence committed:**" in body, body
+        pr = d.repo(REPO).pulls[7]
+        kept = [p for p in d.repo(REPO).trees[pr.head_sha]
+                if p.startswith("campaigns/standin/screens/")]
+        assert any(p.endswith("/attestation.dsse.json") for p in kept), kept
+        assert any(c.operation == "git-receive-pack" and c.git_write for c in d.calls)
         # the result comment and the check run's completion are two writes: wait for both
         wait_for(lambda: all(c["status"] == "completed"
                              for c in d.repo(REPO).check_runs.values()), 60, "the check run")

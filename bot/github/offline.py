@@ -35,6 +35,7 @@ from bot.github.port import (
     FileChange,
     GitHubError,
     GitHubNotFound,
+    GitRemote,
     InlineComment,
     IssueInfo,
     PullInfo,
@@ -73,6 +74,10 @@ class OfflineGitHub:
     async def get_default_branch(self) -> str:
         """``repository.default_branch`` of the payload, else ``main``."""
         return str(_obj(self.payload.get("repository")).get("default_branch") or "main")
+
+    async def git_remote(self, *, push: bool = False) -> GitRemote | None:
+        """None: offline there is no git access (a review says the evidence was not read)."""
+        return None
 
     async def get_file(self, path: str, ref: str) -> bytes | None:
         """None: the payload carries no file contents."""

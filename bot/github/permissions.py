@@ -9,7 +9,7 @@ Sources:
 * permissions of REST operations: GitHub Docs, "Permissions required for GitHub Apps" (each
   operation lists the repository permission and access it needs); the ones this bot uses are
   summarised in GitHub's App permission table for this bot (Pull requests, Issues, Checks,
-  Actions: write; Contents, Metadata: read);
+  Actions, Contents: write; Metadata: read);
 * permissions of webhook events: the ``x-webhooks`` summaries of GitHub's REST description
   ("To subscribe to this event, a GitHub App must have at least read-level access for the
   'Issues' repository permission", and so on).
@@ -65,6 +65,12 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "list_run_artifacts": Need("actions", "read", ("actions/get-workflow-run",
                                                    "actions/list-workflow-run-artifacts")),
     "download_artifact": Need("actions", "read", ("actions/download-artifact",)),
+    # git over HTTPS with the installation token (bot.github.git): fetching evidence needs
+    # Contents read, pushing verified screen bundles Contents write (GitHub Docs,
+    # "Permissions required for GitHub Apps": Contents covers the repository's git data); the
+    # "operations" are git's smart-HTTP services, not REST operations
+    "git_remote": Need("contents", "write", ("git-info-refs", "git-upload-pack",
+                                             "git-receive-pack")),
 })
 """Port method name -> :class:`Need`."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -218,6 +218,16 @@ class ArtifactInfo:
     expired: bool
 
 
+@dataclass(frozen=True)
+class GitRemote:
+    """Where git fetches a repository from and the token it sends (GitHub's HTTPS git: Basic
+    auth with the installation token): ``url`` holds no credentials, ``token`` never
+    appears in ``repr``."""
+
+    url: str
+    token: str = field(repr=False)
+
+
 # --------------------------------------------------------------------------- the port
 
 
@@ -229,12 +239,17 @@ class GitHubPort(Protocol):
     (transient), :class:`GitHubNotFound`, :class:`GitHubValidationError` or
     :class:`GitHubError`.  ``bot_login`` is the login the port writes as; handlers match
     their own comments on it together with a hidden marker.
+
+    ``git_remote`` gives what git needs to fetch the repository (its HTTPS URL and a
+    token; no REST call); with ``push=True`` it is asked for a write, and a port that must
+    not write (a dry run) answers None.
     """
 
     repo: str
     bot_login: str
 
     async def get_default_branch(self) -> str: ...
+    async def git_remote(self, *, push: bool = False) -> GitRemote | None: ...
     async def get_file(self, path: str, ref: str) -> bytes | None: ...
     async def list_dir(self, path: str, ref: str) -> list[ContentEntry]: ...
     async def get_pull(self, number: int) -> PullInfo: ...

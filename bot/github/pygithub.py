@@ -50,6 +50,7 @@ from bot.github.port import (
     GitHubNotFound,
     GitHubRetryableError,
     GitHubValidationError,
+    GitRemote,
     InlineComment,
     IssueInfo,
     PullInfo,
@@ -280,6 +281,15 @@ class PyGithubPort:
             return [ContentEntry(i.path, i.type, i.size or 0, i.sha or "") for i in items]
 
         return await self._call(f"list {path}@{ref}", "GET", fn)
+
+    async def git_remote(self, *, push: bool = False) -> GitRemote:
+        """The repository's HTTPS git URL (from the REST base URL: ``api.github.com`` ->
+        ``github.com``, ``HOST/api/v3`` -> ``HOST``) and this port's token (an installation
+        token is refreshed by PyGithub when it is about to expire); no REST call."""
+        from bot.github.git import remote_url
+
+        token = await asyncio.to_thread(lambda: str(self._auth.token))  # type: ignore[attr-defined]
+        return GitRemote(remote_url(self.base_url, self.repo), token)
 
     # -- pulls and issues --------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from bot.github.port import (
     DispatchResult,
     GitHubError,
     GitHubPort,
+    GitRemote,
     InlineComment,
     Review,
 )
@@ -124,6 +125,16 @@ class RecordingGitHub:
     async def cancel_workflow_run(self, run_id: int) -> None:
         """Record a workflow run cancellation."""
         self._record("cancel_workflow_run", run_id=run_id)
+
+    async def git_remote(self, *, push: bool = False) -> GitRemote | None:
+        """The delegate's remote for fetching; for a push, record it and answer None (the
+        caller then pushes nothing)."""
+        if push:
+            self._record("git_push")
+            return None
+        if self.delegate is None:
+            raise GitHubError("git_remote: dry run without GitHub access")
+        return await self.delegate.git_remote()
 
 
 _READS = frozenset({

@@ -9,7 +9,7 @@ Pages written (each says at its top that it is generated):
   help, walked from the typer app of ``evidence.cli`` plus the plug-ins of the
   ``campaign_bot.cli`` entry-point group, exactly as the console script loads them.
 * ``bot-commands.md``: every slash command the bot answers, from the command registry
-  (``bot.commands.REGISTRY``) after the service's default handler modules are imported.
+  (``bot.commands.Commands`` of the features composed by ``bot.app.compose``).
 * ``campaign-toml.md``: every key of ``campaign.toml`` (``evidence.models.CampaignScope``).
 * ``repo-config.md``: every key of ``.github/campaign-bot.toml`` (``bot.repo_config.RepoConfig``).
 * ``documents.md``: every field of the JSON evidence documents (receipt, status snapshot,

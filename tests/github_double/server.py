@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .git_http import GitHTTP, object_sha
 from .openapi import OpenAPISubset
 
 API = "https://api.github.com"
@@ -162,11 +163,20 @@ class Call:
     injected: bool = False
     at: float = field(default_factory=time.monotonic)
     """When the double answered (``time.monotonic()`` seconds): for assertions on waits."""
+    git_write: bool = False
 
     @property
     def is_write(self) -> bool:
-        """A mutating repository call (token minting under ``/app`` is not counted)."""
+        """A mutating repository call (token minting under ``/app`` is not counted; of the
+        git requests, only a push that moved a ref)."""
+        if self.operation is not None and self.operation.startswith("git-"):
+            return self.git_write
         return self.method in WRITE_METHODS and not self.path.startswith("/app/")
+
+    @property
+    def is_git(self) -> bool:
+        """A git smart-HTTP request (``git fetch``/``git push`` traffic), not REST."""
+        return self.operation is not None and self.operation.startswith("git-")
 
 
 @dataclass
@@ -313,6 +323,9 @@ class GitHubDouble:
                 return None
 
             def _serve(self) -> None:
+                if GitHTTP.matches(self.path):
+                    double.git.serve(self)
+                    return
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 status, headers, data = double.handle(
@@ -336,10 +349,15 @@ class GitHubDouble:
         return self.base_url
 
     def stop(self) -> None:
-        """Stop serving."""
+        """Stop serving and remove the bare repositories."""
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+        self.git.close()
+
+    def git_url(self, full_name: str) -> str:
+        """The HTTPS-style clone URL of ``full_name`` on the double (git smart HTTP)."""
+        return f"{self.base_url}/{full_name}.git"
 
     def reset(self) -> None:
         """Forget every repository, fault, token and logged call."""
@@ -353,6 +371,15 @@ class GitHubDouble:
             # workflow dispatch / a run cancel was answered: tests play the runner with them
             self.dispatch_hooks: list[Any] = []
             self.cancel_hooks: list[Any] = []
+            # callables (double, repo full name, [(ref, before, after)], pusher login) run on
+            # a new thread after a git push moved refs (git_http.py): tests send the push /
+            # pull_request deliveries GitHub would send with them
+            self.push_hooks: list[Any] = []
+            self.git_errors: list[str] = []
+            old = getattr(self, "git", None)
+            if old is not None:
+                old.close()
+            self.git = GitHTTP(self)
             self.rate_remaining = 5000
             self._ids = itertools.count(1000)
             # GitHub Apps registered through the manifest flow: id -> app record, and the
@@ -364,7 +391,6 @@ class GitHubDouble:
             # and user access tokens -> (login, expiry epoch seconds)
             self.oauth_codes: dict[str, tuple[int, str, str, float]] = {}
             self.user_tokens: dict[str, tuple[str, float]] = {}
-
             # the App's webhook: where send_webhook posts, and every delivery attempt made
             # (hook-delivery-item dicts, oldest first) with what was sent
             self.webhook_url: str | None = None
@@ -405,7 +431,8 @@ class GitHubDouble:
                     tree.pop(p, None)
                 else:
                     tree[p] = data.encode() if isinstance(data, str) else data
-            sha = _sha(json.dumps({p: _sha(b) for p, b in sorted(tree.items())}) + branch)
+            parent_sha = repo.refs.get(parent) if parent else None
+            sha = self.git.commit(full_name, tree, parent_sha, f"Update {branch}")
             repo.trees[sha] = tree
             repo.refs[branch] = sha
             return sha
@@ -474,7 +501,7 @@ class GitHubDouble:
             bl = (b or b"").decode(errors="replace").splitlines()
             diff = list(difflib.unified_diff(al, bl, lineterm="", n=3))[2:]
             files.append({
-                "filename": p, "status": status, "sha": _sha(b or b""),
+                "filename": p, "status": status, "sha": object_sha("blob", b or b""),
                 "additions": sum(1 for x in diff if x.startswith("+")),
                 "deletions": sum(1 for x in diff if x.startswith("-")),
                 "patch": "\n".join(diff),
@@ -626,7 +653,7 @@ class GitHubDouble:
         problems = []
         for c in list(self.calls):
             if c.path.startswith("/_blob/") or UNVALIDATED_PATH.match(c.path) \
-                    or WEB_PATH.match(c.path):
+                    or WEB_PATH.match(c.path) or c.is_git:
                 continue
             if c.injected:
                 if not (isinstance(c.response, dict) and "message" in c.response):
@@ -1337,14 +1364,14 @@ class GitHubDouble:
         ref = req.query.get("ref") or repo.default_branch
 
         def tree_sha(d: str) -> str:
-            # like a git tree SHA: changes whenever anything below the directory changes
-            return _sha(json.dumps({q: _sha(b) for q, b in sorted(tree.items())
-                                    if q.startswith(d + "/")}))
+            # the directory's git tree SHA (changes whenever anything below it changes)
+            return self.git.tree_sha(repo.full_name, {q[len(d) + 1:]: b for q, b in tree.items()
+                                                      if q.startswith(d + "/")})
 
         def entry(p: str, kind: str, data: bytes | None) -> dict[str, Any]:
             return {"type": kind, "size": len(data) if data is not None else 0,
                     "name": p.rsplit("/", 1)[-1], "path": p,
-                    "sha": _sha(data or b"") if kind == "file" else tree_sha(p),
+                    "sha": object_sha("blob", data or b"") if kind == "file" else tree_sha(p),
                     "url": f"{prefix}/{p}?ref={ref}", "git_url": None,
                     "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{p}",
                     "download_url": None,

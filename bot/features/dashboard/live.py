@@ -5,11 +5,11 @@
 stuck ones flagged) and its queued screens, read from the bot's ``screens`` table.
 
 Where the evidence comes from is one injectable function, ``load_campaign_dir(owner, repo,
-campaign) -> Path`` (blocking; it runs in a worker thread): :class:`GitHubCampaignDirs` reads
-the campaign directory through the GitHub port (the contents API, as the status header
-does) and caches it by the directory's git tree SHA, so unchanged evidence is read once; a
-git mirror can replace it.  The loader must return a new path whenever the evidence changes
-(a folder named by the tree SHA does): the pages built from a path are cached by that path.
+campaign) -> Path`` (blocking; it runs in a worker thread): :class:`GitCampaignDirs` reads
+the campaign directory from the repository's bare git mirror (:mod:`bot.github.git`, as the
+review and the status header do) and caches it by the directory's git tree SHA, so unchanged
+evidence is written once.  The loader must return a new path whenever the evidence changes (a
+folder named by the tree SHA does): the pages built from a path are cached by that path.
 
 Access (decided here, documented in ``docs/dashboard.md`` and ``docs/security.md``): pages of
 a **public** repository are open to anyone.  Without sign-in configured, a **private**
@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import posixpath
 import re
 import shutil
 import tempfile
@@ -55,6 +54,7 @@ from bot.features.dashboard import pages
 from bot.features.dashboard.ledger import LedgerError, read_ledger_from
 from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
 from bot.features.dashboard.signin import LOGOUT_PATH, SignIn, signin_router
+from bot.github.git import GitError, GitMirrors
 from bot.github.port import GitHubError
 
 LoadCampaignDir = Callable[[str, str, str], Path]
@@ -74,9 +74,7 @@ STUCK_GRACE_S = 600.0
 seconds since it was dispatched: the bot's wall-time estimate already includes setup, so
 half again (at least ten minutes more) is well past any normal run."""
 TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
-"""Files of a campaign directory copied from GitHub (the evidence is text)."""
-MAX_FILE_BYTES = 1024 * 1024
-"""Largest evidence file read through the contents API (its own limit)."""
+"""Files of a campaign directory written from git for the pages (the evidence is text)."""
 SITE_CACHE_ENTRIES = 8
 """Campaign sites (built evidence) kept in memory, most recently used first."""
 PAGE_CACHE_BYTES = 64 * 1024 * 1024
@@ -157,21 +155,26 @@ def campaign_location(engine: Engine, repo: str, campaign: str) -> tuple[str, st
     return (path, None) if path else None
 
 
-class GitHubCampaignDirs:
-    """``load_campaign_dir`` over the GitHub port: the campaign directory's text files at the
-    default branch, copied under ``cache_root/OWNER/REPO/TREE_SHA`` and reused while the
-    directory's tree SHA is unchanged (asked at most every :data:`TREE_RECHECK_S` seconds).
+class GitCampaignDirs:
+    """``load_campaign_dir`` over the repositories' bare mirrors (:mod:`bot.github.git`, the
+    review's and the status header's path): the default branch fetched with the installation
+    token, the campaign directory's text files written from git objects under
+    ``cache_root/OWNER/REPO/TREE_SHA`` and reused while the directory's git tree SHA is
+    unchanged (the branch is fetched again at most every :data:`TREE_RECHECK_S` seconds).
+    No per-file cap: a campaign over the mirrors' ``max_campaign_bytes`` is refused whole.
 
     ``engine``: the bot's database (where the campaign's directory is recorded, see
     :func:`campaign_location`); ``port_for(full_name)``: a GitHub port for a repository
-    (blocking).  Raises :class:`CampaignNotFound`; GitHub errors propagate."""
+    (blocking; asked for the default branch when the bot recorded none, and for the git
+    remote); ``git``: the mirrors.  Raises :class:`CampaignNotFound`; GitHub errors and
+    :class:`bot.github.git.GitError` propagate."""
 
     def __init__(self, engine: Callable[[], Engine], port_for: Callable[[str], Any],
-                 cache_root: Path, *, clock: Callable[[], float] = time.monotonic,
-                 keep: Any = None) -> None:
+                 git: GitMirrors, cache_root: Path, *,
+                 clock: Callable[[], float] = time.monotonic, keep: Any = None) -> None:
         self.keep = keep  # e.g. the TemporaryDirectory of cache_root: removed with this object
-        self.engine, self.port_for, self.cache_root, self.clock = (engine, port_for,
-                                                                   Path(cache_root), clock)
+        self.engine, self.port_for, self.git, self.cache_root, self.clock = (
+            engine, port_for, git, Path(cache_root), clock)
         self._seen: dict[tuple[str, str, str], tuple[float, Path]] = {}
         self._lock = threading.Lock()
 
@@ -189,41 +192,26 @@ class GitHubCampaignDirs:
         from bot.github.port import run_blocking
 
         ref = loc[1] or run_blocking(port.get_default_branch())
-        parent = posixpath.dirname(path)
-        tree = next((e.sha for e in run_blocking(port.list_dir(parent, ref))
-                     if e.type == "dir" and e.path.strip("/") == path), None)
-        if not tree or not re.fullmatch(r"[0-9a-fA-F]{7,64}", tree):
+        remote = run_blocking(port.git_remote())
+        if remote is None:
+            raise CampaignNotFound(f"{full}: no git access")
+        branch = f"refs/heads/{ref}"
+        tip = self.git.fetch(remote, full, [branch]).get(branch)
+        tree = self.git.tree_sha(full, tip, path) if tip else None
+        if not tip or not tree:
             raise CampaignNotFound(f"{full}: {path} is not a directory at {ref}")
         dest = self.cache_root / owner / repo / tree
         with self._lock:
             if not dest.is_dir():
-                self._fetch(port, path, ref, dest)
+                self._write(full, tip, path, dest)
         self._seen[key] = (self.clock(), dest)
         return dest
 
-    def _fetch(self, port: Any, path: str, ref: str, dest: Path) -> None:
-        from bot.github.port import run_blocking
-
+    def _write(self, full: str, commit: str, path: str, dest: Path) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
         try:
-            pending = [path]
-            while pending:
-                d = pending.pop()
-                for e in run_blocking(port.list_dir(d, ref)):
-                    p = e.path.strip("/")
-                    rel = posixpath.relpath(p, path)
-                    if rel.startswith("..") or posixpath.isabs(rel):
-                        continue  # never outside the campaign directory
-                    if e.type == "dir":
-                        pending.append(p)
-                    elif (e.type == "file" and p.endswith(TEXT_SUFFIXES)
-                          and e.size <= MAX_FILE_BYTES):
-                        data = run_blocking(port.get_file(p, ref))
-                        if data is not None:
-                            out = tmp / rel
-                            out.parent.mkdir(parents=True, exist_ok=True)
-                            out.write_bytes(data)
+            self.git.materialise(full, commit, path, tmp, suffixes=TEXT_SUFFIXES)
             tmp.rename(dest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -412,6 +400,10 @@ class LiveDashboard:
         except GitHubError as exc:
             log.warning("live page %s/%s/%s: GitHub: %s", owner, repo, campaign, exc)
             return PlainTextResponse("GitHub did not answer; try again in a minute.\n", 503)
+        except GitError as exc:
+            log.warning("live page %s/%s/%s: git: %s", owner, repo, campaign, exc)
+            return PlainTextResponse("The repository could not be read; try again in a "
+                                     "minute.\n", 503)
         except LedgerError as exc:
             log.warning("live page %s/%s/%s: %s", owner, repo, campaign, exc)
             return PlainTextResponse("The bot's database cannot be read now.\n", 503)

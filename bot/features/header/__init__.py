@@ -37,6 +37,8 @@ def register(app: Registry, queue: QueueProvider | None = None,
 
     svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login,
                                                             public_url=app.public_url)
+    if svc.git is None:
+        svc.git = app.git
     if queue is not None:
         svc.queue = queue
     h = HeaderHandlers(svc)

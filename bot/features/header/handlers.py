@@ -116,7 +116,8 @@ class HeaderHandlers:
         svc = self.service
         if repo is None or not isinstance(pr, dict):
             return
-        touched = await svc.record_pull(gh, pr)
+        also = [config_or_default(config).screen.evidence_path]  # where screens are committed
+        touched = await svc.record_pull(gh, pr, also)
         await self.refresh_all(gh, touched, f"PR #{pr.get('number')} {event.action}", event)
 
     async def on_workflow_run(self, event: Event, gh: Any, config: Any) -> None:

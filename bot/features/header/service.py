@@ -25,9 +25,14 @@ Triggers of a refresh:
 - ``/campaign refresh`` and, as a safety net, a scheduler job every 30 minutes that skips a
   campaign whose input key (content hash of everything the header reads) has not changed.
 
-Economy: the input key needs one read (the directory listing that holds the campaign's git
-tree SHA); candidate PRs and the screen queue come from the database.  With nothing changed
-a refresh makes exactly 2 reads (listing, issue) and no write; the scheduler makes 1 read.
+Economy: evidence is read through git (:class:`bot.github.git.GitMirrors`: the repository's
+bare mirror, fetched with the installation token).  The input key needs one ``git fetch`` of
+the default branch (the campaign directory's git tree SHA is then read from the mirror);
+candidate PRs and the screen queue come from the database.  With nothing changed a refresh
+makes one git round trip, one REST read (the issue, re-read before a write) and no write;
+the scheduler makes the git round trip only.  When something changed, the campaign's text
+files are written from git objects into a temporary directory (no checkout, no per-file size
+cap) for the loader; candidate PR heads are fetched together in one more ``git fetch``.
 
 Safety of the body: the body is read right before the write and only the marked block is
 replaced; an unchanged block is not written.  Deleted or broken markers are never re-inserted
@@ -35,8 +40,8 @@ silently: the bot says so once in a comment (again only after the markers came b
 missing anew).  The bot's own ``issues.edited`` events are ignored.
 
 GitHub access goes through the repository-scoped port :class:`bot.github.GitHubPort` (methods
-used: ``list_dir``, ``get_file``, ``list_pull_files``, ``get_issue``, ``edit_issue_body``,
-``create_issue_comment``).
+used: ``git_remote``, ``list_dir`` and ``get_file`` to discover campaigns, ``list_pull_files``,
+``get_issue``, ``edit_issue_body``, ``create_issue_comment``) and the mirrors.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ from bot.features.header.block import (
 )
 from bot.features.header.render import TEMPLATE, render_header
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
+from bot.github.git import GitError, GitMirrors
 from bot.links import campaign_page
 from bot.repo_config import RepoConfig, find_campaign_dirs
 from evidence.header import (
@@ -89,16 +95,11 @@ MAX_BODY_CHARS = 65536
 """GitHub refuses issue bodies longer than this with 422 (PyGithub/PyGithub#1906)."""
 SCHEDULE_MINUTES = 30
 """Safety-net refresh interval (minutes)."""
-BLOB_CACHE_BYTES = 64 * 1024 * 1024
-"""Evidence file contents kept in memory by git blob SHA (cleared when larger)."""
 SOURCE_CACHE_ENTRIES = 256
 """Judged evidence sources kept in memory (by repository, campaign, PR and SHA)."""
 HISTORY_DEFAULT = 5
 HISTORY_MAX = 20
 CAMPAIGN_FILE = "campaign.toml"
-MAX_EVIDENCE_FILE_BYTES = 1024 * 1024
-"""The contents API serves files up to 1 MB as JSON (GitHub REST, "Get repository
-content"); larger files (media) are not read for the header."""
 TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
 
 MARKERS_NOTICE = (
@@ -197,12 +198,14 @@ class RefreshResult:
     """What one refresh did: ``outcome`` is ``written``, ``unchanged``, ``skipped`` (input
     key unchanged, scheduler), ``markers-missing``, ``notice-posted``, ``too-long`` (the
     body would exceed GitHub's limit: not written, logged) or ``campaign-missing``;
-    ``reads``/``writes`` count the GitHub calls this refresh made through the port."""
+    ``reads``/``writes`` count the GitHub REST calls this refresh made through the port,
+    ``fetches`` its ``git fetch`` round trips."""
 
     outcome: str
     reads: int = 0
     writes: int = 0
     header: str | None = None
+    fetches: int = 0
 
 
 class _Counting:
@@ -214,6 +217,7 @@ class _Counting:
         self.gh = gh
         self.reads = 0
         self.writes = 0
+        self.fetches = 0
 
     async def call(self, name: str, *args: Any) -> Any:
         if name in self.READS:
@@ -232,7 +236,8 @@ class HeaderService:
     ``html_base``: GitHub's web base URL for evidence links.
     ``loader``/``evaluator``/``queue``: the evidence loader, verdict engine adapter and
     queue/budget provider (defaults: :func:`evidence.bundle.load_campaign`,
-    :func:`evidence.header.source_from_campaign`, and no queue known).
+    :func:`evidence.header.source_from_campaign`, and no queue known).  ``git``: the bare
+    mirrors evidence is read from (the feature's ``register`` sets the application's).
     """
 
     engine: Engine
@@ -243,7 +248,7 @@ class HeaderService:
     queue: QueueProvider = _no_queue
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: the header links to the campaign's live pages when set."""
-    blob_cache: dict[str, bytes] = field(default_factory=dict)
+    git: GitMirrors | None = None
     source_cache: dict[tuple[Any, ...], tuple[CampaignScope, EvidenceSource]] = field(
         default_factory=dict
     )
@@ -346,9 +351,12 @@ class HeaderService:
             touched.append(c)
         return touched
 
-    async def record_pull(self, gh: Any, pr: dict[str, Any]) -> list[CampaignHeader]:
-        """Note a PR's head and state; reads its files once per head SHA.  Returns the
-        campaigns it touches now or touched before (both need a refresh)."""
+    async def record_pull(self, gh: Any, pr: dict[str, Any],
+                          also: Sequence[str] = ()) -> list[CampaignHeader]:
+        """Note a PR's head and state; reads its files once per head SHA.  A PR touching a
+        campaign's evidence paths, or ``also`` (directories relative to a campaign: where the
+        bot commits screen bundles), is one of its candidates.  Returns the campaigns it
+        touches now or touched before (both need a refresh)."""
         repo = gh.repo
         if not self.campaigns(repo):
             return []  # no campaign registered here: nothing to track, no read
@@ -368,7 +376,7 @@ class HeaderService:
             touches = sorted(
                 c.path
                 for c in self.campaigns(repo)
-                if any(_touches_evidence(f, c) for f in files)
+                if any(_touches_evidence(f, c, also) for f in files)
             )
         with self.sessions.begin() as db:
             row = db.scalar(
@@ -432,13 +440,14 @@ class HeaderService:
         repo, path, ref = row.repo, row.path, row.default_branch
         if getattr(gh, "repo", repo) != repo:
             raise ValueError(f"port is for {gh.repo}, campaign {path} is in {repo}")
-        # read 1: the campaign directory's git tree SHA, from its parent's listing
-        parent = posixpath.dirname(path)
-        entries = await port.call("list_dir", parent, ref)
-        tree = next((e.sha for e in entries if e.path.strip("/") == path and e.sha), None)
+        # one git round trip: the default branch's tip, then the campaign's tree SHA from the
+        # mirror (no REST call)
+        tip = (await self._fetch(port, repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
+        tree = await asyncio.to_thread(self._git().tree_sha, repo, tip, path)
         if tree is None:
             log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
-            return RefreshResult("campaign-missing", port.reads, port.writes)
+            return RefreshResult("campaign-missing", port.reads, port.writes,
+                                 fetches=port.fetches)
         if row.evidence_tree is None or row.evidence_tree != tree:
             with self.sessions.begin() as db:
                 r = db.get(CampaignHeader, row.id)
@@ -465,10 +474,11 @@ class HeaderService:
         key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
         if row.input_key == key and row.header_text is not None:
             if skip_if_unchanged:
-                return RefreshResult("skipped", port.reads, port.writes, row.header_text)
+                return RefreshResult("skipped", port.reads, port.writes, row.header_text,
+                                     port.fetches)
             header = row.header_text
         else:
-            content = await self._compute(port, row, tree, prs)
+            content = await self._compute(port, row, tree, tip, prs)
             header = render_header(
                 content, dashboard=campaign_page(self.public_url, repo, row.campaign_id))
             scope_for_queue = self._scopes.get((repo, path, tree))
@@ -498,14 +508,14 @@ class HeaderService:
         if new is not None and len(new) > MAX_BODY_CHARS:
             log.error("issue %s#%s: body with header would be %d characters (GitHub allows "
                       "%d); not written", row.repo, row.issue, len(new), MAX_BODY_CHARS)
-            return RefreshResult("too-long", port.reads, port.writes, header)
+            return RefreshResult("too-long", port.reads, port.writes, header, fetches=port.fetches)
         if new is None:
             with self.sessions.begin() as db:
                 r = db.get(CampaignHeader, row.id)
                 assert r is not None
                 r.inserted = True
                 r.markers_notice_at = None
-            return RefreshResult("unchanged", port.reads, port.writes, header)
+            return RefreshResult("unchanged", port.reads, port.writes, header, fetches=port.fetches)
         await port.call("edit_issue_body", row.issue, new)
         now = utcnow()
         with self.sessions.begin() as db:
@@ -521,7 +531,7 @@ class HeaderService:
                     summary=summarise_change(previous, header), header_text=header,
                 )
             )
-        return RefreshResult("written", port.reads, port.writes, header)
+        return RefreshResult("written", port.reads, port.writes, header, fetches=port.fetches)
 
     async def _markers_missing(
         self,
@@ -536,7 +546,7 @@ class HeaderService:
             assert r is not None
             already = r.markers_notice_at is not None
         if already:
-            return RefreshResult("markers-missing", port.reads, port.writes)
+            return RefreshResult("markers-missing", port.reads, port.writes, fetches=port.fetches)
         await port.call("create_issue_comment", row.issue, MARKERS_NOTICE.format(reason=reason))
         now = utcnow()
         with self.sessions.begin() as db:
@@ -550,20 +560,47 @@ class HeaderService:
                     evidence_sha=row.evidence_sha, summary=reason, header_text=None,
                 )
             )
-        return RefreshResult("notice-posted", port.reads, port.writes)
+        return RefreshResult("notice-posted", port.reads, port.writes, fetches=port.fetches)
 
     def _queue_digest(self, repo: str, scope: CampaignScope) -> str:
         with self.sessions() as db:
             return state_digest(self.queue(db, repo, scope))
 
+    def _git(self) -> GitMirrors:
+        if self.git is None:
+            raise RuntimeError("HeaderService has no git mirrors (set .git, or register it)")
+        return self.git
+
+    async def _fetch(self, port: _Counting, repo: str, refs: list[str]) -> dict[str, str]:
+        """One ``git fetch`` of ``refs`` into the mirror (counted); raises
+        :class:`bot.github.git.GitError` naming what failed."""
+        remote = await port.gh.git_remote()
+        if remote is None:
+            raise GitError(f"no git access to {repo}")
+        port.fetches += 1
+        got = await asyncio.to_thread(self._git().fetch, remote, repo, refs)
+        missing = [r for r in refs if r not in got]
+        if missing:
+            raise GitError(f"git fetch of {repo} did not bring {', '.join(missing)}")
+        return got
+
     async def _compute(
-        self, port: _Counting, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
+        self, port: _Counting, row: CampaignHeader, tree: str, tip: str,
+        prs: Sequence[CandidatePR],
     ) -> HeaderContent:
         repo, path = row.repo, row.path
         base_sha = row.evidence_sha or tree
-        scope, base = await self._source(port, path, row.default_branch, (tree, base_sha), None)
+        scope, base = await self._source(port, path, tip, (tree, base_sha), None)
         self._scopes[(repo, path, tree)] = scope
         sources = [base]
+        # candidate PR heads not judged yet and not in the mirror: one fetch for all of them
+        need = [pr for pr in prs if (repo, path, pr.number, pr.head_sha) not in self.source_cache
+                and not await asyncio.to_thread(self._git().has_commit, repo, pr.head_sha)]
+        if need:
+            try:
+                await self._fetch(port, repo, [f"refs/pull/{pr.number}/head" for pr in need])
+            except GitError as exc:  # one unreadable PR never hides the base or the others
+                log.warning("candidate PR heads of %s not fetched: %s", repo, exc)
         for pr in prs:
             try:
                 _, src = await self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
@@ -590,14 +627,15 @@ class HeaderService:
     async def _source(
         self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None
     ) -> tuple[CampaignScope, EvidenceSource]:
-        """Load and judge the campaign at ``ref`` (cached by ``ident``: the tree SHA for the
-        default branch, the head SHA for a PR, so unchanged evidence is never re-read)."""
+        """Load and judge the campaign at commit ``ref`` (cached by ``ident``: the tree SHA for
+        the default branch, the head SHA for a PR, so unchanged evidence is never re-read)."""
         key = (port.gh.repo, path, pr, *ident)
         hit = self.source_cache.get(key)
         if hit is not None:
             return hit
         with tempfile.TemporaryDirectory(prefix="campaign-header-") as tmp:
-            await self._fetch_dir(port, path, ref, Path(tmp))
+            await asyncio.to_thread(self._git().materialise, port.gh.repo, ref, path,
+                                    Path(tmp), suffixes=TEXT_SUFFIXES)
             loaded = self.loader(Path(tmp))
             scope = _scope_of(loaded, path)
             src = self.evaluator(loaded, ident[-1], pr)
@@ -605,35 +643,6 @@ class HeaderService:
             self.source_cache.pop(next(iter(self.source_cache)))
         self.source_cache[key] = (scope, src)
         return scope, src
-
-    async def _fetch_dir(self, port: _Counting, path: str, ref: str, out: Path) -> None:
-        """Copy the campaign directory's text files at ``ref`` into ``out`` (blobs cached by
-        git SHA, so an unchanged file is never fetched twice)."""
-        pending = [path]
-        while pending:
-            d = pending.pop()
-            for e in await port.call("list_dir", d, ref):
-                p = e.path.strip("/")
-                if e.type == "dir":
-                    pending.append(p)
-                    continue
-                if e.type != "file" or not p.endswith(TEXT_SUFFIXES):
-                    continue
-                if e.size > MAX_EVIDENCE_FILE_BYTES:
-                    continue
-                data = self.blob_cache.get(e.sha) if e.sha else None
-                if data is None:
-                    data = await port.call("get_file", p, ref)
-                    if data is None:
-                        continue
-                    if e.sha:
-                        if sum(map(len, self.blob_cache.values())) > BLOB_CACHE_BYTES:
-                            self.blob_cache.clear()
-                        self.blob_cache[e.sha] = data
-                rel = posixpath.relpath(p, path)
-                dest = out / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(data)
 
     async def restore_human_edit(
         self, gh: Any, campaign: CampaignHeader, before: str, after: str,
@@ -711,9 +720,9 @@ def _under(file: str, directory: str) -> bool:
     return directory == "" or file == directory or file.startswith(directory + "/")
 
 
-def _touches_evidence(file: str, c: CampaignHeader) -> bool:
-    """Whether ``file`` lies under one of the campaign's evidence paths."""
-    eps = c.evidence_paths or ["results", "receipts"]
+def _touches_evidence(file: str, c: CampaignHeader, also: Sequence[str] = ()) -> bool:
+    """Whether ``file`` lies under one of the campaign's evidence paths (or ``also``)."""
+    eps = [*(c.evidence_paths or ["results", "receipts"]), *also]
     return any(_under(file, posixpath.join(c.path, e)) for e in eps)
 
 

@@ -11,12 +11,13 @@ comment and the check run are updated; the command gets one short reply with the
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot.commands import CommandContext, CommandSpec, Who
 from bot.features.review.review import review_on_push, review_pull
+from bot.github import GitHubPort
+from bot.github.git import GitMirrors
 from bot.inbox.router import Event
 from bot.registry import Registry
+from bot.repo_config import RepoConfig
 
 SPEC = CommandSpec(
     verb="campaign verify",
@@ -34,23 +35,27 @@ SPEC = CommandSpec(
 
 
 def register(app: Registry) -> None:
-    """Add the review handler and ``/campaign verify``."""
+    """Add the review handler and ``/campaign verify``, reading evidence through ``app.git``
+    (the repositories' bare mirrors)."""
+    git = app.git
     public_url = app.public_url
 
-    async def on_push(event: Event, gh: Any, config: Any) -> None:
-        await review_on_push(event, gh, config, public_url=public_url)
+    async def on_pull_request(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        await review_on_push(event, gh, config, git=git, public_url=public_url)
 
     async def verify(ctx: CommandContext) -> None:
-        await campaign_verify(ctx, public_url=public_url)
+        await campaign_verify(ctx, git=git, public_url=public_url)
 
-    app.router.on("pull_request", "opened", "synchronize", "reopened")(on_push)
+    on_pull_request.__module__ = verify.__module__ = __name__
+    app.router.on("pull_request", "opened", "synchronize", "reopened")(on_pull_request)
     app.commands.add(SPEC, verify)
 
 
-async def campaign_verify(ctx: CommandContext, *, public_url: str | None = None) -> None:
-    """Run the review and reply with its counts (``public_url``: see
-    :func:`~bot.features.review.review.review_pull`)."""
+async def campaign_verify(ctx: CommandContext, *, git: GitMirrors,
+                          public_url: str | None = None) -> None:
+    """Run the review through ``git`` (the bare mirrors) and reply with its counts
+    (``public_url``: see :func:`~bot.features.review.review.review_pull`)."""
     assert ctx.config is not None  # needs_config
-    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, trigger="command",
+    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, git=git, trigger="command",
                                 public_url=public_url)
     await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)

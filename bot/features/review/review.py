@@ -2,13 +2,19 @@
 
 On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 
-1. read the PR (head SHA) and its changed files; the campaigns it touches are the
-   directories matching ``[campaigns] paths`` of the repo config that contain a changed file;
+1. read the PR (head SHA, base branch: one REST call), then fetch its head
+   (``refs/pull/N/head``) and base branch into the repository's bare mirror with one ``git
+   fetch`` (:class:`bot.github.git.GitMirrors`); its changed files are the diff from the
+   merge base, as GitHub shows them; the campaigns it touches are the directories matching
+   ``[campaigns] paths`` of the repo config that contain a changed file;
 2. create (or reuse) the check run ``campaign-bot/evidence`` on the head SHA, in progress;
-3. copy each touched campaign directory at the head SHA into a temporary directory (files
-   over the contents API's 1 MB are skipped and listed as not verified) and run the
-   foundation check (``evidence.check.check_campaign``: documents, manifests, hashes) and
-   the verdict engine and findings rules (``evidence.review.review``);
+3. write each touched campaign directory at the head SHA from git objects into a temporary
+   directory (no checkout; no per-file size cap, one per-campaign limit; Git LFS pointers
+   reported as external with their recorded SHA-256; symbolic links and submodules listed as
+   not verified) and run the foundation check (``evidence.check.check_campaign``: documents,
+   manifests, hashes; signed bundles against the campaign's ``trusted-keys.pem`` on the
+   default branch when it has one) and the verdict engine and findings rules
+   (``evidence.review.review``);
 4. post ONE review (``event=COMMENT``, ``commit_id`` = the head SHA analysed) holding the
    findings not yet posted for this SHA: inline on the exact line when that line is inside
    the PR's diff hunks (GitHub rejects others with 422), in the review body otherwise.  Each
@@ -23,7 +29,10 @@ On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 6. complete the check run: ``failure`` when any P0-P2 finding exists (the severities that make
    ``campaign-bot check`` exit 1), ``success`` otherwise.
 
-PR code is never executed: files are read as data through the contents API.
+PR code is never executed: files are read as data from git objects (see
+:mod:`bot.github.git` for what git is allowed to do).  When the fetch fails, times out, or a
+campaign is over the per-campaign limit, the check run and the summary say so in one sentence
+and nothing is guessed.
 """
 
 from __future__ import annotations
@@ -46,7 +55,9 @@ from bot.github import (
     GitHubPort,
     GitHubValidationError,
     InlineComment,
+    PullInfo,
 )
+from bot.github.git import GitError, GitMirrors
 from bot.inbox.router import Event
 from bot.links import campaign_page
 from bot.render import marker, render
@@ -56,12 +67,9 @@ from evidence.models import Finding
 log = logging.getLogger(__name__)
 
 CHECK_NAME = "campaign-bot/evidence"
-MAX_FILE_BYTES = 1024 * 1024
-"""Largest file fetched (bytes): the contents API returns content up to 1 MB."""
-MAX_CAMPAIGN_BYTES = 64 * 1024 * 1024
-"""Largest total fetched per campaign (bytes); further files are listed as not verified."""
-MAX_FILES = 5000
-"""Most files fetched per campaign."""
+TRUSTED_KEYS_FILE = "trusted-keys.pem"
+"""Runner public keys a campaign trusts, beside its campaign.toml, read from the default
+branch only (keys in a PR are never trusted)."""
 FAILING = frozenset({"P0", "P1", "P2"})
 """Severities that fail the check run (same as ``campaign-bot check`` exit 1)."""
 SEVERITY_ORDER = MappingProxyType({"P0": 0, "P1": 1, "P2": 2, "P3": 3})
@@ -107,6 +115,10 @@ class CampaignAnalysis:
     findings: list[PlacedFinding] = field(default_factory=list)
     verdicts: list[VerdictRow] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    """``path (why)`` of files not written, so not verified (links, submodules)."""
+    external: list[str] = field(default_factory=list)
+    """``path (sha256:..., N bytes)`` of Git LFS pointer files: kept outside the
+    repository, their recorded digest listed, not verifiable here."""
     error: str | None = None
 
 
@@ -125,6 +137,8 @@ class ReviewOutcome:
     in_body: int = 0
     conclusion: str | None = None
     summary: str = "skipped"
+    unread: str | None = None
+    """Why the evidence could not be read through git (nothing was checked), if so."""
 
 
 # ----------------------------------------------------------------------- pure helpers
@@ -189,12 +203,16 @@ def place(campaign_dir: str, findings: list[Finding]) -> list[PlacedFinding]:
 # ------------------------------------------------------------------------- analysis
 
 
-def analyse_directory(root: Path) -> tuple[int, list[Finding], list[VerdictRow]]:
+def analyse_directory(root: Path, *, external_files: dict[str, Any] | None = None,
+                      trusted_keys: dict[str, Any] | None = None,
+                      ) -> tuple[int, list[Finding], list[VerdictRow]]:
     """Run the foundation check and the verdict/findings rules on a campaign directory:
-    ``(hashes checked, findings, verdict rows)``.  Synchronous and CPU-bound."""
+    ``(hashes checked, findings, verdict rows)``.  ``external_files`` (root-relative path ->
+    :class:`evidence.manifest.ExternalFile`) are files kept outside ``root``; with
+    ``trusted_keys`` signed bundles are verified.  Synchronous and CPU-bound."""
     from evidence.check import check_campaign
 
-    rep = check_campaign(root)
+    rep = check_campaign(root, external_files=external_files, trusted_keys=trusted_keys)
     findings = list(rep.findings)
     rows: list[VerdictRow] = []
     try:
@@ -213,61 +231,85 @@ def analyse_directory(root: Path) -> tuple[int, list[Finding], list[VerdictRow]]
     return rep.hashes_checked, findings, rows
 
 
-async def fetch_tree(gh: GitHubPort, directory: str, ref: str, dest: Path) -> list[str]:
-    """Copy repo ``directory`` at ``ref`` into ``dest``; returns the repo paths skipped
-    (over :data:`MAX_FILE_BYTES`, or past :data:`MAX_CAMPAIGN_BYTES` / :data:`MAX_FILES`,
-    symlinks and submodules)."""
-    skipped: list[str] = []
-    total = files = 0
-    pending = [directory if directory != "." else ""]
-    while pending:
-        d = pending.pop()
-        for e in await gh.list_dir(d, ref):
-            if e.type == "dir":
-                pending.append(e.path)
-                continue
-            if e.type != "file" or e.size > MAX_FILE_BYTES or total + e.size > \
-                    MAX_CAMPAIGN_BYTES or files >= MAX_FILES:
-                skipped.append(e.path)
-                continue
-            data = await gh.get_file(e.path, ref)
-            if data is None:
-                skipped.append(e.path)
-                continue
-            rel = e.path[len(directory) + 1:] if directory not in (".", "") else e.path
-            target = dest / rel
-            if ".." in PurePosixPath(rel).parts:
-                skipped.append(e.path)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            total += len(data)
-            files += 1
-    return sorted(skipped)
+def _trusted_keys(pem: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The campaign's trusted keys from ``trusted-keys.pem`` bytes: ``(keys, problem)``."""
+    if pem is None:
+        return None, None
+    from evidence.signing import KeyFileError, load_trusted_keys
+
+    with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
+        kf = Path(tmp) / TRUSTED_KEYS_FILE
+        kf.write_bytes(pem)
+        try:
+            return load_trusted_keys(kf), None
+        except KeyFileError as exc:
+            return None, f"{TRUSTED_KEYS_FILE} on the default branch: {str(exc).split(': ', 1)[-1]}"
 
 
-async def analyse_campaign(gh: GitHubPort, directory: str, ref: str) -> CampaignAnalysis:
-    """Fetch ``directory`` at ``ref`` and analyse it (see :func:`analyse_directory`).
-    An exception inside the evidence code is logged and reported as ``error`` (never raw)."""
+async def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
+                           keys_commit: str | None = None) -> CampaignAnalysis:
+    """Write ``directory`` at ``commit`` from ``repo``'s mirror into a temporary directory
+    and analyse it (see :func:`analyse_directory`); the trusted keys come from
+    ``keys_commit`` (the default branch).  A git failure or the per-campaign limit is
+    reported as ``error``, as is an exception inside the evidence code (logged, never raw)."""
+    from evidence.manifest import ExternalFile
+
     out = CampaignAnalysis(directory)
     with tempfile.TemporaryDirectory(prefix="campaign-bot-review-") as tmp:
-        root = Path(tmp)
-        out.skipped = await fetch_tree(gh, directory, ref, root)
+        root = Path(tmp) / "campaign"
         try:
-            hashes, findings, rows = await asyncio.to_thread(analyse_directory, root)
+            mat = await asyncio.to_thread(git.materialise, repo, commit, directory, root)
+            pem = None
+            if keys_commit is not None:
+                kf = TRUSTED_KEYS_FILE if directory in (".", "") else \
+                    f"{directory}/{TRUSTED_KEYS_FILE}"
+                pem = await asyncio.to_thread(git.read_file, repo, keys_commit, kf)
+        except GitError as exc:
+            out.error = str(exc)
+            return out
+        out.skipped = [f"{_repo_path(directory, p)} ({why})" for p, why in mat.skipped]
+        out.external = [f"{_repo_path(directory, p.path)} (sha256:{p.sha256[:12]}..., "
+                        f"{p.size} bytes, Git LFS)" for p in mat.lfs]
+        external = {p.path: ExternalFile(p.sha256, p.size, "Git LFS pointer")
+                    for p in mat.lfs}
+        keys, key_problem = _trusted_keys(pem)
+        try:
+            hashes, findings, rows = await asyncio.to_thread(
+                analyse_directory, root, external_files=external, trusted_keys=keys)
         except Exception:  # noqa: BLE001 - logged; the PR gets a short note, not a traceback
-            log.exception("evidence check failed on %s@%s", directory, ref)
+            log.exception("evidence check failed on %s@%s", directory, commit)
             out.error = "the evidence checker failed on this directory (logged for the "\
                 "maintainers of this bot)"
             return out
-    skipped_rel = {s[len(directory) + 1:] if directory not in (".", "") else s
-                   for s in out.skipped}
-    # a file we could not fetch is "not verified", not "missing": drop findings about it
-    findings = [f for f in findings if f.path not in skipped_rel]
+    if key_problem:
+        findings.append(Finding(rule="SIGNATURE_INVALID", severity="P1", path=TRUSTED_KEYS_FILE,
+                                message=key_problem, resolution="fix the key file on the "
+                                "default branch"))
+    not_written = {p for p, _why in mat.skipped}
+    # a file that was not written is "not verified", not "missing": drop findings about it
+    findings = [f for f in findings if f.path not in not_written]
     out.hashes_checked = hashes
     out.findings = place(directory, findings)
     out.verdicts = rows
     return out
+
+
+async def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo) -> tuple[
+        str, list[FileChange]]:
+    """Fetch PR ``pr``'s head and base branch into the mirror (one ``git fetch``); returns
+    ``(base branch tip, changed files)``.  Raises :class:`bot.github.git.GitError`."""
+    remote = await gh.git_remote()
+    if remote is None:
+        raise GitError("no git access for this repository")
+    head_ref, base_ref = f"refs/pull/{pr.number}/head", f"refs/heads/{pr.base_ref}"
+    refs = await asyncio.to_thread(git.fetch, remote, gh.repo, [head_ref, base_ref])
+    if pr.head_sha != refs.get(head_ref) and not await asyncio.to_thread(
+            git.has_commit, gh.repo, pr.head_sha):
+        # the PR moved between the REST read and the fetch: fetch the SHA GitHub named
+        await asyncio.to_thread(git.fetch, remote, gh.repo, [], [pr.head_sha])
+    base = refs.get(base_ref) or pr.base_sha
+    files = await asyncio.to_thread(git.changed_files, gh.repo, base, pr.head_sha)
+    return base, files
 
 
 # --------------------------------------------------------------------- GitHub writes
@@ -343,18 +385,32 @@ async def _check_run(gh: GitHubPort, sha: str) -> Any:
         return None
 
 
-async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
-                      trigger: str = "pull_request",
+async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirrors,
+                      trigger: str = "pull_request", pull: PullInfo | None = None,
                       public_url: str | None = None) -> ReviewOutcome:
-    """Review PR ``number`` (see the module docstring); returns what was found and done.
-    With ``public_url`` (``CAMPAIGN_BOT_PUBLIC_URL``) the check run links to each campaign's
-    live findings page (the default branch's; the check run itself is the PR head's).
+    """Review PR ``number`` (see the module docstring), reading evidence through ``git``;
+    returns what was found and done.  ``pull``: the PR as a ``pull_request`` delivery
+    described it (saves one REST read; when git cannot read that head, the PR is read again
+    from GitHub).  With ``public_url`` (``CAMPAIGN_BOT_PUBLIC_URL``) the check run links to
+    each campaign's live findings page (the default branch's; the check run itself is the PR
+    head's).
 
     Raises :class:`bot.github.GitHubRetryableError` on transient GitHub failures: every
-    step is idempotent, so the retried delivery completes without duplicates."""
-    pr = await gh.get_pull(number)
+    step is idempotent, so the retried delivery completes without duplicates.  A git failure
+    is not raised: the check run and the summary say that the evidence was not read."""
+    pr = pull if pull is not None else await gh.get_pull(number)
+    try:
+        try:
+            base, files = await read_pull(git, gh, pr)
+        except GitError:
+            if pull is None:
+                raise
+            pr = await gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
+            base, files = await read_pull(git, gh, pr)
+    except GitError as exc:
+        log.warning("PR #%s: evidence not read through git: %s", number, exc)
+        return await _report_unread(gh, config, number, pr.head_sha, str(exc))
     sha = pr.head_sha
-    files = await gh.list_pull_files(number)
     dirs = sorted({d for f in files if f.status != "removed"
                    for d in [campaign_dir_of(f.filename, config.campaigns.paths)] if d})
     outcome = ReviewOutcome(sha, dirs)
@@ -363,14 +419,17 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
                  config.campaigns.paths)
         return outcome
     run = await _check_run(gh, sha) if config.review.check_run else None
-    analyses = [await analyse_campaign(gh, d, sha) for d in dirs]
+    analyses = [await analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
     outcome.finding_count = len(placed)
     outcome.problem_count = sum(1 for p in placed if p.finding.severity in FAILING)
 
-    posted = await _posted_keys(gh, number)
-    new = [p for p in placed if p.key not in posted]
+    if placed:
+        posted = await _posted_keys(gh, number)
+        new = [p for p in placed if p.key not in posted]
+    else:
+        new = []  # nothing to post: the bot's earlier reviews need not be read
     outcome.new_findings = len(new)
     if new:
         outcome.inline, outcome.in_body = await _post_review(
@@ -383,14 +442,16 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
         hashes=outcome.hashes_checked, problems=outcome.problem_count, counts=counts,
         verdicts=[v for a in analyses for v in a.verdicts],
         findings=placed[:MAX_TABLE_FINDINGS], more=max(0, len(placed) - MAX_TABLE_FINDINGS),
-        skipped=[s for a in analyses for s in a.skipped], errors=errors)
+        skipped=[s for a in analyses for s in a.skipped],
+        external=[x for a in analyses for x in a.external], errors=errors, unread=None)
     outcome.summary = await upsert_comment(gh, number, summary, "summary", pr=number)
 
     conclusion = "failure" if outcome.problem_count or errors else "success"
     outcome.conclusion = conclusion
     if run is not None:
         title = (f"{outcome.problem_count} problem(s) in {outcome.hashes_checked} hashes "
-                 f"checked" if conclusion == "failure" else
+                 f"checked" if outcome.problem_count else
+                 f"Evidence not checked in {len(errors)} campaign(s)" if errors else
                  f"Evidence consistent: {outcome.hashes_checked} hashes checked")
         found = {a.verdicts[0].campaign: campaign_page(public_url, gh.repo,
                                                       a.verdicts[0].campaign, "findings.html")
@@ -398,18 +459,42 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *,
         pages = {c: u for c, u in found.items() if u}
         text = render("check_run.md.j2", hashes=outcome.hashes_checked,
                       problems=outcome.problem_count, counts=counts, campaigns=dirs,
-                      errors=errors, dashboards=pages)
-        if not (run.status == "completed" and run.conclusion == conclusion
-                and run.title == title and run.summary == text):
-            await gh.update_check_run(run.id, status="completed", conclusion=conclusion,
-                                      title=title, summary=text)
+                      errors=errors, unread=None, dashboards=pages)
+        await _complete(gh, run, conclusion, title, text)
+    return outcome
+
+
+async def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str) -> None:
+    if not (run.status == "completed" and run.conclusion == conclusion
+            and run.title == title and run.summary == text):
+        await gh.update_check_run(run.id, status="completed", conclusion=conclusion,
+                                  title=title, summary=text)
+
+
+async def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
+                         why: str) -> ReviewOutcome:
+    """The evidence of PR ``number`` could not be read through git: say so in the check run
+    (``failure``: nothing was verified) and the summary comment."""
+    outcome = ReviewOutcome(sha, [], conclusion="failure", unread=why)
+    run = await _check_run(gh, sha) if config.review.check_run else None
+    counts = dict.fromkeys(SEVERITY_ORDER, 0)
+    summary = render(
+        "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=[],
+        hashes=0, problems=0, counts=counts, verdicts=[], findings=[], more=0, skipped=[],
+        external=[], errors=[], unread=why)
+    outcome.summary = await upsert_comment(gh, number, summary, "summary", pr=number)
+    if run is not None:
+        text = render("check_run.md.j2", hashes=0, problems=0, counts=counts, campaigns=[],
+                      errors=[], unread=why, dashboards={})
+        await _complete(gh, run, "failure", "Evidence not read", text)
     return outcome
 
 
 async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None, *,
-                         public_url: str | None = None) -> None:
-    """Review the PR's evidence when it is opened, pushed to or reopened (``public_url``:
-    see :func:`review_pull`)."""
+                         git: GitMirrors, public_url: str | None = None) -> None:
+    """Review the PR's evidence when it is opened, pushed to or reopened (also when the push
+    was the bot's own evidence commit: the review only reads and reports); ``public_url``:
+    see :func:`review_pull`."""
     number = event.payload.get("number") or (event.payload.get("pull_request") or {}).get(
         "number")
     if not isinstance(number, int):
@@ -420,5 +505,25 @@ async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None
         return
     if not config.review.enabled:
         return
-    await review_pull(gh, config, number, trigger=event.action or "pull_request",
-                      public_url=public_url)
+    await review_pull(gh, config, number, git=git, trigger=event.action or "pull_request",
+                      pull=pull_of(event.payload, gh.repo), public_url=public_url)
+
+
+def pull_of(payload: dict[str, Any], repo: str) -> PullInfo | None:
+    """The PR a ``pull_request`` delivery describes, when it is complete and about ``repo``
+    (else None: the review reads it from GitHub)."""
+    pr = payload.get("pull_request")
+    if not isinstance(pr, dict):
+        return None
+    head, base = pr.get("head") or {}, pr.get("base") or {}
+    base_repo = (base.get("repo") or {}).get("full_name")
+    head_repo = (head.get("repo") or {}).get("full_name")
+    fields = (pr.get("number"), head.get("sha"), head.get("ref"), base.get("ref"),
+              base.get("sha"))
+    if base_repo != repo or not all(isinstance(f, (int, str)) and f for f in fields):
+        return None
+    return PullInfo(number=int(pr["number"]), title=str(pr.get("title") or ""),
+                    author=str((pr.get("user") or {}).get("login") or ""),
+                    state=str(pr.get("state") or "open"), head_sha=str(head["sha"]),
+                    head_ref=str(head["ref"]), head_repo=head_repo, base_ref=str(base["ref"]),
+                    base_sha=str(base["sha"]), base_repo=repo, is_fork=head_repo != repo)

@@ -40,7 +40,8 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         public_url=app.public_url,
     )
     rt = flow.Runtime(app.engine, options,
-                      gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)))
+                      gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)),
+                      git=app.git)
     h = ScreenHandlers(rt)
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)

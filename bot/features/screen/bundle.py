@@ -35,6 +35,8 @@ class FetchedBundle:
     root: Path | None
     problem: str | None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
+    artifact: str | None = None
+    """The artifact's name (where files not committed stay)."""
 
     def cleanup(self) -> None:
         """Remove the unpacked files."""
@@ -69,7 +71,7 @@ def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
         if isinstance(exc, GitHubError) and exc.retryable:
             raise  # transient: the delivery is retried
         return FetchedBundle(None, f"artifact {pick.name!r} refused: {exc}")
-    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp)
+    return FetchedBundle(Path(tmp.name) / "bundle", None, tmp, pick.name)
 
 
 @dataclass

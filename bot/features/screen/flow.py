@@ -25,9 +25,10 @@ The flow, for ``/screen candidate NAME`` on a PR:
 5. ``workflow_job`` in progress: "running on runner X".  ``workflow_run`` completed: charge
    the run's wall time x devices, download the artifact (capped, redirect without token),
    unpack it safely, verify its manifests and its signature against the campaign's trusted
-   keys, judge it with :mod:`evidence.verdicts`, post the result, complete the check run,
-   and dispatch the pool's next screen.  A failed or cancelled run is reported with what it
-   left, charged, and never counted as a sample.
+   keys, judge it with :mod:`evidence.verdicts`, commit a verified bundle where the campaign
+   keeps its evidence (:mod:`bot.features.screen.evidence`), post the result, complete the
+   check run, and dispatch the pool's next screen.  A failed or cancelled run is reported
+   with what it left, charged, and never counted as a sample.
 6. The watchdog (:mod:`bot.features.screen.jobs`) fails dispatches that never got a
    running job and runs that never reported, instead of waiting forever.
 
@@ -66,6 +67,7 @@ from bot.features.screen.bundle import (
     read_bundle,
     verify_bundle,
 )
+from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
 from bot.features.screen.grammar import (
     FULL_SHA_RE,
     USAGE,
@@ -91,9 +93,10 @@ from bot.github import (
     run_blocking,
 )
 from bot.github.artifacts import Limits
+from bot.github.git import GitMirrors
 from bot.links import campaign_page
 from bot.render import marker, render, utc
-from bot.repo_config import SCREEN_WORKFLOW, find_campaign_dirs
+from bot.repo_config import SCREEN_WORKFLOW, RepoConfig, ScreenSection, find_campaign_dirs
 from evidence.models import CampaignScope
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,8 @@ class Runtime:
     options: ScreenOptions = field(default_factory=ScreenOptions)
     gh_for: GitHubFor | None = None
     now: Callable[[], datetime] = screens.utcnow
+    git: GitMirrors | None = None
+    """Where verified bundles are committed from (None: they are not committed)."""
 
     @contextmanager
     def db(self) -> Iterator[Session]:
@@ -1074,7 +1079,7 @@ def on_workflow_run_completed(
         if s is None or s.state in screens.TERMINAL_STATES:
             return None  # not ours, or already reported (redelivery)
         pool = s.pool
-        finish_screen(rt, db, gh, s, run)
+        finish_screen(rt, db, gh, s, run, config=config)
     dispatch_pool(rt, pool, default_gh=gh, config=config)
     return s
 
@@ -1096,17 +1101,20 @@ def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
 
 
 def finish_screen(
-    rt: Runtime, db: Session, gh: GitHubPort, s: Screen, run: dict[str, Any]
+    rt: Runtime, db: Session, gh: GitHubPort, s: Screen, run: dict[str, Any],
+    config: Any = None,
 ) -> None:
     """Complete ``s`` from its run's final state (see module docstring, step 5).
 
     Verdicts: a successful run whose bundle verifies is judged (:func:`judge_screen`); one
     whose bundle is missing or does not verify is REFUSED.  A run that did not succeed is
     NOT COUNTED whatever it left: what verifies is shown, it is charged, and it is never a
-    sample.
+    sample.  A verified bundle of a successful run is committed where the campaign keeps its
+    evidence (``[screen]`` of the repository config ``config``; defaults without one).
     """
     now = rt.now()
     conclusion = str(run.get("conclusion") or "unknown")
+    evidence: CommitOutcome | None = None
     wall = run_wall_s(s, run, now)
     s.completed_at = now
     s.conclusion = conclusion
@@ -1125,24 +1133,35 @@ def finish_screen(
         reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
     body: str | None = None
     bundle = FetchedBundle(None, None)
+    verified = False
     try:
-        bundle = fetch_bundle(gh, s, rt.options.limits)
-        if bundle.problem is not None:
-            reasons.append(bundle.problem)
-        if camp is not None and bundle.root is not None:
-            verdict, reasons, body = _judge_bundle(db, s, camp, bundle.root, verdict, reasons,
-                                                   conclusion, wall, rt.options.public_url)
-    except GitHubError as exc:
-        if exc.retryable:
-            raise  # transient: the delivery is retried, nothing was written
-        body = None
-        reasons.append(f"the bundle could not be fetched: {exc}")
-    except Exception as exc:  # noqa: BLE001 - any failure on the bundle is a refusal, reported
-        log.exception("bundle of %s could not be checked", s.label)
-        body = None
-        verdict = "NOT COUNTED" if failed_run else "REFUSED"
-        reasons.append(f"the bundle could not be checked: {type(exc).__name__}: "
-                       f"{str(exc)[:300]}")
+        try:
+            bundle = fetch_bundle(gh, s, rt.options.limits)
+            if bundle.problem is not None:
+                reasons.append(bundle.problem)
+            if camp is not None and bundle.root is not None:
+                verdict, reasons, body, verified = _judge_bundle(
+                    db, s, camp, bundle.root, verdict, reasons, conclusion, wall,
+                    rt.options.public_url)
+        except GitHubError as exc:
+            if exc.retryable:
+                raise  # transient: the delivery is retried, nothing was written
+            body = None
+            reasons.append(f"the bundle could not be fetched: {exc}")
+        except Exception as exc:  # noqa: BLE001 - any failure on the bundle is a refusal
+            log.exception("bundle of %s could not be checked", s.label)
+            body = None
+            verified = False
+            verdict = "NOT COUNTED" if failed_run else "REFUSED"
+            reasons.append(f"the bundle could not be checked: {type(exc).__name__}: "
+                           f"{str(exc)[:300]}")
+        if body is not None and verified and not failed_run and verdict != "REFUSED":
+            # after the verdict, outside the refusal net: a commit that fails is reported
+            # beside the verdict, never turned into one
+            evidence = _commit_evidence(rt, gh, s, bundle, verdict, config)
+            if evidence is not None:
+                body += "\n" + evidence_note(evidence, max_file_bytes=_screen_config(
+                    config).max_committed_file_bytes)
     finally:
         bundle.cleanup()
     if body is None:
@@ -1155,6 +1174,8 @@ def finish_screen(
         )
     s.verdict = verdict
     s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
+    if evidence is not None:
+        s.summary["evidence"] = evidence.record()
     if not failed_run and verdict != "REFUSED":
         s.state = screens.FINISHED
         s.detail = None
@@ -1178,9 +1199,11 @@ def finish_screen(
 def _judge_bundle(
     db: Session, s: Screen, camp: Campaign, root: Path, verdict: str, reasons: list[str],
     conclusion: str, wall: float, public_url: str | None = None,
-) -> tuple[str, list[str], str | None]:
+) -> tuple[str, list[str], str | None, bool]:
     """Verify, read and judge the unpacked bundle at ``root``: ``(verdict, reasons, result
-    comment body or None)``.  None: the bundle did not verify (only why is shown)."""
+    comment body or None, verified)``.  Body None: the bundle did not verify (only why is
+    shown); ``verified``: it verified and its signed documents were read (only such a bundle
+    may be committed as evidence)."""
     failed_run = conclusion != "success"
     chk = verify_bundle(root, camp.trusted_keys)
     docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
@@ -1190,14 +1213,14 @@ def _judge_bundle(
     elif docs.unreadable:
         reasons = [*reasons, "signed documents of the bundle could not be read",
                    *docs.unreadable]
-        return verdict, reasons, None
+        return verdict, reasons, None, False
     elif failed_run:
         decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
     else:
         decision = judge_screen(camp.scope, s, docs.receipts, docs.media, docs.problems)
         verdict, reasons = decision.verdict, decision.reasons
     if not (chk.ok or failed_run):
-        return verdict, reasons, None
+        return verdict, reasons, None, False
     st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
     track = camp.scope.track(s.track)
     view = build_result(
@@ -1211,7 +1234,39 @@ def _judge_bundle(
     )
     return verdict, reasons, render(
         "screen_result.md.j2", marker_text=marker("screen-result", screen=s.label), r=view,
-        dashboard=campaign_page(public_url, s.repo, s.campaign))
+        dashboard=campaign_page(public_url, s.repo, s.campaign)), chk.ok
+
+
+def _screen_config(config: Any) -> ScreenSection:
+    return config.screen if isinstance(config, RepoConfig) else ScreenSection()
+
+
+def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBundle,
+                     verdict: str, config: Any) -> CommitOutcome | None:
+    """Commit the verified bundle (:func:`bot.features.screen.evidence.commit_screen`);
+    None when the runtime has no mirrors.  A failure is an outcome, never raised."""
+    cfg = _screen_config(config)
+    if rt.git is None or bundle.root is None:
+        return None
+    if not cfg.commit_bundles:
+        return CommitOutcome("off", "[screen] commit_bundles is false", "")
+    try:
+        pr = _wait(gh.get_pull(s.pr_number))
+    except GitHubError as exc:
+        if exc.retryable:
+            raise
+        return CommitOutcome("failed", f"the pull request cannot be read: {exc}", "")
+    try:
+        out = commit_screen(rt.git, gh, s, bundle.root, verdict, pr=pr,
+                            evidence_path=cfg.evidence_path,
+                            max_file_bytes=cfg.max_committed_file_bytes,
+                            run_url=s.run_url or "", artifact=bundle.artifact)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands; the artifact keeps the bundle
+        log.exception("screen %s: the verified bundle could not be committed", s.label)
+        return CommitOutcome("failed", f"the bundle could not be committed: "
+                             f"{type(exc).__name__}: {str(exc)[:300]}", "")
+    log.info("screen %s evidence: %s (%s)", s.label, out.state, out.message)
+    return out
 
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:

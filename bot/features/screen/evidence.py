@@ -1,0 +1,238 @@
+"""Committing verified screen bundles where the campaign keeps its evidence.
+
+When a screen's bundle verifies (manifests and signature,
+:func:`bot.features.screen.bundle.verify_bundle`: the signature covers every file present, so
+everything committed is signed), the bot commits it under
+``<campaign>/<[screen] evidence_path>/<screen label>/`` (default ``campaigns/NAME/screens/S12/``)
+in one commit whose message names the screen, the track and the verdict:
+
+* a pull request from this repository: on the PR's head branch, over its current tip;
+* a pull request from a fork: the bot cannot push to a fork, so on the bot's own branch
+  ``campaign-bot/screens/PR-N`` of this repository, made from the base branch (never from the
+  fork's commits: a branch of this repository holding a fork's code would run that code's
+  ``push`` workflows with this repository's secrets), and the result comment says how to
+  bring the files into the PR.
+
+Rules:
+
+* **No force, no lost update.** The commit is built on the branch tip just fetched and pushed
+  as a fast-forward; when the branch moved meanwhile the push is rejected and the commit is
+  rebuilt on the new tip (up to :data:`ATTEMPTS` times), else the screen is reported with the
+  bundle left as the run's artifact.  A push whose answer is lost is looked up (``git
+  ls-remote``) before it is called failed.
+* **Frozen stays frozen.** A screen's directory is written once: when it already exists on the
+  branch with the same files (a redelivery) nothing is committed; with other content (another
+  screen under the same label) the commit is refused and nothing is rewritten.
+* **Large files stay outside.** Files larger than ``[screen] max_committed_file_bytes``
+  (default 10 MiB: the output MP4s) are not committed; their SHA-256, size and the workflow run
+  and artifact they came from go into the bundle's ``external-artifacts.json``
+  (:data:`evidence.manifest.EXTERNAL_ARTIFACTS_FILE`), which ``campaign-bot check`` and the
+  bot's review list as external.  JSON documents (receipts, reports) are always committed.
+* **No loop.** Only a finished screen (``workflow_run`` completed, once per screen) commits.
+  The push it makes comes back as ``push`` and ``pull_request`` synchronize deliveries sent by
+  the bot itself; those run the PR's evidence review and the status header, which only read
+  and write comments, and nothing triggered by a push ever commits.  Each commit needs a
+  human's ``/screen``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.github import GitHubPort, PullInfo, run_blocking
+from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file
+from bot.render import render
+from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 3
+"""Times a commit is rebuilt on a branch that moved before the screen is reported instead."""
+FORK_BRANCH = "campaign-bot/screens/PR-{number}"
+"""The bot's branch for the screens of a fork's pull request."""
+
+
+@dataclass
+class CommitOutcome:
+    """What happened to a verified bundle: ``state`` is ``committed``, ``already`` (the same
+    files were committed before), ``refused`` (the directory holds other content), ``failed``
+    (git or GitHub failed), ``dry-run`` (nothing may be written) or ``off`` (``[screen]
+    commit_bundles = false``); ``message`` is one sentence for people."""
+
+    state: str
+    message: str
+    path: str
+    branch: str | None = None
+    sha: str | None = None
+    fork: bool = False
+    files: int = 0
+    external: list[str] = field(default_factory=list)
+    web: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """The outcome as stored with the screen (``Screen.summary["evidence"]``)."""
+        return {"state": self.state, "path": self.path, "branch": self.branch, "sha": self.sha,
+                "files": self.files, "external": len(self.external), "message": self.message}
+
+
+def target_dir(campaign_path: str, evidence_path: str, label: str) -> str:
+    """``<campaign>/<evidence_path>/<label>`` as a repository path."""
+    parts = [p for p in (campaign_path.strip("/"), evidence_path.strip("/"), label) if p
+             and p != "."]
+    return posixpath.join(*parts)
+
+
+def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict[str, Any]]:
+    """The bundle's regular files: ``(committed: rel -> path, external: rel -> {sha256,
+    size})``; a file over ``max_file_bytes`` is external unless it is a JSON document.
+    Raises ValueError for a link or special file (a verified bundle has none)."""
+    committed: dict[str, Path] = {}
+    external: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames
+                                         if os.path.islink(os.path.join(dirpath, d))]:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink() or not p.is_file():
+                raise ValueError(f"{rel}: not a regular file")
+            size = p.stat().st_size
+            if size > max_file_bytes and not rel.endswith(".json"):
+                external[rel] = {"sha256": sha256_file(p), "size": size}
+            else:
+                committed[rel] = p
+    return committed, external
+
+
+def external_map(external: dict[str, Any], *, run_url: str, run_id: int | None,
+                 artifact: str | None, threshold: int) -> bytes:
+    """The bundle's ``external-artifacts.json`` for files kept in the run's artifact."""
+    entries = {rel: {"sha256": v["sha256"], "size": v["size"], "external": True,
+                     "url": run_url, "run_id": run_id, "artifact": artifact}
+               for rel, v in sorted(external.items())}
+    doc = {"schema": "campaign-bot/integrity@1",
+           "note": f"Payload files of this signed bundle larger than {threshold} bytes, kept "
+                   "in the workflow run's artifact instead of the repository; their SHA-256 "
+                   "is the one the signed manifest lists.",
+           "external": entries}
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+def commit_message(s: Any, verdict: str, run_url: str, n_files: int, n_external: int,
+                   threshold: int, path: str) -> str:
+    """The commit message: the screen, the track and the verdict on the first line."""
+    kept = (f"; {n_external} file(s) over {threshold} bytes stay in the run's artifact, "
+            f"listed in {EXTERNAL_ARTIFACTS_FILE}" if n_external else "")
+    return (f"Screen {s.label}: {s.name} on track {s.track}: {verdict}\n\n"
+            f"The verified bundle of screen {s.label} of campaign {s.campaign} "
+            f"({s.kind} {s.name}, track {s.track}, head {s.head_sha[:12]}, verdict {verdict}),"
+            f" from {run_url or 'its workflow run'}: {n_files} file(s) under {path}{kept}.\n\n"
+            f"Campaign-Bot-Screen: {s.label}\nCampaign-Bot-Request: {s.request_id}\n")
+
+
+def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict: str, *,
+                  pr: PullInfo, evidence_path: str, max_file_bytes: int, run_url: str,
+                  artifact: str | None) -> CommitOutcome:
+    """Commit the verified bundle at ``bundle`` of screen ``s`` (see the module docstring).
+    Blocking (the flow's thread).  Never raises for git or GitHub failures: they come back as
+    ``failed`` with the reason."""
+    path = target_dir(s.campaign_path or "", evidence_path, s.label)
+    fork = pr.is_fork
+    branch = FORK_BRANCH.format(number=pr.number) if fork else pr.head_ref
+    out = CommitOutcome("failed", "", path, branch, fork=fork)
+    try:
+        committed, external = split_bundle(bundle, max_file_bytes)
+    except (OSError, ValueError) as exc:
+        out.message = f"the bundle cannot be committed: {exc}"
+        return out
+    out.external = sorted(external)
+    with tempfile.TemporaryDirectory(prefix="campaign-bot-commit-") as tmp:
+        if external:
+            if EXTERNAL_ARTIFACTS_FILE in committed:
+                out.message = (f"the bundle already holds a file named {EXTERNAL_ARTIFACTS_FILE}; "
+                               "its large files cannot be listed beside it")
+                return out
+            mp = Path(tmp) / EXTERNAL_ARTIFACTS_FILE
+            mp.write_bytes(external_map(external, run_url=run_url, run_id=s.run_id,
+                                        artifact=artifact, threshold=max_file_bytes))
+            committed[EXTERNAL_ARTIFACTS_FILE] = mp
+        files = {f"{path}/{rel}": p for rel, p in committed.items()}
+        out.files = len(files)
+        try:
+            remote = run_blocking(gh.git_remote(push=True))
+        except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
+            out.message = f"no git access: {exc}"
+            return out
+        if remote is None:
+            out.state, out.message = "dry-run", "a dry run commits nothing"
+            return out
+        out.web = remote.url.removesuffix(".git")
+        message = commit_message(s, verdict, run_url, len(committed), len(external),
+                                 max_file_bytes, path)
+        try:
+            return _commit(git, remote, gh.repo, pr, files, message, out)
+        except GitError as exc:
+            out.message = str(exc)
+            return out
+
+
+def _commit(git: GitMirrors, remote: Any, repo: str, pr: PullInfo, files: dict[str, Path],
+            message: str, out: CommitOutcome) -> CommitOutcome:
+    assert out.branch is not None
+    ref = f"refs/heads/{out.branch}"
+    ours = dict(zip(files, git.blob_shas(repo, list(files.values())), strict=True))
+    for _attempt in range(ATTEMPTS):
+        tip: str | None
+        if out.fork:
+            tip = git.remote_ref(remote, repo, ref)
+            base_ref = f"refs/heads/{pr.base_ref}"
+            got = git.fetch(remote, repo, [ref] if tip else [base_ref])
+            parent = got[ref] if tip else got[base_ref]
+            tip = got.get(ref)
+        else:
+            try:
+                tip = git.fetch(remote, repo, [ref])[ref]
+            except GitError as exc:
+                out.message = (f"the pull request's head branch {out.branch} cannot be read "
+                               f"({exc})")
+                return out
+            parent = tip
+        existing = {f"{out.path}/{e.path}": e.sha for e in git.ls_tree(repo, parent, out.path)}
+        if existing:
+            if existing == ours:
+                out.state, out.sha = "already", parent
+                out.message = f"{out.path} already holds exactly this bundle on {out.branch}"
+                return out
+            changed = sorted(p for p in existing if ours.get(p) != existing[p])
+            example = changed[0] if changed else "-"
+            out.state = "refused"
+            out.message = (f"{out.path} already exists on {out.branch} with other content "
+                           f"({len(changed)} file(s) differ, e.g. {example}); committed screen "
+                           "evidence is never rewritten")
+            return out
+        sha = git.commit_files(repo, parent, files, message)
+        try:
+            pushed = git.push(remote, repo, sha, out.branch, expect=tip)
+        except PushRejected as exc:
+            log.info("screen evidence push to %s rejected (%s); rebuilding on the new tip",
+                     out.branch, exc)
+            continue
+        out.state, out.sha = "committed", pushed.sha
+        out.message = f"committed to {out.branch} as {pushed.sha[:12]}"
+        return out
+    out.message = (f"the branch {out.branch} moved {ATTEMPTS} times while the bundle was being "
+                   "committed")
+    return out
+
+
+def evidence_note(o: CommitOutcome, *, max_file_bytes: int) -> str:
+    """The paragraph the result comment gets about where the bundle went."""
+    return render("screen_evidence.md.j2", o=o, limit_mib=max_file_bytes / (1 << 20),
+                  external_file=EXTERNAL_ARTIFACTS_FILE)

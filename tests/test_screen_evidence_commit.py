@@ -1,0 +1,200 @@
+"""Committing verified screen bundles (bot/features/screen/evidence.py) through real git
+against the GitHub double: where a bundle goes, what stays outside, frozen directories, a
+branch that moves under the bot, forks, dry runs; and that what was committed verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from github_helpers import REPO, port
+
+from bot.features.screen.evidence import commit_screen, split_bundle, target_dir
+from bot.github.git import GitMirrors
+from bot.github.recording import RecordingGitHub
+from evidence.manifest import EXTERNAL_ARTIFACTS_FILE, verify_tree
+from evidence.signing import check_signed_bundle, load_trusted_keys
+from runners.signer import generate_key, load_private_key, sign_bundle, write_bag
+
+CAMP = "campaigns/h3"
+BIG = 50_000
+
+
+def make_bundle(root: Path, key: Path, video: bytes, note: str = "{}\n") -> Path:
+    """A signed BagIt bundle as the runner writes one: a receipt-like JSON and a video."""
+    (root / "data" / "outputs").mkdir(parents=True)
+    (root / "data" / "receipts").mkdir(parents=True)
+    (root / "data" / "receipts" / "session-00.json").write_text(note)
+    (root / "data" / "outputs" / "candidate.mp4").write_bytes(video)
+    write_bag(root, {"Bag-Software-Agent": "campaign-bot test"})
+    sign_bundle(root, load_private_key(key), {"screen": "S1"})
+    return root
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    k = tmp_path / "runner.key"
+    generate_key(k)
+    return k
+
+
+def screen(label: str = "S1") -> Any:
+    return SimpleNamespace(label=label, campaign_path=CAMP, name="cache-dit", kind="candidate",
+                           track="5s-lossless", campaign="h3", head_sha="a" * 40,
+                           request_id="r-1", run_id=4242)
+
+
+def run(git: GitMirrors, gh: Any, s: Any, bundle: Path, **kw: Any) -> Any:
+    pr = asyncio.run(port_of(gh).get_pull(7))
+    return commit_screen(git, gh, s, bundle, "SUPPORTED", pr=pr, evidence_path="screens",
+                         max_file_bytes=kw.pop("max_file_bytes", BIG // 2),
+                         run_url="https://github.com/o/r/actions/runs/4242",
+                         artifact="screen-bundle-r-1", **kw)
+
+
+def port_of(gh: Any) -> Any:
+    return gh.delegate if isinstance(gh, RecordingGitHub) else gh
+
+
+@pytest.fixture
+def setup(github_double: Any, tmp_path: Path) -> tuple[Any, GitMirrors]:
+    github_double.add_repo(REPO, {f"{CAMP}/campaign.toml": "id = 'h3'\n"})
+    github_double.add_pull(REPO, 7, {f"{CAMP}/NOTES.md": "n\n"}, head_ref="topic")
+    return github_double, GitMirrors(tmp_path / "cache")
+
+
+def test_target_dir() -> None:
+    assert target_dir("campaigns/h3", "screens", "S12") == "campaigns/h3/screens/S12"
+    assert target_dir("", "evidence/screens", "S1") == "evidence/screens/S1"
+
+
+def test_committed_on_the_head_branch_large_files_outside_and_it_verifies(
+        setup: tuple[Any, GitMirrors], tmp_path: Path, key: Path) -> None:
+    d, git = setup
+    video = os.urandom(BIG)
+    bundle = make_bundle(tmp_path / "b", key, video)
+    head0 = d.repo(REPO).pulls[7].head_sha
+    out = run(git, port(d), screen(), bundle)
+    assert (out.state, out.branch, out.fork) == ("committed", "topic", False)
+    new = d.repo(REPO).refs["topic"]
+    assert out.sha == new and d.repo(REPO).pulls[7].head_sha == new
+    tree = d.repo(REPO).trees[new]
+    prefix = f"{CAMP}/screens/S1/"
+    mine = {p[len(prefix):] for p in tree if p.startswith(prefix)}
+    assert "data/outputs/candidate.mp4" not in mine
+    assert {"attestation.dsse.json", "manifest-sha256.txt", "tagmanifest-sha256.txt",
+            "bagit.txt", "bag-info.txt", "data/receipts/session-00.json",
+            EXTERNAL_ARTIFACTS_FILE} == mine
+    ext = json.loads(tree[prefix + EXTERNAL_ARTIFACTS_FILE])
+    assert ext["external"] == {"data/outputs/candidate.mp4": {
+        "sha256": hashlib.sha256(video).hexdigest(), "size": BIG, "external": True,
+        "url": "https://github.com/o/r/actions/runs/4242", "run_id": 4242,
+        "artifact": "screen-bundle-r-1"}}
+    assert set(tree) - set(d.repo(REPO).trees[head0]) == {prefix + m for m in mine}
+    # what was committed verifies: signature, manifests; the video is external, not missing
+    checkout = tmp_path / "checkout"
+    git.materialise(REPO, new, prefix.rstrip("/"), checkout)
+    keys = load_trusted_keys(key.with_name("runner.key.pub"))
+    res = check_signed_bundle(checkout, keys)
+    assert res.ok, res.messages()
+    assert res.external == ["data/outputs/candidate.mp4"]
+    vr = verify_tree(checkout)
+    assert (vr.missing, vr.mismatched, vr.extra) == (0, 0, 0)
+    assert [x.path for x in vr.external] == ["data/outputs/candidate.mp4"]
+    assert not [f for f in vr.findings if f.severity in ("P0", "P1", "P2")]
+    assert not [f for f in vr.findings if f.rule == "BAG_PAYLOAD_OXUM"]  # octets add up
+
+
+def test_a_redelivery_commits_nothing_and_other_content_is_refused(
+        setup: tuple[Any, GitMirrors], tmp_path: Path, key: Path) -> None:
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, os.urandom(BIG))
+    first = run(git, port(d), screen(), bundle)
+    again = run(git, port(d), screen(), bundle)
+    assert (again.state, again.sha) == ("already", first.sha)
+    # the same label with other evidence (a reset bot database, a second bot): frozen
+    other = make_bundle(tmp_path / "b2", key, os.urandom(BIG), note='{"other": 1}\n')
+    refused = run(git, port(d), screen(), other)
+    assert refused.state == "refused"
+    assert refused.message.startswith(f"{CAMP}/screens/S1 already exists on topic with other "
+                                      "content (")
+    assert refused.message.endswith("committed screen evidence is never rewritten")
+    assert d.repo(REPO).refs["topic"] == first.sha  # nothing rewritten
+    # a later screen gets its own directory beside it
+    later = run(git, port(d), screen("S2"), other)
+    assert later.state == "committed"
+    tree = d.repo(REPO).trees[later.sha]
+    assert tree[f"{CAMP}/screens/S1/data/receipts/session-00.json"] == b"{}\n"
+    assert tree[f"{CAMP}/screens/S2/data/receipts/session-00.json"] == b'{"other": 1}\n'
+
+
+def test_the_branch_moves_during_the_commit_it_is_rebuilt_on_the_new_tip(
+        setup: tuple[Any, GitMirrors], tmp_path: Path, key: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, os.urandom(10))
+    real = git.commit_files
+    moved: list[str] = []
+
+    def commit_then_someone_pushes(*a: Any, **kw: Any) -> str:
+        sha = real(*a, **kw)
+        if not moved:
+            moved.append(d.push(REPO, 7, {f"{CAMP}/NOTES.md": "edited meanwhile\n"}))
+        return sha
+
+    monkeypatch.setattr(git, "commit_files", commit_then_someone_pushes)
+    out = run(git, port(d), screen(), bundle)
+    assert out.state == "committed"
+    tree = d.repo(REPO).trees[out.sha]
+    assert tree[f"{CAMP}/NOTES.md"] == b"edited meanwhile\n"  # the human's push is kept
+    assert f"{CAMP}/screens/S1/attestation.dsse.json" in tree
+    assert d.git.state(REPO).parents[out.sha] == moved  # built on the new tip, no force
+
+
+def test_a_fork_gets_the_bot_branch_made_from_the_base(github_double: Any, tmp_path: Path,
+                                                       key: Path) -> None:
+    d = github_double
+    d.add_repo(REPO, {f"{CAMP}/campaign.toml": "id = 'h3'\n"})
+    d.add_pull(REPO, 7, {f"{CAMP}/NOTES.md": "fork code\n"}, fork="evil/Hello-World")
+    git = GitMirrors(tmp_path / "cache")
+    bundle = make_bundle(tmp_path / "b", key, os.urandom(10))
+    out = run(git, port(d), screen(), bundle)
+    assert (out.state, out.branch, out.fork) == ("committed", "campaign-bot/screens/PR-7", True)
+    tree = d.repo(REPO).trees[out.sha]
+    assert f"{CAMP}/NOTES.md" not in tree  # no fork code on a branch of this repository
+    assert set(tree) - set(d.repo(REPO).trees[d.repo(REPO).refs["main"]]) == {
+        p for p in tree if p.startswith(f"{CAMP}/screens/S1/")}
+    # the next screen of the same fork PR goes on top of the bot's branch
+    out2 = run(git, port(d), screen("S2"), make_bundle(tmp_path / "b2", key, b"x"))
+    assert out2.state == "committed"
+    assert f"{CAMP}/screens/S1/bagit.txt" in d.repo(REPO).trees[out2.sha]
+
+
+def test_a_dry_run_pushes_nothing(setup: tuple[Any, GitMirrors], tmp_path: Path,
+                                  key: Path) -> None:
+    d, git = setup
+    rec = RecordingGitHub(port(d))
+    head = d.repo(REPO).refs["topic"]
+    out = run(git, rec, screen(), make_bundle(tmp_path / "b", key, b"x"))
+    assert out.state == "dry-run"
+    assert [w.op for w in rec.writes] == ["git_push"]
+    assert d.repo(REPO).refs["topic"] == head and d.writes() == []
+
+
+def test_split_bundle_keeps_documents_and_refuses_links(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "big.json").write_text("x" * 100)
+    (tmp_path / "data" / "big.mp4").write_bytes(b"y" * 100)
+    (tmp_path / "data" / "small.mp4").write_bytes(b"z")
+    committed, external = split_bundle(tmp_path, 10)
+    assert sorted(committed) == ["data/big.json", "data/small.mp4"]
+    assert list(external) == ["data/big.mp4"] and external["data/big.mp4"]["size"] == 100
+    (tmp_path / "data" / "link").symlink_to("/etc/passwd")
+    with pytest.raises(ValueError, match="data/link: not a regular file"):
+        split_bundle(tmp_path, 10)
