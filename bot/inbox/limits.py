@@ -494,7 +494,7 @@ def install_accept_error_handler(loop: asyncio.AbstractEventLoop) -> Callable[[]
 
 def run_server(app: Any, *, host: str, port: int, access_log: bool, log_level: str,
                max_connections: int, header_timeout_s: float, body_timeout_s: float,
-               graceful_shutdown_s: float | None = None) -> bool:
+               graceful_shutdown_s: int | None = None) -> bool:
     """Serve ``app`` with uvicorn until SIGINT/SIGTERM, with this module's limits: the soft
     descriptor limit raised (:func:`raise_fd_limit`), at most :func:`connection_cap`
     connections through :func:`guarded_protocol`, a listen queue of :data:`LISTEN_QUEUE`
