@@ -12,7 +12,9 @@ Every command starts in the time it takes to import typer, its own plug-in modul
 its body needs: ``campaign-bot --help`` imports no pydantic model, PyAV, numpy, scipy, torch,
 SQLAlchemy, FastAPI or PyGithub; ``check`` and ``schema`` load no plug-in at all (their names
 are reserved); ``check`` imports scipy only when a verdict needs it
-(``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).
+(``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).  The console
+script enters through :mod:`evidence.launch`, which starts hashing a bag for ``check
+DIRECTORY`` before this module (and typer) is imported.
 
 Plug-in contract
 ----------------
@@ -233,24 +235,26 @@ def check_cmd(
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
-    global _early_hashing
+    from evidence import launch
     from evidence.hashing import HashPool, prefetch_bag
 
     # The hashing threads start on a bag's payload before the document models are imported
-    # (in main(), before typer, when run as the console script), so both cores hash while
-    # this thread imports and parses.
-    if _early_hashing is not None and _early_hashing[0] == directory and trusted_keys is None:
-        _, pool, progress = _early_hashing
-        _early_hashing = None
+    # (evidence.launch, before typer), so both cores hash while this thread imports and parses.
+    early = launch.take_check_hashing(directory) if trusted_keys is None else None
+    if early is not None:
+        pool, progress = early
     else:
         progress = _progress()
         pool = HashPool(progress=progress)
         if trusted_keys is None and directory.is_dir():
             prefetch_bag(directory, pool)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(launch.HASHING_SWITCH_INTERVAL_S)
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
                max_document_bytes, base, claims, prior_noise, trusted_keys)
     finally:
+        sys.setswitchinterval(switch)
         pool.close(cancel=True)
 
 
@@ -411,16 +415,6 @@ def _load_plugins() -> list[str]:
     return problems
 
 
-def _command_of(args: list[str]) -> str | None:
-    """The command word of a ``campaign-bot`` argument list (the root takes only flags)."""
-    for a in args:
-        if a == "--":
-            return None
-        if not a.startswith("-"):
-            return a
-    return None
-
-
 def escape_help(cmd: Any) -> Any:
     """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
     (command help, short help, epilog, option and argument help) escaped for rich markup, so
@@ -449,58 +443,24 @@ def command(*, plugins: bool = True) -> Any:
     return escape_help(typer.main.get_command(app))
 
 
-_CHECK_VALUE_OPTIONS = frozenset({"--max-file-bytes", "--max-document-bytes", "--base",
-                                  "--claims", "--trusted-keys"})
-"""Options of ``check`` that take a value (the next argument unless written ``--opt=value``)."""
-
-_early_hashing: tuple[Path, HashPool, _LazyProgress | None] | None = None
-"""The hashing pool :func:`main` started for ``check DIRECTORY`` before typer parsed the
-command line, with its directory and progress bar; taken by :func:`check_cmd`."""
-
-
-def _check_directory(args: list[str]) -> Path | None:
-    """The DIRECTORY of a ``campaign-bot check`` argument list, or None when ``args`` is not
-    a plain check (another command, ``--help``, ``--trusted-keys``: a signed bundle's files
-    are read only after its signature verifies)."""
-    if _command_of(args) != "check":
-        return None
-    rest = args[args.index("check") + 1:]
-    found: Path | None = None
-    skip = False
-    for a in rest:
-        if skip:
-            skip = False
-            continue
-        name = a.split("=", 1)[0]
-        if a in ("--help", "-h") or name == "--trusted-keys" or a == "--":
-            return None
-        if name in _CHECK_VALUE_OPTIONS:
-            skip = "=" not in a
-        elif not a.startswith("-") and found is None:
-            found = Path(a)
-    return found
-
-
 def main() -> None:
-    """Console-script entry point: load the plug-ins unless a core command runs, then run
-    the app with its help texts escaped (:func:`escape_help`).
+    """Entry point (the console script runs it through :func:`evidence.launch.main`): load
+    the plug-ins unless a core command runs, then run the app with its help texts escaped
+    (:func:`escape_help`).  For ``check DIRECTORY`` the hashing starts first
+    (:func:`evidence.launch.start_check_hashing`)."""
+    from evidence import launch
 
-    For ``check DIRECTORY`` the hashing threads start on the payload of a bag at DIRECTORY
-    (:func:`evidence.hashing.prefetch_bag`) before typer is imported, so that both cores
-    hash while this thread parses the command line and imports the document models; typer
-    still parses and validates the command line, and ``check`` verifies every digest as if
-    nothing had been prefetched."""
-    global _early_hashing
-    directory = _check_directory(sys.argv[1:])
-    if directory is not None and directory.is_dir():
-        from evidence.hashing import HashPool, prefetch_bag
-
-        progress = _progress()
-        pool = HashPool(progress=progress)
-        _early_hashing = (directory, pool, progress)
-        prefetch_bag(directory, pool)
+    args = sys.argv[1:]
+    switch = sys.getswitchinterval()
+    progress = _progress() if launch.early_hashing is None and launch.check_directory(args) \
+        else None
+    if launch.start_check_hashing(args, progress):
+        sys.setswitchinterval(launch.HASHING_SWITCH_INTERVAL_S)
     try:
-        command(plugins=_command_of(sys.argv[1:]) not in CORE_COMMANDS)()
+        command(plugins=launch.command_of(args) not in CORE_COMMANDS)()
     finally:
-        if _early_hashing is not None:
-            _early_hashing[1].close(cancel=True)
+        sys.setswitchinterval(switch)
+        left = launch.early_hashing
+        launch.early_hashing = None
+        if left is not None:
+            left[1].close(cancel=True)

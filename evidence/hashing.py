@@ -404,6 +404,7 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
     except OSError:
         return 0
     real_root = os.path.realpath(root)
+    inside: dict[str, bool] = {}  # directory -> it resolves inside root (one realpath each)
     queued = 0
     for name in names:
         alg = name[len(BAG_MANIFEST_PREFIX):-len(".txt")].lower()
@@ -436,7 +437,12 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            if not os.path.realpath(path).startswith(real_root + os.sep):
+            parent = os.path.dirname(path)
+            ok = inside.get(parent)
+            if ok is None:
+                real = os.path.realpath(parent)
+                ok = inside[parent] = real == real_root or real.startswith(real_root + os.sep)
+            if not ok:
                 continue
             pool.submit(path, st.st_size, (alg,))
             queued += 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import evidence.cli as cli
+from evidence import launch
 from evidence.manifest import write_bag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ])
 def test_the_directory_of_a_check_is_found_on_the_command_line(
         args: list[str], directory: str | None) -> None:
-    got = cli._check_directory(args)
+    got = launch.check_directory(args)
     assert got == (Path(directory) if directory else None)
 
 
@@ -47,10 +47,13 @@ def _bag(root: Path) -> Path:
     return root
 
 
-def _check(*args: str) -> tuple[int, dict[str, object]]:
-    res = subprocess.run([sys.executable, "-c", "from evidence.cli import main; main()",
-                          "check", *args, "--json"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+LAUNCH = "from evidence.launch import main; main()"  # the console script
+CLI = "from evidence.cli import main; main()"
+
+
+def _check(*args: str, entry: str = LAUNCH) -> tuple[int, dict[str, object]]:
+    res = subprocess.run([sys.executable, "-c", entry, "check", *args, "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.stdout, res.stderr
     doc = json.loads(res.stdout)
     doc.pop("seconds", None)
@@ -63,6 +66,7 @@ def test_check_through_main_equals_check_campaign_and_still_sees_tampering(
 
     bag = _bag(tmp_path / "bag")
     code, doc = _check(str(bag))
+    assert _check(str(bag), entry=CLI) == (code, doc)
     direct = json.loads(check_campaign(bag).model_dump_json(by_alias=True))
     direct.pop("seconds", None)
     assert code == 0 and doc == direct
@@ -74,3 +78,16 @@ def test_check_through_main_equals_check_campaign_and_still_sees_tampering(
     assert code == 1
     assert [f["rule"] for f in doc["findings"]] == ["MANIFEST_MISMATCH"]  # type: ignore[index, union-attr]
     assert "data/m2.bin" in json.dumps(doc["findings"])
+
+
+def test_the_console_script_keeps_exit_codes_and_output_of_other_commands(
+        tmp_path: Path) -> None:
+    bad = subprocess.run([sys.executable, "-c", LAUNCH, "check", str(tmp_path / "absent")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode == 2 and "absent" in bad.stderr
+    usage = subprocess.run([sys.executable, "-c", LAUNCH, "schema", "nope"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert usage.returncode == 2 and "nope" in usage.stderr
+    schema = subprocess.run([sys.executable, "-c", LAUNCH, "schema", "receipt"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert schema.returncode == 0 and json.loads(schema.stdout)["title"]

@@ -18,6 +18,7 @@ import pytest
 import typer
 
 import evidence.cli as cli
+from evidence import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
@@ -261,4 +262,4 @@ def test_core_commands_skip_plugin_loading(monkeypatch: pytest.MonkeyPatch) -> N
     ([], None), (["--help"], None), (["check", "x"], "check"), (["--version", "serve"], "serve"),
     (["--", "check"], None)])
 def test_command_word(args: list[str], word: str | None) -> None:
-    assert cli._command_of(args) == word
+    assert launch.command_of(args) == word

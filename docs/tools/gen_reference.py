@@ -207,7 +207,8 @@ def render_cli() -> str:
     plugins = {ep.value.split(":")[0]: ep.name for ep in entry_points(group="campaign_bot.cli")}
     out = [GENERATED_NOTE, "", "# Command-line reference", ""]
     out += [
-        "`campaign-bot` is one console script (`evidence.cli:main`). Its core commands live in "
+        "`campaign-bot` is one console script (`evidence.launch:main`, which runs "
+        "`evidence.cli:main`). Its core commands live in "
         "`evidence/cli.py`; the others are plug-ins registered through the `campaign_bot.cli` "
         "entry-point group of `pyproject.toml`, so that `evidence/` never imports `bot/` or "
         "`runners/`. Every command takes `--help`.",
