@@ -5,13 +5,17 @@ the bot is back its job asks for each one again and each is processed exactly on
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,13 @@ from webhook_helpers import ROOT, SECRET, free_port, metric_values, wait_for
 from bot import database
 from bot.github.app_webhook import AppWebhookLog
 from bot.inbox import store
-from bot.inbox.recovery import MAX_TRIES, list_redeliveries, recover_missed, redelivery_counts
+from bot.inbox.recovery import (
+    MAX_TRIES,
+    list_redeliveries,
+    recover_missed,
+    redelivery_counts,
+    scan_position,
+)
 
 APP_ID = 4242
 
@@ -87,7 +97,8 @@ def test_the_job_asks_once_for_each_failed_delivery_the_inbox_lacks(
     lost = [github_double.send_webhook("crash_test", _payload(i, 1 + i % 2)) for i in range(4)]
     # failed, then delivered by a later redelivery: settled
     healed = github_double.send_webhook("crash_test", _payload(9, 1))
-    github_double.hook_deliveries.append({**healed, "id": healed["id"] + 500,
+    # (ids grow with time, as GitHub's do: the scan relies on it)
+    github_double.hook_deliveries.append({**healed, "id": next(github_double._hook_ids),
                                           "redelivery": True, "status": "OK",
                                           "status_code": 200})
     # failed, but the inbox has it (GitHub timed out after the bot stored it)
@@ -182,6 +193,113 @@ def test_a_redelivery_that_fails_too_is_asked_for_again_a_bounded_number_of_time
     assert recover_missed(engine, _hooks(github_double, pem)).outcomes == {}
     assert [(x["redelivery"], x["status_code"]) for x in github_double.hook_attempts(
         a["guid"])] == [(False, 0)] + [(True, 0)] * MAX_TRIES
+
+
+@contextlib.contextmanager
+def _inbox_receiver(engine: Any) -> Iterator[tuple[str, Counter[str]]]:
+    """The bot is back: an HTTP server that stores each delivery in the inbox (by its
+    ``X-GitHub-Delivery``) and answers 202, as the webhook endpoint does; yields its URL and
+    how many times each GUID arrived."""
+    got: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            guid = self.headers["X-GitHub-Delivery"]
+            with lock:
+                got[guid] += 1
+                with engine.begin() as conn:
+                    store.insert_deliveries(conn, [store.NewDelivery(
+                        guid, self.headers["X-GitHub-Event"], None, None, "installation:1",
+                        {}, body, dt.datetime.now(dt.UTC))])
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/webhook", got
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_long_outage_is_recovered_across_runs_with_a_page_budget(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    """2,500 deliveries fail while the bot is down (25 pages of the log, after 150 that are
+    older than the redelivery window).  With 10 pages read per run, the scan resumes where
+    the last run stopped: every lost delivery is asked for exactly once and arrives once,
+    none older than the window is asked for, and later runs read only what is new."""
+    _down(github_double)
+    now = dt.datetime.now(dt.UTC)
+    old = [github_double.send_webhook("crash_test", _payload(i, 1),
+                                      delivered_at=now - dt.timedelta(days=3, hours=1))
+           for i in range(150)]
+    lost = [github_double.send_webhook("crash_test", _payload(i, 1 + i % 10))
+            for i in range(2500)]
+    assert {d["status_code"] for d in old + lost} == {0}
+    hooks = _hooks(github_double, pem)
+    reports = []
+    with _inbox_receiver(engine) as (url, got):
+        github_double.webhook_url = url
+        for _ in range(7):
+            reports.append(recover_missed(engine, hooks, max_pages=10, max_requests=1000))
+            asked = len(_redelivery_posts(github_double))
+            wait_for(lambda asked=asked: len(github_double.hook_deliveries)
+                     == len(old) + len(lost) + asked, 60, "the double's redeliveries")
+            if len(reports) == 1:
+                pos = scan_position(engine)
+                assert pos is not None and pos["cursor"] and pos["pages"] == 10
+                assert pos["top_id"] == lost[-1]["id"] and pos["floor_id"] is None
+    assert [(r.pages, r.outcomes, r.scan_complete) for r in reports] == [
+        (10, {"requested": 1000}, False), (10, {"requested": 1000}, False),
+        (6, {"requested": 500}, True),  # the 26th page reaches the window's edge
+        # a new scan: the 2,500 redeliveries (202) down to where the last scan started
+        (10, {}, False), (10, {}, False), (6, {}, True),
+        (1, {}, True)]  # nothing new
+    assert Counter(_redelivery_posts(github_double)) == Counter(
+        f"/app/hook/deliveries/{d['id']}/attempts" for d in lost)
+    assert got == Counter(d["guid"] for d in lost)
+    for d in lost:
+        assert [(a["redelivery"], a["status_code"]) for a in github_double.hook_attempts(
+            d["guid"])] == [(False, 0), (True, 202)]
+    assert redelivery_counts(engine) == {"requested": 2500, "arrived": 2500}
+    assert scan_position(engine) == {"cursor": None, "top_id": None, "pages": 0,
+                                     "started_at": None,
+                                     "floor_id": max(x["id"] for x in github_double.hook_deliveries)}
+
+
+def test_a_saved_position_github_refuses_starts_a_new_scan(
+    github_double: Any, pem: str, engine: Any
+) -> None:
+    _down(github_double)
+    lost = [github_double.send_webhook("crash_test", _payload(i, 1)) for i in range(250)]
+    hooks = _hooks(github_double, pem)
+    with _inbox_receiver(engine) as (url, got):
+        github_double.webhook_url = url
+        rep = recover_missed(engine, hooks, max_pages=1, max_requests=1000)
+        assert (rep.pages, rep.outcomes) == (1, {"requested": 100})
+        github_double.inject("GET", "/app/hook/deliveries", 400, message="Bad cursor")
+        rep = recover_missed(engine, hooks, max_pages=1, max_requests=1000)
+        assert rep.outcomes == {} and "starts from the newest" in (rep.stopped or "")
+        pos = scan_position(engine)
+        assert pos is not None and pos["cursor"] is None
+        # the next runs scan again from the newest entry: each delivery is still asked once
+        for _ in range(8):
+            recover_missed(engine, hooks, max_pages=1, max_requests=1000)
+            wait_for(lambda: len(github_double.hook_deliveries)
+                     == len(lost) + len(_redelivery_posts(github_double)), 30,
+                     "the double's redeliveries")
+    assert Counter(_redelivery_posts(github_double)) == Counter(
+        f"/app/hook/deliveries/{d['id']}/attempts" for d in lost)
+    assert got == Counter(d["guid"] for d in lost)
 
 
 def test_a_garbled_log_page_ends_the_run_without_a_traceback(

@@ -2,7 +2,9 @@
 (App JWT auth, ``Auth.AppAuth``): list recent webhook deliveries and ask for a redelivery.
 
 * ``GET /app/hook/deliveries`` (operation ``apps/list-webhook-deliveries``): newest first,
-  cursor pagination: the next page's URL is in the ``Link`` header's ``rel="next"``.
+  cursor pagination: the next page's URL is in the ``Link`` header's ``rel="next"``; its
+  ``cursor`` query parameter ("the starting delivery from which the page of deliveries is
+  fetched", same page of the docs) lets a later call resume there.
 * ``POST /app/hook/deliveries/{delivery_id}/attempts`` (``apps/redeliver-webhook-delivery``):
   202 Accepted; GitHub then sends the delivery again with the same ``X-GitHub-Delivery``.
 
@@ -17,6 +19,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from github import Auth, GithubException, GithubIntegration
 
@@ -27,11 +30,15 @@ _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 
 @dataclass(frozen=True)
 class Page:
-    """One page of the webhook log: ``items`` (``hook-delivery-item`` dicts, newest first)
-    and ``rate_remaining`` (``X-RateLimit-Remaining`` of the answer; None when absent)."""
+    """One page of the webhook log: ``items`` (``hook-delivery-item`` dicts, newest first),
+    ``rate_remaining`` (``X-RateLimit-Remaining`` of the answer; None when absent) and
+    ``next_cursor`` (the ``cursor`` of the next page's link; None on the last page, or when
+    the link has none) and ``last`` (no next page)."""
 
     items: list[dict[str, Any]]
     rate_remaining: int | None
+    next_cursor: str | None = None
+    last: bool = True
 
 
 class AppWebhookLog:
@@ -51,17 +58,22 @@ class AppWebhookLog:
                                      base_url=base_url.rstrip("/"), timeout=timeout,
                                      retry=None, **pace)
 
-    def pages(self, per_page: int = 100) -> Iterator[Page]:
-        """Pages of ``GET /app/hook/deliveries``, newest first, following ``rel="next"``
-        until the last page (the caller stops early by leaving the loop)."""
+    def pages(self, per_page: int = 100, cursor: str | None = None) -> Iterator[Page]:
+        """Pages of ``GET /app/hook/deliveries``, newest first, from the page at ``cursor``
+        (a :attr:`Page.next_cursor` of an earlier call; None: the newest), following
+        ``rel="next"`` until the last page (the caller stops early by leaving the loop).
+        GitHub answers a cursor it does not know with 4xx: :class:`bot.github.GitHubError`."""
         url: str | None = "/app/hook/deliveries"
         params: dict[str, Any] | None = {"per_page": per_page}
+        if cursor is not None and params is not None:
+            params["cursor"] = cursor
         while url:
             headers, data = self._call("GET", url, params, "list webhook deliveries")
             if not isinstance(data, list):
                 raise GitHubError("list webhook deliveries: the answer is not a JSON array")
-            yield Page([d for d in data if isinstance(d, dict)], _remaining(headers))
             m = _NEXT.search(_header(headers, "link") or "")
+            nxt = parse_qs(urlsplit(m.group(1)).query).get("cursor", [None])[0] if m else None
+            yield Page([d for d in data if isinstance(d, dict)], _remaining(headers), nxt, m is None)
             url, params = (m.group(1), None) if m else (None, None)
 
     def redeliver(self, hook_delivery_id: int) -> int | None:

@@ -6,11 +6,18 @@ finds the deliveries that never got a 2xx answer and whose GUID (``X-GitHub-Deli
 inbox does not hold, and asks GitHub to redeliver each one once.  The redelivery keeps the
 GUID, so the inbox stores it like the original and processes it once.
 
-Limits, per run: the log is read back over the redelivery window only (3 days on github.com:
-"You can redeliver webhook deliveries that occurred in the past 3 days", GitHub Docs,
-"Redelivering webhooks"; ``window_s``), at most ``max_pages`` pages of 100, at most
-``max_requests`` redeliveries, and the run stops while ``X-RateLimit-Remaining`` is below
-``min_rate_remaining`` or on a rate-limit answer.  Each GUID asked for is recorded in
+The log is read back over the redelivery window only (3 days on github.com: "You can
+redeliver webhook deliveries that occurred in the past 3 days", GitHub Docs, "Redelivering
+webhooks"; ``window_s``), newest first, by a *scan* that may span several runs: each run
+reads at most ``max_pages`` pages of 100 and saves where it stopped (the list endpoint's
+``cursor``) in ``webhook_log_scan`` (Alembic ``0012_webhook_log_scan``); the next run resumes
+there.  A scan ends at the window's edge, at the end of the log, or at the newest entry the
+previous completed scan started from (those below were covered); the next run then starts a
+new scan from the newest entry.  So every entry of the window is read, however many arrived
+during an outage, with bounded work per run.  Per run at most ``max_requests`` redeliveries
+are asked for, and the run stops while ``X-RateLimit-Remaining`` is below
+``min_rate_remaining`` or on a rate-limit answer; the scan moves on only past pages whose
+missing deliveries were all asked for.  Each GUID asked for is recorded in
 ``webhook_redeliveries`` (Alembic ``0010_webhook_redeliveries``) with the outcome:
 
 * ``requested`` – GitHub accepted (202); asked again only when GitHub's log then shows the
@@ -82,12 +89,34 @@ class Redelivery(Base):
     tries: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
 
 
+SCAN_NAME = "app"
+"""The ``webhook_log_scan`` row of the App's webhook log."""
+
+
+class LogScan(Base):
+    """Where the scan of a webhook log stands (see :func:`recover_missed`): entries with an
+    id up to ``floor_id`` were covered by the last completed scan; the scan in progress
+    started at ``started_at`` from entry ``top_id`` downwards, read ``pages`` pages, and the
+    next run resumes at ``cursor`` (the ``cursor`` query parameter of the list endpoint;
+    None: a new scan starts from the newest entry)."""
+
+    __tablename__ = "webhook_log_scan"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    cursor: Mapped[str | None] = mapped_column(String(200))
+    top_id: Mapped[int | None] = mapped_column(BigInteger)
+    floor_id: Mapped[int | None] = mapped_column(BigInteger)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    pages: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
 class WebhookLog(Protocol):
     """What the job needs of GitHub (:class:`bot.github.app_webhook.AppWebhookLog`)."""
 
-    def pages(self, per_page: int = 100) -> Iterator[Any]:
-        """Pages with ``items`` (hook-delivery-item dicts, newest first) and
-        ``rate_remaining``."""
+    def pages(self, per_page: int = 100, cursor: str | None = None) -> Iterator[Any]:
+        """Pages from ``cursor`` (None: the newest) with ``items`` (hook-delivery-item
+        dicts, newest first), ``rate_remaining``, ``next_cursor`` and ``last``."""
         ...
 
     def redeliver(self, hook_delivery_id: int) -> int | None:
@@ -97,10 +126,15 @@ class WebhookLog(Protocol):
 
 @dataclass
 class RecoveryReport:
-    """What one run did: log items read, GUIDs without any 2xx attempt (``failed``), of those
-    not in the inbox and not settled (``missing``), redeliveries by outcome, and why the
-    run stopped early (``stopped``, None when it finished)."""
+    """What one run did: log pages read (``pages``; ``resumed``: from a saved position),
+    log items read within the scan, GUIDs without any 2xx attempt (``failed``), of those and
+    of earlier ``error`` requests the ones to ask for (``missing``), redeliveries by outcome,
+    whether the scan reached its end (``scan_complete``: the next run starts a new scan from
+    the newest entry), and why the run stopped early (``stopped``, None when it finished)."""
 
+    pages: int = 0
+    resumed: bool = False
+    scan_complete: bool = False
     scanned: int = 0
     failed: int = 0
     missing: int = 0
@@ -125,67 +159,75 @@ def _parse_time(s: Any) -> dt.datetime | None:
 def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None = None,
                    window_s: float = REDELIVERY_WINDOW_S, max_requests: int = 20,
                    max_pages: int = 10, min_rate_remaining: int = 100) -> RecoveryReport:
-    """One pass of the recovery job (see module docstring); returns its report.
+    """One run of the recovery job (see module docstring); returns its report.
 
-    ``window_s`` seconds of log are read (newest first; older items end the scan);
-    ``max_requests`` redeliveries at most; the run stops when ``X-RateLimit-Remaining`` drops
-    below ``min_rate_remaining`` or GitHub answers with a rate limit.  A failure to read the
-    log ends the run (``stopped``); nothing is lost, the next run reads again."""
+    Reads at most ``max_pages`` pages of 100 log entries, from where the scan in progress
+    stopped (``webhook_log_scan``; none: from the newest entry) down to the entries the last
+    completed scan covered, entries older than ``window_s`` seconds or the end of the log;
+    asks for at most ``max_requests`` redeliveries, oldest first (GUIDs whose request ended
+    in ``error`` included, found in ``webhook_redeliveries``).  The scan moves on only when
+    every missing delivery of the pages read was asked for, so a run cut short by the
+    request bound or a rate limit reads the same pages again next time.  The run stops when
+    ``X-RateLimit-Remaining`` drops below ``min_rate_remaining`` or GitHub answers with a
+    rate limit.  A failure to read the log ends the run (``stopped``); nothing is lost, the
+    next run reads again; a saved position GitHub refuses (4xx) is dropped and the next scan
+    starts from the newest entry."""
     now = now or utcnow()
     horizon = now - dt.timedelta(seconds=window_s)
     rep = RecoveryReport()
+    scan = _load_scan(engine)
+    cursor = scan.cursor if scan is not None else None
+    floor = scan.floor_id if scan is not None else None
+    top = scan.top_id if (scan is not None and cursor is not None) else None
+    rep.resumed = cursor is not None
     attempts: dict[str, list[dict[str, Any]]] = {}
+    last: Any = None
     try:
-        for i, page in enumerate(hooks.pages(100)):
-            old = False
+        for page in hooks.pages(100, cursor):
+            rep.pages += 1
+            ids = [x["id"] for x in page.items if isinstance(x.get("id"), int)]
+            if top is None and ids:
+                top = max(ids)
+            end = bool(page.last)
             for item in page.items:
                 t = _parse_time(item.get("delivered_at"))
                 guid = item.get("guid")
                 if t is None or not isinstance(guid, str) or not isinstance(item.get("id"), int):
                     continue
-                if t < horizon:
-                    old = True
+                if t < horizon or (floor is not None and item["id"] <= floor):
+                    end = True  # older than the window, or covered by the last scan
                     continue
                 rep.scanned += 1
                 attempts.setdefault(guid, []).append({**item, "_at": t})
-            if old:
-                break
-            if i + 1 >= max_pages:
-                rep.stopped = f"read {max_pages} pages of the webhook log"
-                break
+            last = page
             if page.rate_remaining is not None and page.rate_remaining < min_rate_remaining:
                 rep.stopped = f"rate limit: {page.rate_remaining} requests left"
                 return rep
+            if end:
+                rep.scan_complete = True
+                break
+            if rep.pages >= max_pages:
+                rep.stopped = f"read {max_pages} pages of the webhook log (resumed next run)"
+                break
     except GitHubError as exc:
-        rep.stopped = f"reading the webhook log: {exc}"
+        if cursor is not None and rep.pages == 0 and not isinstance(exc, GitHubRetryableError):
+            _save_scan(engine, cursor=None, top_id=None, floor_id=floor, started_at=None,
+                       pages=0)
+            rep.stopped = (f"reading the webhook log at the saved position: {exc}; "
+                           "the next run starts from the newest entry")
+        else:
+            rep.stopped = f"reading the webhook log: {exc}"
         log.warning("recovery of missed deliveries: %s", rep.stopped)
         return rep
     failed = {g: a for g, a in attempts.items() if not any(_ok(x.get("status_code")) for x in a)}
     rep.failed = len(failed)
-    if not failed:
-        return rep
-    with engine.connect() as conn:
-        held = set(conn.execute(
-            select(Delivery.delivery_id).where(Delivery.delivery_id.in_(list(failed)))
-        ).scalars())
-        settled = {r.guid: r for r in conn.execute(
-            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries,
-                   Redelivery.hook_delivery_id)
-            .where(Redelivery.guid.in_(list(failed))))}
-    todo = []
-    for guid, tries in failed.items():
-        prev = settled.get(guid)
-        if guid in held or (prev is not None and not _ask_again(prev, tries)):
-            continue
-        # the oldest attempt: the original delivery (GitHub redelivers its payload)
-        todo.append((guid, min(tries, key=lambda x: (x["_at"], x["id"])), tries[0]))
-    # oldest first (ids grow with time; delivered_at has 1 s resolution): GitHub sends the
-    # redeliveries in the order asked, which keeps each installation's arrival order
-    todo.sort(key=lambda t: (t[1]["_at"], t[1]["id"]))
+    todo = _todo(engine, failed, horizon)
     rep.missing = len(todo)
-    for n, (guid, first, newest) in enumerate(todo):
+    cut = False
+    for n, (guid, first, newest, prev) in enumerate(todo):
         if n >= max_requests:
             rep.stopped = f"asked for {max_requests} redeliveries (the per-run bound)"
+            cut = True
             break
         outcome, err, remaining = "requested", None, None
         status: int | None = 202
@@ -195,17 +237,104 @@ def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None
             outcome, status, err = "error", exc.status, str(exc)
         except GitHubError as exc:
             outcome, status, err = "refused", exc.status, str(exc)
-        _record(engine, guid, first, newest, outcome, status, err, prev=settled.get(guid))
+        _record(engine, guid, first, newest, outcome, status, err, prev=prev)
         rep.outcomes[outcome] = rep.outcomes.get(outcome, 0) + 1
         log.info("redelivery of %s (%s) %s%s", guid, first.get("event"), outcome,
                  f": {err}" if err else "")
         if outcome == "error" and status in (403, 429):
             rep.stopped = f"rate limit: {err}"
+            cut = n + 1 < len(todo)
             break
         if remaining is not None and remaining < min_rate_remaining:
             rep.stopped = f"rate limit: {remaining} requests left"
+            cut = n + 1 < len(todo)
             break
+    if cut or last is None:
+        return rep  # the same pages are read again next run
+    if rep.scan_complete:
+        _save_scan(engine, cursor=None, top_id=None, floor_id=top if top is not None else floor,
+                   started_at=None, pages=0)
+    elif last.next_cursor is None:
+        log.warning("recovery of missed deliveries: the webhook log's next page has no "
+                    "cursor; the next run starts from the newest entry")
+    else:
+        started = scan.started_at if (scan is not None and rep.resumed) else None
+        _save_scan(engine, cursor=last.next_cursor, top_id=top, floor_id=floor,
+                   started_at=started or now,
+                   pages=(scan.pages if (scan is not None and rep.resumed) else 0) + rep.pages)
     return rep
+
+
+def _todo(engine: Engine, failed: dict[str, list[dict[str, Any]]],
+          horizon: dt.datetime) -> list[tuple[str, dict[str, Any], dict[str, Any], Any]]:
+    """The redeliveries to ask for, oldest first: ``(guid, first attempt, attempt to
+    redeliver, webhook_redeliveries row or None)`` for each failed GUID the inbox lacks and
+    :func:`_ask_again` allows, plus each GUID whose last request ended in ``error`` (its
+    entries may lie in pages an earlier scan covered) and still within the window."""
+    with engine.connect() as conn:
+        held = set(conn.execute(
+            select(Delivery.delivery_id).where(Delivery.delivery_id.in_(list(failed)))
+        ).scalars()) if failed else set()
+        settled = {r.guid: r for r in conn.execute(
+            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries,
+                   Redelivery.hook_delivery_id)
+            .where(Redelivery.guid.in_(list(failed))))} if failed else {}
+        errors = conn.execute(
+            select(Redelivery.guid, Redelivery.outcome, Redelivery.tries,
+                   Redelivery.hook_delivery_id, Redelivery.event, Redelivery.delivered_at)
+            .outerjoin(Delivery, Delivery.delivery_id == Redelivery.guid)
+            .where(Redelivery.outcome == "error", Redelivery.tries < MAX_TRIES,
+                   Delivery.delivery_id.is_(None))
+            .order_by(Redelivery.id.desc()).limit(1000)).all()
+    todo = []
+    for guid, tries in failed.items():
+        prev = settled.get(guid)
+        if guid in held or (prev is not None and not _ask_again(prev, tries)):
+            continue
+        # the oldest attempt: the original delivery (GitHub redelivers its payload)
+        todo.append((guid, min(tries, key=lambda x: (x["_at"], x["id"])), tries[0], prev))
+    for r in errors:
+        at = r.delivered_at if r.delivered_at.tzinfo else r.delivered_at.replace(tzinfo=dt.UTC)
+        if r.guid in failed or at < horizon:
+            continue
+        item = {"id": int(r.hook_delivery_id), "event": r.event, "_at": at}
+        todo.append((r.guid, item, item, r))
+    # oldest first (ids grow with time; delivered_at has 1 s resolution): GitHub sends the
+    # redeliveries in the order asked, which keeps each installation's arrival order
+    todo.sort(key=lambda t: (t[1]["_at"], t[1]["id"]))
+    return todo
+
+
+def _load_scan(engine: Engine) -> Any:
+    """The ``webhook_log_scan`` row (attribute access), or None."""
+    with engine.connect() as conn:
+        return conn.execute(
+            select(LogScan.cursor, LogScan.top_id, LogScan.floor_id, LogScan.started_at,
+                   LogScan.pages).where(LogScan.name == SCAN_NAME)).first()
+
+
+def _save_scan(engine: Engine, *, cursor: str | None, top_id: int | None,
+               floor_id: int | None, started_at: dt.datetime | None, pages: int) -> None:
+    values = {"cursor": cursor, "top_id": top_id, "floor_id": floor_id,
+              "started_at": started_at, "pages": pages, "updated_at": utcnow()}
+    with engine.begin() as conn:
+        n = conn.execute(update(LogScan).where(LogScan.name == SCAN_NAME).values(**values))
+        if not n.rowcount:
+            conn.execute(insert(LogScan).values(name=SCAN_NAME, **values))
+
+
+def scan_position(engine: Engine) -> dict[str, Any] | None:
+    """The scan of the App's webhook log in progress, as a dict: ``cursor`` (where the next
+    run resumes; None: it starts from the newest entry), ``top_id`` (newest entry id of the
+    scan in progress), ``floor_id`` (newest entry id the last completed scan covered),
+    ``started_at`` (ISO 8601, UTC) and ``pages`` read so far; None before the first run."""
+    scan = _load_scan(engine)
+    if scan is None:
+        return None
+    t = scan.started_at
+    return {"cursor": scan.cursor, "top_id": scan.top_id, "floor_id": scan.floor_id,
+            "started_at": (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).isoformat()
+            if t is not None else None, "pages": scan.pages}
 
 
 def _ask_again(prev: Any, tries: list[dict[str, Any]]) -> bool:
