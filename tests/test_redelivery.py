@@ -255,21 +255,21 @@ def test_a_long_outage_is_recovered_across_runs_with_a_page_budget(
             wait_for(lambda asked=asked: len(github_double.hook_deliveries)
                      == len(old) + len(lost) + asked, 60, "the double's redeliveries")
             if len(reports) == 1:
-                pos = scan_position(engine)
-                assert pos is not None and pos["cursor"] and pos["pages"] == 10
-                assert pos["top_id"] == lost[-1]["id"] and pos["floor_id"] is None
+                first_pos = scan_position(engine)
+    assert Counter(_redelivery_posts(github_double)) == Counter(
+        f"/app/hook/deliveries/{d['id']}/attempts" for d in lost)
+    assert got == Counter(d["guid"] for d in lost)
     assert [(r.pages, r.outcomes, r.scan_complete) for r in reports] == [
         (10, {"requested": 1000}, False), (10, {"requested": 1000}, False),
         (6, {"requested": 500}, True),  # the 26th page reaches the window's edge
         # a new scan: the 2,500 redeliveries (202) down to where the last scan started
         (10, {}, False), (10, {}, False), (6, {}, True),
         (1, {}, True)]  # nothing new
-    assert Counter(_redelivery_posts(github_double)) == Counter(
-        f"/app/hook/deliveries/{d['id']}/attempts" for d in lost)
-    assert got == Counter(d["guid"] for d in lost)
     for d in lost:
         assert [(a["redelivery"], a["status_code"]) for a in github_double.hook_attempts(
             d["guid"])] == [(False, 0), (True, 202)]
+    assert first_pos is not None and first_pos["cursor"] and first_pos["pages"] == 10
+    assert first_pos["top_id"] == lost[-1]["id"] and first_pos["floor_id"] is None
     assert redelivery_counts(engine) == {"requested": 2500, "arrived": 2500}
     assert scan_position(engine) == {"cursor": None, "top_id": None, "pages": 0,
                                      "started_at": None,
