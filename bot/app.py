@@ -199,10 +199,12 @@ def inbox_jobs(settings: Settings, engine: Engine) -> list[Job]:
 
     def run() -> None:
         rep = recover_missed(engine, hooks, window_s=settings.redeliver_window_s,
-                             max_requests=settings.redeliver_max_per_run)
+                             max_requests=settings.redeliver_max_per_run,
+                             max_pages=settings.redeliver_max_pages)
         if rep.outcomes or rep.stopped:
-            log.info("missed deliveries: %d failed in the log, %d missing, asked %s%s",
-                     rep.failed, rep.missing, rep.outcomes or "none",
+            log.info("missed deliveries: %d log pages read%s, %d failed, %d missing, asked "
+                     "%s%s", rep.pages, " (resumed)" if rep.resumed else "", rep.failed,
+                     rep.missing, rep.outcomes or "none",
                      f" (stopped: {rep.stopped})" if rep.stopped else "")
 
     return [Job("recover-missed-deliveries", settings.redeliver_interval_s, run,

@@ -51,6 +51,8 @@ The service's own variables (README "webhook service" lists them with defaults):
                                      redeliver missed deliveries (App credentials needed;
                                      0 turns it off)
     CAMPAIGN_BOT_REDELIVER_MAX_PER_RUN  redeliveries asked for per run at most
+    CAMPAIGN_BOT_REDELIVER_MAX_PAGES  pages of 100 entries of the App's webhook log read per
+                                     run at most (the scan resumes there next run)
     CAMPAIGN_BOT_REDELIVER_WINDOW_S  seconds of the App's webhook log read back (GitHub keeps
                                      deliveries redeliverable for 3 days on github.com)
 
@@ -160,6 +162,7 @@ class Settings(BaseSettings):
     lease_s: float = Field(60.0, ge=3)
     redeliver_interval_s: float = Field(300.0, ge=0)
     redeliver_max_per_run: int = Field(20, ge=1)
+    redeliver_max_pages: int = Field(10, ge=1)
     redeliver_window_s: float = Field(3 * 24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     screen: ScreenSettings = Field(default_factory=ScreenSettings)
     git: GitSettings = Field(default_factory=GitSettings)
