@@ -271,9 +271,9 @@ def test_a_long_outage_is_recovered_across_runs_with_a_page_budget(
     assert first_pos is not None and first_pos["cursor"] and first_pos["pages"] == 10
     assert first_pos["top_id"] == lost[-1]["id"] and first_pos["floor_id"] is None
     assert redelivery_counts(engine) == {"requested": 2500, "arrived": 2500}
+    newest = max(x["id"] for x in github_double.hook_deliveries)
     assert scan_position(engine) == {"cursor": None, "top_id": None, "pages": 0,
-                                     "started_at": None,
-                                     "floor_id": max(x["id"] for x in github_double.hook_deliveries)}
+                                     "started_at": None, "floor_id": newest}
 
 
 def test_a_saved_position_github_refuses_starts_a_new_scan(

@@ -101,7 +101,8 @@ class AppWebhookLog:
                 raise GitHubError("list webhook deliveries: the answer is not a JSON array")
             m = _NEXT.search(_header(headers, "link") or "")
             nxt = parse_qs(urlsplit(m.group(1)).query).get("cursor", [None])[0] if m else None
-            yield Page([d for d in data if isinstance(d, dict)], _remaining(headers), nxt, m is None)
+            yield Page([d for d in data if isinstance(d, dict)], _remaining(headers), nxt,
+                       last=m is None)
             url, params = (m.group(1), None) if m else (None, None)
 
     def redeliver(self, hook_delivery_id: int) -> int | None:

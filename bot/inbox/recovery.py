@@ -286,7 +286,7 @@ def _todo(engine: Engine, failed: dict[str, list[dict[str, Any]]],
             .where(Redelivery.outcome == "error", Redelivery.tries < MAX_TRIES,
                    Delivery.delivery_id.is_(None))
             .order_by(Redelivery.id.desc()).limit(1000)).all()
-    todo = []
+    todo: list[tuple[str, dict[str, Any], dict[str, Any], Any]] = []
     for guid, tries in failed.items():
         prev = settled.get(guid)
         if guid in held or (prev is not None and not _ask_again(prev, tries)):
