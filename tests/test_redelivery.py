@@ -23,7 +23,15 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from webhook_helpers import ROOT, SECRET, free_port, metric_values, wait_for
+from webhook_helpers import (
+    DB_KINDS,
+    ROOT,
+    SECRET,
+    database_url,
+    free_port,
+    metric_values,
+    wait_for,
+)
 
 from bot import database
 from bot.github.app_webhook import AppWebhookLog
@@ -47,12 +55,14 @@ def pem() -> str:
                              serialization.NoEncryption()).decode()
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> Any:
-    eng = database.make_engine(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
-    database.migrate(eng)
-    yield eng
-    eng.dispose()
+@pytest.fixture(params=DB_KINDS)
+def engine(request: Any, tmp_path: Path) -> Any:
+    """A migrated inbox database: SQLite, and PostgreSQL (the replicas' database)."""
+    with database_url(request.param, tmp_path) as url:
+        eng = database.make_engine(url)
+        database.migrate(eng)
+        yield eng
+        eng.dispose()
 
 
 def _down(double: Any) -> None:
