@@ -230,7 +230,7 @@ def deliveries(
 def _missing(engine: Any, as_json: bool, limit: int) -> None:
     from rich.table import Table
 
-    from bot.inbox.recovery import list_redeliveries
+    from bot.inbox.recovery import list_redeliveries, scan_position
 
     rows = list_redeliveries(engine, limit=limit)
     if as_json:
@@ -249,6 +249,15 @@ def _missing(engine: Any, as_json: bool, limit: int) -> None:
                       str(r["tries"]), r["inbox_status"] or "not yet")
         out = Console()
         (out if out.is_terminal else Console(width=200)).print(t)
+        pos = scan_position(engine)
+        if pos is None:
+            print("webhook log scan: not run yet")
+        elif pos["cursor"]:
+            print(f"webhook log scan: in progress since {pos['started_at']}, {pos['pages']} "
+                  "pages read; the next run resumes there")
+        else:
+            print(f"webhook log scan: the last scan is complete (it started from entry "
+                  f"{pos['floor_id']}); the next run starts from the newest entry")
     if any(r["inbox_status"] is None for r in rows):
         raise typer.Exit(EXIT_PROBLEMS)
 

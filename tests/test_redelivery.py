@@ -381,6 +381,10 @@ def test_deliveries_sent_while_the_bot_is_down_are_redelivered_and_processed_onc
             [sys.executable, "-c", "from evidence.cli import main; main()", "deliveries",
              "--missing", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
             env={k: v for k, v in os.environ.items() if k != "CAMPAIGN_BOT_DATABASE_URL"})
+        table = subprocess.run(
+            [sys.executable, "-c", "from evidence.cli import main; main()", "deliveries",
+             "--missing"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "CAMPAIGN_BOT_DATABASE_URL"})
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
@@ -394,6 +398,8 @@ def test_deliveries_sent_while_the_bot_is_down_are_redelivered_and_processed_onc
     assert metrics['campaign_bot_redeliveries{outcome="requested"}'] == 12
     assert metrics["campaign_bot_redeliveries_arrived"] == 12
     assert missing.returncode == 0, missing.stderr
+    assert table.returncode == 0, table.stderr
+    assert "webhook log scan: the last scan is complete" in table.stdout
     rows = json.loads(missing.stdout)
     assert sorted(r["guid"] for r in rows) == sorted(d["guid"] for d in lost)
     assert {r["inbox_status"] for r in rows} == {"done"}
