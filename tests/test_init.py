@@ -118,7 +118,8 @@ def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Pa
     assert len(named) == 24
     # unfilled: check fails, and only on fields named as blanks
     rep = json.loads(cli("check", str(camp), "--json").stdout)
-    invalid = [f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"]
+    invalid = [f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"
+               and not (f["field"] is None and "more SCHEMA_INVALID" in f["message"])]
     assert invalid and rep["exit_code"] == 1
     for f in invalid:
         assert any(f["field"] == b.key or f["field"].startswith(b.key + ".")
@@ -207,3 +208,28 @@ def test_force_without_campaign_writes_the_configured_workflow(tmp_path: Path) -
     assert not (tmp_path / "campaigns").exists()
     res = cli("init", str(tmp_path / "nope"), "--force")
     assert res.returncode == 2 and "not a directory" in res.stderr
+
+
+REQUIRED_BLANKS = {"title": '""', "engine.version": '""', "checkpoint.name": '""',
+                   "pool.device_model": '""', "pool.device_ids": "[]", "serving.model": '""'}
+
+
+def test_check_refuses_a_skeleton_whose_required_blanks_are_left_empty(tmp_path: Path) -> None:
+    """Every ``""``/``[]`` blank of a required field is a finding naming the field and its
+    line; the file is said to be invalid, not absent."""
+    cli("init", str(tmp_path), "--campaign", "h3")
+    camp = tmp_path / "campaigns" / "h3"
+    lines = {b.key: b.line for b in blanks((camp / "campaign.toml").read_text())}
+    fill(camp, REQUIRED_BLANKS)
+    res = cli("check", str(camp), "--json")
+    rep = json.loads(res.stdout)
+    assert res.returncode == 1 and rep["exit_code"] == 1
+    invalid = {f["field"]: f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"}
+    assert set(invalid) == set(REQUIRED_BLANKS), invalid
+    for key, f in invalid.items():
+        assert f["path"] == "campaign.toml" and f["line"] == lines[key], f
+        assert f["message"].startswith(f"{key}: is empty: a value is required"), f
+    for f in rep["findings"]:
+        assert "no campaign.toml" not in f["message"], f
+    out = " ".join(cli("check", str(camp)).stdout.split())
+    assert "campaign.toml is not valid (see its findings)" in out
