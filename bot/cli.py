@@ -59,12 +59,21 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
         raise _fail(str(exc)) from None
 
 
-def _engine(db: Settings, *, migrate: bool = True) -> Any:
+def _engine(db: Settings, *, migrate: bool = True, must_exist: bool = False) -> Any:
     """An engine on ``db.database_url``, migrated (``migrate``) or, on PostgreSQL when not,
-    checked to be at the newest migration."""
+    checked to be at the newest migration.  ``must_exist`` (read-only commands): a SQLite
+    database file that does not exist is an error (exit 2) naming the path and the variable,
+    instead of a new empty database created where the command was run."""
     from bot import database
     from bot.redaction import Redactor, mask_url, url_password
 
+    if must_exist:
+        missing = _missing_sqlite_file(db.database_url)
+        if missing is not None:
+            raise _fail(f"{missing}: no such database file ({ENV_PREFIX}DATABASE_URL="
+                        f"{mask_url(db.database_url)}); run this command where the bot's "
+                        f"database is, or set {ENV_PREFIX}DATABASE_URL to it (`campaign-bot "
+                        "migrate` creates a new one)")
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
         if migrate or engine.dialect.name != "postgresql":
@@ -79,6 +88,24 @@ def _engine(db: Settings, *, migrate: bool = True) -> Any:
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                     redact=Redactor([url_password(db.database_url)])) from None
     return engine
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The absolute path of the file a SQLite ``url`` names when it does not exist; None for
+    an existing file, an in-memory database, another backend, or a URL that does not parse
+    (the engine reports that)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        return None
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") \
+            or u.database.startswith("file:"):
+        return None
+    path = Path(u.database)
+    return None if path.exists() else path.resolve()
 
 
 def serve(
@@ -194,7 +221,7 @@ def deliveries(
 
     from bot.inbox import store
 
-    engine = _engine(_settings(need_secret=False))
+    engine = _engine(_settings(need_secret=False), must_exist=True)
     if missing:
         _missing(engine, as_json, limit)
         return

@@ -249,3 +249,18 @@ def test_serve_without_credentials_warns_and_fails_each_delivery_once(env: Path)
     [failed] = json.loads(r2.output)
     assert failed["attempts"] == 1 and failed["status"] == "failed"
 
+
+def test_deliveries_never_creates_a_missing_sqlite_database(env: Path) -> None:
+    """A read-only command in a folder without the database: exit 2 naming the path and the
+    variable, and no empty database file left behind."""
+    for args in (["deliveries"], ["deliveries", "--failed"], ["deliveries", "--missing"],
+                 ["deliveries", "--export", "x"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, r.output
+        out = " ".join(r.output.split())
+        assert f"{env / 'campaign-bot.sqlite3'}: no such database file" in out, out
+        assert "CAMPAIGN_BOT_DATABASE_URL" in out
+        assert not (env / "campaign-bot.sqlite3").exists()
+    r = runner.invoke(app, ["deliveries"], env={"CAMPAIGN_BOT_DATABASE_URL":
+                                                f"sqlite:///{env}/sub/bot.db"})
+    assert r.exit_code == 2 and not (env / "sub").exists()
