@@ -31,7 +31,8 @@ def screen_cmd(
     candidate: Annotated[str | None, typer.Option(
         help="Candidate name declared in campaign.toml.")] = None,
     dry_run: Annotated[bool, typer.Option(
-        help="Print the plan and the estimated device time, start nothing.")] = False,
+        help="Print the plan and the estimated wall and device hours (wall x the "
+             "pool's devices), start nothing.")] = False,
     sessions: Annotated[int | None, typer.Option(
         help="Run N sessions (the protocol order cut or cycled to N).", min=1)] = None,
     control_only: Annotated[bool, typer.Option(
