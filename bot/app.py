@@ -140,6 +140,13 @@ def configure_logging(settings: Settings, fmt: str, *, tracebacks: bool = True) 
     return redactor
 
 
+def github_configured(settings: Settings) -> bool:
+    """True when the settings let the service call GitHub: App id with a private key, or a
+    token (the same rule as :attr:`bot.github.pygithub.GitHubClients.configured`)."""
+    return bool(settings.token is not None and settings.token.get_secret_value()) or bool(
+        settings.app_id and settings.private_key_pem())
+
+
 def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
                    metrics: Metrics | None = None, throttle: bool | None = None,
                    retry: Any = None) -> ContextFactory:
@@ -374,6 +381,13 @@ def create_app(
             await start_worker(settings)
         # out of file descriptors, asyncio logs every retried accept() with a traceback
         restore_handler = install_accept_error_handler(asyncio.get_running_loop())
+        if state["secret"] is not None and not github_configured(settings):
+            log.warning("no GitHub credentials: deliveries are stored but not handled (each "
+                        "fails once, not retried) until CAMPAIGN_BOT_APP_ID with "
+                        "CAMPAIGN_BOT_PRIVATE_KEY (or CAMPAIGN_BOT_PRIVATE_KEY_FILE), or "
+                        "CAMPAIGN_BOT_TOKEN, is set; then `campaign-bot deliveries --export "
+                        "ID > d.json && campaign-bot replay --apply d.json` handles a stored "
+                        "one")
         log.info("campaign-bot ready (database %s)%s",
                  eng.url.render_as_string(hide_password=True),
                  "" if state["secret"] is not None else ": waiting for the App setup")

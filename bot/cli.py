@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -58,12 +59,21 @@ def _settings(*, need_secret: bool = True, **overrides: Any) -> Settings:
         raise _fail(str(exc)) from None
 
 
-def _engine(db: Settings, *, migrate: bool = True) -> Any:
+def _engine(db: Settings, *, migrate: bool = True, must_exist: bool = False) -> Any:
     """An engine on ``db.database_url``, migrated (``migrate``) or, on PostgreSQL when not,
-    checked to be at the newest migration."""
+    checked to be at the newest migration.  ``must_exist`` (read-only commands): a SQLite
+    database file that does not exist is an error (exit 2) naming the path and the variable,
+    instead of a new empty database created where the command was run."""
     from bot import database
     from bot.redaction import Redactor, mask_url, url_password
 
+    if must_exist:
+        missing = _missing_sqlite_file(db.database_url)
+        if missing is not None:
+            raise _fail(f"{missing}: no such database file ({ENV_PREFIX}DATABASE_URL="
+                        f"{mask_url(db.database_url)}); run this command where the bot's "
+                        f"database is, or set {ENV_PREFIX}DATABASE_URL to it (`campaign-bot "
+                        "migrate` creates a new one)")
     try:
         engine = database.make_engine(db.database_url, sqlite_synchronous=db.sqlite_synchronous)
         if migrate or engine.dialect.name != "postgresql":
@@ -78,6 +88,24 @@ def _engine(db: Settings, *, migrate: bool = True) -> Any:
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                     redact=Redactor([url_password(db.database_url)])) from None
     return engine
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The absolute path of the file a SQLite ``url`` names when it does not exist; None for
+    an existing file, an in-memory database, another backend, or a URL that does not parse
+    (the engine reports that)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        return None
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") \
+            or u.database.startswith("file:"):
+        return None
+    path = Path(u.database)
+    return None if path.exists() else path.resolve()
 
 
 def serve(
@@ -193,7 +221,7 @@ def deliveries(
 
     from bot.inbox import store
 
-    engine = _engine(_settings(need_secret=False))
+    engine = _engine(_settings(need_secret=False), must_exist=True)
     if missing:
         _missing(engine, as_json, limit)
         return
@@ -344,15 +372,19 @@ def init(
         "--runner-labels", help="The pool's self-hosted runner labels, comma separated "
                                 "(else a blank in campaign.toml)")] = None,
     force: Annotated[bool, typer.Option(
-        "--force", help="Overwrite files that differ from this version's")] = False,
+        "--force", help="Replace the screen workflow when it differs from this version's "
+                        "(without --campaign: write only the workflow).  Never overwrites "
+                        ".github/campaign-bot.toml, campaign.toml or trusted-keys.pem: those "
+                        "are created only when missing")] = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Write nothing: report how the repository's screen workflow differs "
                         "from this version's template, and problems of its "
                         ".github/campaign-bot.toml (exit 1 when anything differs)")] = False,
 ) -> None:
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
-    campaign skeleton.  Idempotent; a file that differs from this version's is kept unless
-    --force."""
+    campaign skeleton.  Idempotent; a file that differs from this version's is kept, except
+    that --force replaces the screen workflow (`campaign-bot init DIR --force` replaces only
+    it)."""
     from rich.table import Table
 
     from bot import scaffold
@@ -369,7 +401,8 @@ def init(
             out.print(f"[red]{escape(wf)} is missing[/]: run `campaign-bot init` to write it")
         else:
             out.print(f"[yellow]{escape(wf)} differs from this version's template[/] (run "
-                      "`campaign-bot init --force` to replace it):")
+                      f"`campaign-bot init {escape(shlex.quote(str(directory)))} --force` to "
+                      "replace it; your campaign files and config are kept):")
             for n in rep.notes:
                 out.print(f"  - {escape(n)}")
             for line in rep.diff:
@@ -377,11 +410,16 @@ def init(
         for prob in rep.config_problems:
             out.print(f"[red]config:[/] {escape(str(prob))}")
         raise typer.Exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
-    if campaign is None:
-        raise _fail("--campaign NAME is required (or --check)")
+    if campaign is None and not force:
+        raise _fail("--campaign NAME is required (or --check; or --force to replace only the "
+                    "screen workflow)")
     labels = [x for x in (runner_labels or "").split(",") if x.strip()]
     try:
-        rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels, force=force)
+        if campaign is None:
+            rep2 = scaffold.refresh_workflow(directory, force=force)
+        else:
+            rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels,
+                                            force=force)
     except scaffold.InitError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
@@ -393,9 +431,15 @@ def init(
         t.add_row(rel, action)
     out.print(t)
     for rel in rep2.kept:
-        out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file (yours "
-                  "is kept; --force replaces it" + ("; `campaign-bot init --check` shows the "
-                  "difference" if rel.endswith(".yml") else "") + ")")
+        if scaffold.is_packaged(rel):
+            out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file "
+                      "(yours is kept; --force replaces it; `campaign-bot init --check` shows "
+                      "the difference)")
+        else:
+            out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file "
+                      "(yours is kept; init never overwrites it, even with --force)")
+    if campaign is None:
+        return
     camp = f"{rep2.campaign_path}/campaign.toml"
     if rep2.blanks:
         out.print(f"\nFill these blanks in {camp}, then run `campaign-bot check "

@@ -10,8 +10,11 @@ Files written (paths relative to the repository)::
     campaigns/NAME/trusted-keys.pem    how to add runner keys (no key)
 
 Rules: a file that does not exist is created; one with the same bytes is left alone
-("unchanged"); one that differs is kept ("kept") unless ``force``, so running init twice is
-harmless and a filled-in campaign.toml or a customised config is never overwritten.
+("unchanged"); one that differs is kept ("kept"), so running init twice is harmless.
+``force`` replaces only the packaged files that are not the user's to edit (the screen
+workflow, :data:`PACKAGED`); the user-owned files (``.github/campaign-bot.toml``,
+``campaign.toml``, ``trusted-keys.pem``) are created when missing and never overwritten, so a
+filled-in campaign, appended runner keys or a customised config survive ``init --force``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ OLD_WORKFLOW_SIGNS = (
      "it sets CAMPAIGN_BOT_SIGNING_KEY: host settings now live in each runner's runner config "
      "(/etc/campaign-bot/runner.toml)"),
 )
+
+
+def is_packaged(rel: str) -> bool:
+    """True for a path init may replace under ``force``: a workflow under
+    ``.github/workflows/`` (the bot's own file, compared by ``init --check``); every other
+    file init writes belongs to the user once it exists."""
+    return rel.startswith(WORKFLOWS_DIR + "/")
 
 
 class InitError(Exception):
@@ -132,15 +142,35 @@ def init_repository(root: Path, campaign: str, *, runner_labels: list[str] | Non
                     force: bool = False) -> InitReport:
     """Write the files of :func:`repository_files` under ``root`` (created if missing).
 
-    Never follows a symlink out of ``root`` and never overwrites a differing file unless
-    ``force``.  Raises :class:`InitError` for a bad name or an unusable ``root``, and
-    ``OSError`` as the filesystem does."""
+    Never follows a symlink out of ``root``; a differing file is kept, except that ``force``
+    replaces a packaged one (:func:`is_packaged`).  Raises :class:`InitError` for a bad name
+    or an unusable ``root``, and ``OSError`` as the filesystem does."""
     files = repository_files(campaign, runner_labels)
+    rep = InitReport(root, campaign_path=f"campaigns/{campaign}")
+    _write(root, files, rep, force)
+    camp = root / rep.campaign_path / "campaign.toml"
+    rep.blanks = blanks(camp.read_text(encoding="utf-8", errors="replace"))
+    return rep
+
+
+def refresh_workflow(root: Path, *, force: bool) -> InitReport:
+    """``init --force`` without ``--campaign``: write this version's screen workflow at the
+    path ``init --check`` compares (``[screen] workflow`` of the repository config, default
+    screen.yml), replacing a differing one when ``force``; nothing else is touched.  Raises
+    :class:`InitError` for an unusable ``root`` and ``OSError`` as the filesystem does."""
+    if not root.is_dir():
+        raise InitError(f"{root}: not a directory")
+    rep = InitReport(root)
+    _write(root, {f"{WORKFLOWS_DIR}/{configured_workflow(root)}": workflow_template()},
+           rep, force)
+    return rep
+
+
+def _write(root: Path, files: dict[str, bytes], rep: InitReport, force: bool) -> None:
     if root.exists() and not root.is_dir():
         raise InitError(f"{root}: exists and is not a directory")
     root.mkdir(parents=True, exist_ok=True)
     real_root = root.resolve()
-    rep = InitReport(root, campaign_path=f"campaigns/{campaign}")
     for rel, data in files.items():
         target = root / rel
         if target.is_symlink() or not str(target.resolve()).startswith(str(real_root) + "/"):
@@ -152,7 +182,7 @@ def init_repository(root: Path, campaign: str, *, runner_labels: list[str] | Non
             if old == data:
                 rep.actions[rel] = "unchanged"
                 continue
-            if not force:
+            if not (force and is_packaged(rel)):
                 rep.actions[rel] = "kept"
                 continue
             rep.actions[rel] = "overwritten"
@@ -162,9 +192,6 @@ def init_repository(root: Path, campaign: str, *, runner_labels: list[str] | Non
         tmp = target.with_name(f".{target.name}.campaign-bot-init")
         tmp.write_bytes(data)
         tmp.replace(target)
-    camp = root / rep.campaign_path / "campaign.toml"
-    rep.blanks = blanks(camp.read_text(encoding="utf-8", errors="replace"))
-    return rep
 
 
 @dataclass
@@ -211,6 +238,20 @@ def check_repository(root: Path) -> DriftReport:
     """``init --check`` on a checkout at ``root``: the configured screen workflow (``[screen]
     workflow``, default screen.yml) against the template, and the repository config's
     problems."""
+    workflow, problems = _workflow_and_problems(root)
+    wf = root / WORKFLOWS_DIR / workflow
+    rep = workflow_drift(wf.read_bytes() if wf.is_file() else None, workflow)
+    rep.config_problems = problems
+    return rep
+
+
+def configured_workflow(root: Path) -> str:
+    """The screen workflow's file name under .github/workflows/ of the checkout at ``root``:
+    ``[screen] workflow`` of its .github/campaign-bot.toml, else screen.yml."""
+    return _workflow_and_problems(root)[0]
+
+
+def _workflow_and_problems(root: Path) -> tuple[str, list[ConfigProblem]]:
     cfg_file = root / CONFIG_PATH
     problems: list[ConfigProblem] = []
     workflow = SCREEN_WORKFLOW
@@ -225,7 +266,4 @@ def check_repository(root: Path) -> DriftReport:
                 workflow = SCREEN_WORKFLOW
             if not isinstance(workflow, str) or "/" in workflow:
                 workflow = SCREEN_WORKFLOW
-    wf = root / WORKFLOWS_DIR / workflow
-    rep = workflow_drift(wf.read_bytes() if wf.is_file() else None, workflow)
-    rep.config_problems = problems
-    return rep
+    return workflow, problems

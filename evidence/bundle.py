@@ -146,6 +146,8 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
         fpath = ".".join(str(x) for x in loc) or None
         line = line_of(text, loc, fmt="toml" if fmt == "toml" else "json")
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] in ("string_too_short", "too_short") and e.get("input") in ("", [], ()):
+            msg = "is empty: a value is required here (" + msg[0].lower() + msg[1:] + ")"
         if e["type"] in ("float_type", "int_type", "string_type", "bool_type") and \
                 "input" in e:
             msg += f" (got {input_words(e['input'])})"

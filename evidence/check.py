@@ -251,10 +251,18 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="the directory holds no files: nothing to check",
                                 resolution="point check at a campaign or bundle directory"))
     elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses:
-        findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
-                                message="no campaign.toml, no receipts, no status and no "
-                                        "manifest found: nothing was checked",
-                                resolution="point check at a campaign or bundle directory"))
+        if "campaign.toml" in idx.files:  # present but unreadable or invalid: say so
+            findings.append(Finding(
+                rule="EMPTY_BUNDLE", severity="P1", path="campaign.toml",
+                message="campaign.toml is not valid (see its findings) and there are no "
+                        "receipts, status or manifest: nothing else was checked",
+                resolution="fix the campaign.toml findings, then check again"))
+        else:
+            findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
+                                    message="no campaign.toml, no receipts, no status and no "
+                                            "manifest found: nothing was checked",
+                                    resolution="point check at a campaign or bundle "
+                                               "directory"))
     if lc.scope is None and "campaign.toml" not in idx.files and lc.receipts and \
             "bagit.txt" not in idx.files:
         findings.append(Finding(rule="SCOPE_MISSING", severity="P2", path="campaign.toml",

@@ -113,13 +113,14 @@ class EngineSource(Strict):
 
     repo: str = Field(description="Source repository, e.g. 'vllm-project/vllm-omni'.")
     commit: str = Field(pattern=r"^[0-9a-f]{7,40}$", description="Commit id (hex).")
-    version: str | None = Field(default=None, description="Version string, e.g. '0.30.0'.")
+    version: str | None = Field(default=None, min_length=1,
+                                description="Version string, e.g. '0.30.0' (not empty).")
 
 
 class Checkpoint(Strict):
     """Model checkpoint identity: name and content digest."""
 
-    name: str
+    name: str = Field(min_length=1, description="Checkpoint name (not empty).")
     digest: Sha256 = Field(description="SHA-256 of the checkpoint content (e.g. its index).")
 
 
@@ -127,14 +128,15 @@ class HardwarePool(Strict):
     """A reservation of whole machines that screens of one campaign share, one at a time."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
-    device_model: str = Field(description="e.g. 'Ascend910B1', 'H200'.")
+    device_model: str = Field(min_length=1, description="e.g. 'Ascend910B1', 'H200'.")
     device_count: int = Field(ge=1)
     memory_gib_per_device: Finite = Field(gt=0)
     runner_labels: list[str] = Field(
         default_factory=list, description="GitHub Actions self-hosted runner labels."
     )
     device_ids: list[int] = Field(
-        default_factory=list, description="Device indices used (ASCEND_RT_VISIBLE_DEVICES)."
+        default_factory=list, min_length=1,
+        description="Device indices used (ASCEND_RT_VISIBLE_DEVICES); when given, at least one."
     )
 
 
@@ -182,7 +184,7 @@ class Workload(Strict):
 class Serving(Strict):
     """Server command line and environment of the control arm."""
 
-    model: str = Field(description="Model argument of `vllm serve`.")
+    model: str = Field(min_length=1, description="Model argument of `vllm serve`.")
     flags: list[str] = Field(default_factory=list, description="Server flags, one per item.")
     env: dict[str, str] = Field(default_factory=dict)
     port: int = Field(default=8091, ge=1, le=65535)
@@ -288,7 +290,7 @@ class CampaignScope(Strict):
 
     schema_: str = schema_field("campaign", 1)
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
-    title: str
+    title: str = Field(min_length=1, description="One line: model, hardware and target.")
     issue: int | None = Field(default=None, description="Campaign issue number.")
     engine: EngineSource
     image_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")

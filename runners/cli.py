@@ -31,7 +31,8 @@ def screen_cmd(
     candidate: Annotated[str | None, typer.Option(
         help="Candidate name declared in campaign.toml.")] = None,
     dry_run: Annotated[bool, typer.Option(
-        help="Print the plan and the estimated device time, start nothing.")] = False,
+        help="Print the plan and the estimated wall and device hours (wall x the "
+             "pool's devices), start nothing.")] = False,
     sessions: Annotated[int | None, typer.Option(
         help="Run N sessions (the protocol order cut or cycled to N).", min=1)] = None,
     control_only: Annotated[bool, typer.Option(
@@ -170,10 +171,19 @@ def keygen_cmd(
     OUT.pub (public, PEM; append it to the trusted keys file of `campaign-bot check`)."""
     from runners.signer import generate_key
 
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    folder = out.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "the folder does not exist"
+        err.print(f"[red]error:[/] {escape(str(out))}: {escape(str(folder))}: {what}; "
+                  f"create it first (e.g. `mkdir -p -m 700 {escape(str(folder))}`), then run "
+                  "keygen again")
+        raise typer.Exit(EXIT_USAGE)
     try:
         pub = generate_key(out)
     except (FileExistsError, OSError) as exc:
-        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
+        why = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
+        err.print(f"[red]error:[/] {escape(why)}")
         raise typer.Exit(EXIT_USAGE) from None
     Console(highlight=False).print(f"private key: {out}\npublic key:  {pub}\n"
                                    f"{pub.read_text().splitlines()[0]}")

@@ -41,8 +41,9 @@ def make_plan(protocol: Protocol, *, sessions: int | None = None,
 
 @dataclass(frozen=True)
 class Estimate:
-    """Device-time estimate in seconds: ``typical`` (None without a per-request estimate)
-    and ``upper_bound`` (every init, request and shutdown running to its timeout)."""
+    """Wall-clock estimate of a screen in seconds (the pool is held that long; device time is
+    this x the pool's devices): ``typical`` (None without a per-request estimate) and
+    ``upper_bound`` (every init, request and shutdown running to its timeout)."""
 
     typical_s: float | None
     upper_bound_s: float
@@ -50,7 +51,7 @@ class Estimate:
 
 def estimate(plan: list[PlannedSession], protocol: Protocol, *,
              request_s: float | None = None, init_s: float | None = None) -> Estimate:
-    """Estimate device time: per session init + requests + shutdown + the idle wait.
+    """Estimate wall time: per session init + requests + shutdown + the idle wait.
 
     ``request_s``: expected seconds per request (e.g. a previous control's client wall);
     ``init_s``: expected server start seconds (default: a tenth of the init timeout)."""

@@ -208,7 +208,8 @@ def free_port(host: str) -> int:
 
 def print_plan(console: Console, scope: CampaignScope, plan: list[PlannedSession],
                est: Estimate, track: str, candidate: str | None) -> None:
-    """Print the session plan table and the device-time estimate."""
+    """Print the session plan table and the time estimate: wall hours and device hours
+    (wall x ``[pool] device_count``, the budget's definition)."""
     t = Table(title=f"screen plan: campaign {scope.id}, track {track}, candidate "
                     f"{candidate or '-'}", title_justify="left")
     for c in ("slot", "arm", "warmups", "measured"):
@@ -220,12 +221,21 @@ def print_plan(console: Console, scope: CampaignScope, plan: list[PlannedSession
     console.print(f"order {''.join('A' if s.arm == 'control' else 'B' for s in plan)}; "
                   f"timeouts: init {p.init_timeout_s:g} s, request {p.request_timeout_s:g} s, "
                   f"shutdown {p.shutdown_timeout_s:g} s; idle wait {p.idle_wait_s:g} s")
+    devices = scope.pool.device_count
+    # device-hours = wall-hours x the pool's devices, as the budget ledger charges them
+    # (docs/user-guide.md, Budget)
+
+    def hours(s: float) -> str:
+        return (f"{s / 3600:.2f} wall h = {s * devices / 3600:.2f} device h "
+                f"({devices} devices)")
+
     if est.typical_s is not None:
-        console.print(f"estimated device time: {est.typical_s / 3600:.2f} h "
-                      f"(upper bound {est.upper_bound_s / 3600:.2f} h from the timeouts)")
+        console.print(f"estimated time: {hours(est.typical_s)}; upper bound from the "
+                      f"timeouts {hours(est.upper_bound_s)}")
     else:
-        console.print(f"estimated device time: upper bound {est.upper_bound_s / 3600:.2f} h "
-                      "from the timeouts (give --request-estimate-s for a typical figure)")
+        console.print(f"estimated time: upper bound from the timeouts "
+                      f"{hours(est.upper_bound_s)} (give --request-estimate-s for a typical "
+                      "figure)")
 
 
 class Interrupt:

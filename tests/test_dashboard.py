@@ -279,6 +279,9 @@ def test_a_foreign_folder_is_never_overwritten_and_an_old_report_is_replaced(
 def test_bad_input_is_a_clear_error_never_a_traceback(tmp_path: Path) -> None:
     res = run_report(tmp_path, "--out", tmp_path / "site")
     assert res.returncode == 2 and "no campaign.toml" in res.stderr
+    res = run_report(tmp_path / "absent", "--out", tmp_path / "site")
+    assert res.returncode == 2 and "the folder does not exist" in res.stderr, res.stderr
+    assert "no campaign.toml" not in res.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "campaign.toml").write_text('schema = "campaign-bot/campaign@1"\nid = 3\n')
@@ -288,6 +291,22 @@ def test_bad_input_is_a_clear_error_never_a_traceback(tmp_path: Path) -> None:
     plan = write_campaign(tmp_path / "c", screens=1)
     res = run_report(plan.root, "--out", tmp_path / "s", "--source-url", "javascript:alert(1)")
     assert res.returncode == 2 and "http(s)" in res.stderr
+
+
+def test_without_the_report_extra_the_user_is_told_what_to_install(tmp_path: Path) -> None:
+    """pygal hidden (as when ``campaign-bot[report]`` is not installed): a clear message and
+    exit 2, not a ModuleNotFoundError traceback."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['pygal'] = None\n")
+    plan = write_campaign(tmp_path / "c", screens=1)
+    env = {**os.environ, "COLUMNS": "2000",
+           "PYTHONPATH": os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([str(EXE), "report", str(plan.root), "--out", str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 2, res.stderr
+    assert "pip install 'campaign-bot[report]'" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "s").exists()
 
 
 def test_source_url_links_findings_to_file_and_line(tmp_path: Path) -> None:

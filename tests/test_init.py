@@ -100,6 +100,7 @@ def test_init_refuses_bad_names_and_symlinks(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--campaign '../escape': use 1-100 of" in res.stderr
     res = cli("init", str(tmp_path))
     assert res.returncode == 2 and "--campaign NAME is required" in res.stderr
+    assert "--force to replace only the screen workflow" in res.stderr
     (tmp_path / ".github").mkdir()
     outside = tmp_path.parent / f"{tmp_path.name}-outside.toml"
     (tmp_path / ".github/campaign-bot.toml").symlink_to(outside)
@@ -117,7 +118,8 @@ def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Pa
     assert len(named) == 24
     # unfilled: check fails, and only on fields named as blanks
     rep = json.loads(cli("check", str(camp), "--json").stdout)
-    invalid = [f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"]
+    invalid = [f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"
+               and not (f["field"] is None and "more SCHEMA_INVALID" in f["message"])]
     assert invalid and rep["exit_code"] == 1
     for f in invalid:
         assert any(f["field"] == b.key or f["field"].startswith(b.key + ".")
@@ -156,3 +158,78 @@ def test_check_reports_drift_from_this_versions_template(tmp_path: Path) -> None
     assert res.returncode == 1 and ".github/workflows/screen.yml is missing" in res.stdout
     res = cli("init", str(tmp_path / "nope"), "--check")
     assert res.returncode == 2
+
+
+def test_force_replaces_only_the_workflow_and_never_user_files(tmp_path: Path) -> None:
+    init_repository(tmp_path, "h3")
+    wf = tmp_path / ".github/workflows/screen.yml"
+    wf.write_text(wf.read_text() + "# drifted\n")
+    camp = tmp_path / "campaigns/h3/campaign.toml"
+    camp.write_text(camp.read_text().replace('title = ""', 'title = "mine"') + "# filled\n")
+    keys = tmp_path / "campaigns/h3/trusted-keys.pem"
+    keys.write_text(keys.read_text() + "-----BEGIN PUBLIC KEY-----\nAAAA\n"
+                    "-----END PUBLIC KEY-----\n")
+    cfg = tmp_path / ".github/campaign-bot.toml"
+    cfg.write_text(cfg.read_text().replace("allowed = []", 'allowed = ["alice"]'))
+    user = {p: p.read_bytes() for p in (camp, keys, cfg)}
+    # the command --check prints is the command that works
+    check = cli("init", str(tmp_path), "--check")
+    assert check.returncode == 1
+    assert f"`campaign-bot init {tmp_path} --force`" in " ".join(check.stdout.split())
+    res = cli("init", str(tmp_path), "--force")
+    assert res.returncode == 0, res.stderr
+    assert row(res.stdout, ".github/workflows/screen.yml", "overwritten"), res.stdout
+    assert wf.read_bytes() == workflow_template()
+    assert {p: p.read_bytes() for p in user} == user
+    assert cli("init", str(tmp_path), "--check").returncode == 0
+    # with --campaign, --force still keeps every user-owned file
+    wf.write_text(wf.read_text() + "# drifted\n")
+    res = cli("init", str(tmp_path), "--campaign", "h3", "--force")
+    assert res.returncode == 0, res.stderr
+    assert row(res.stdout, ".github/workflows/screen.yml", "overwritten"), res.stdout
+    for rel in (".github/campaign-bot.toml", "campaigns/h3/campaign.toml",
+                "campaigns/h3/trusted-keys.pem"):
+        assert row(res.stdout, rel, "kept"), res.stdout
+    assert "init never overwrites it, even with --force" in res.stdout
+    assert {p: p.read_bytes() for p in user} == user
+    # a missing user file is still created under --force
+    keys.unlink()
+    res = cli("init", str(tmp_path), "--campaign", "h3", "--force")
+    assert row(res.stdout, "campaigns/h3/trusted-keys.pem", "created") and keys.is_file()
+
+
+def test_force_without_campaign_writes_the_configured_workflow(tmp_path: Path) -> None:
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github/campaign-bot.toml").write_text('[screen]\nworkflow = "gpu.yml"\n')
+    res = cli("init", str(tmp_path), "--force")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / ".github/workflows/gpu.yml").read_bytes() == workflow_template()
+    assert not (tmp_path / ".github/workflows/screen.yml").exists()
+    assert not (tmp_path / "campaigns").exists()
+    res = cli("init", str(tmp_path / "nope"), "--force")
+    assert res.returncode == 2 and "not a directory" in res.stderr
+
+
+REQUIRED_BLANKS = {"title": '""', "engine.version": '""', "checkpoint.name": '""',
+                   "pool.device_model": '""', "pool.device_ids": "[]", "serving.model": '""'}
+
+
+def test_check_refuses_a_skeleton_whose_required_blanks_are_left_empty(tmp_path: Path) -> None:
+    """Every ``""``/``[]`` blank of a required field is a finding naming the field and its
+    line; the file is said to be invalid, not absent."""
+    cli("init", str(tmp_path), "--campaign", "h3")
+    camp = tmp_path / "campaigns" / "h3"
+    lines = {b.key: b.line for b in blanks((camp / "campaign.toml").read_text())}
+    fill(camp, REQUIRED_BLANKS)
+    res = cli("check", str(camp), "--json")
+    rep = json.loads(res.stdout)
+    assert res.returncode == 1 and rep["exit_code"] == 1
+    invalid = {f["field"]: f for f in rep["findings"] if f["rule"] == "SCHEMA_INVALID"}
+    assert set(invalid) == set(REQUIRED_BLANKS), invalid
+    for key, f in invalid.items():
+        assert f["path"] == "campaign.toml" and f["line"] == lines[key], f
+        assert f["message"].startswith(f"{key}: is empty: a value is required"), f
+    for f in rep["findings"]:
+        assert "no campaign.toml" not in f["message"], f
+    out = " ".join(cli("check", str(camp)).stdout.split())
+    assert "campaign.toml is not valid (see its findings)" in out

@@ -213,3 +213,25 @@ def test_without_weights_in_the_runner_config_the_lossy_gate_fails(tmp_path: Pat
                                .glob("*.json"))]
     assert reports and not reports[0].passed
     assert any("lpips" in r.lower() for r in reports[0].reasons), reports[0].reasons
+
+
+def test_keygen_into_a_missing_folder_names_it_and_how_to_create_it(tmp_path: Path) -> None:
+    missing = tmp_path / "keys" / "x"
+    res = subprocess.run([*CLI, "keygen", str(missing / "runner.key")], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "300"})
+    assert res.returncode == 2, res.stderr
+    err = " ".join(res.stderr.split())
+    assert f"{missing}: the folder does not exist" in err, err
+    assert f"mkdir -p -m 700 {missing}" in err and "Errno" not in err
+    assert not missing.exists()
+    (tmp_path / "file").write_text("")
+    res = subprocess.run([*CLI, "keygen", str(tmp_path / "file" / "runner.key")],
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    assert res.returncode == 2 and "is not a folder" in res.stderr and "Errno" not in res.stderr
+    # the key is written once the folder exists; a second keygen refuses to overwrite it
+    missing.mkdir(parents=True, mode=0o700)
+    assert subprocess.run([*CLI, "keygen", str(missing / "runner.key")],
+                          capture_output=True).returncode == 0
+    res = subprocess.run([*CLI, "keygen", str(missing / "runner.key")], capture_output=True,
+                         text=True)
+    assert res.returncode == 2 and "not overwriting a key" in res.stderr

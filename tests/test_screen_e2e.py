@@ -23,13 +23,14 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import psutil
 import pytest
 from upstream_helpers import upstream_campaign, upstream_python
 
-from evidence.models import MediaReport, Receipt
+from evidence.models import CampaignScope, MediaReport, Receipt
 from runners import upstream
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -463,13 +464,22 @@ def test_server_is_terminated_when_the_runner_is_killed(
 
 
 def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path) -> None:
+    scope = CampaignScope.model_validate(tomllib.loads((CAMPAIGN / "campaign.toml").read_text()))
     out = tmp_path / "b"
     res = _cli("screen", "--campaign", str(CAMPAIGN), "--candidate", "noop", "--track",
                "1s-lossless", "--out", str(out), "--dry-run", "--sessions", "4",
                "--request-estimate-s", "60", env=_env())
     assert res.returncode == 0, res.stderr
-    assert "order ABAB" in res.stdout and "estimated device time" in res.stdout
+    assert "order ABAB" in res.stdout and "estimated time" in res.stdout
     assert not out.exists()
+    # wall hours and device hours (= wall x the pool's devices, as the budget charges them)
+    p, devices = scope.protocol, scope.pool.device_count
+    n_req = 4 * (p.warmups_per_session + p.measured_requests_per_session)
+    upper = 4 * (p.init_timeout_s + p.shutdown_timeout_s + p.idle_wait_s) + \
+        n_req * p.request_timeout_s
+    text = " ".join(res.stdout.split())
+    assert (f"upper bound from the timeouts {upper / 3600:.2f} wall h = "
+            f"{upper * devices / 3600:.2f} device h ({devices} devices)") in text, text
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -203,3 +203,64 @@ def test_every_setting_is_documented() -> None:
     missing = [f"CAMPAIGN_BOT_{f.upper()}" for f in Settings.model_fields
                if f"CAMPAIGN_BOT_{f.upper()}" not in text]
     assert missing == []
+
+
+def test_serve_without_credentials_warns_and_fails_each_delivery_once(env: Path) -> None:
+    """Only a webhook secret: a warning at start naming the variables; a delivery is stored,
+    fails once with one log line (no traceback) and is not retried."""
+    import signal
+
+    import httpx
+    from webhook_helpers import free_port, wait_for
+
+    port = free_port()
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_BOT_")}
+    e.update(CAMPAIGN_BOT_WEBHOOK_SECRET=SECRET, CAMPAIGN_BOT_PORT=str(port))
+    log = env / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", "from evidence.cli import main; main()",
+                                 "serve"], cwd=env, env=e, stdout=out, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            def up() -> bool:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            wait_for(up, 30, "serve")
+            body = fixture_bytes("issues")
+            r = httpx.post(f"{base}/webhook", content=body,
+                           headers=headers_for(body, "issues", "nocred-1"))
+            assert r.status_code == 202
+            wait_for(lambda: "failed permanently" in log.read_text(), 30, "the failure line")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+    text = log.read_text()
+    assert "deliveries are stored but not handled" in text
+    assert "CAMPAIGN_BOT_APP_ID" in text and "CAMPAIGN_BOT_TOKEN" in text
+    assert text.index("deliveries are stored but not handled") < text.index("ready")
+    assert "Traceback" not in text and "retry in" not in text, text
+    fails = [ln for ln in text.splitlines() if "nocred-1" in ln]
+    assert len(fails) == 1 and "no GitHub credentials" in fails[0], fails
+    r2 = runner.invoke(app, ["deliveries", "--failed", "--json"])
+    [failed] = json.loads(r2.output)
+    assert failed["attempts"] == 1 and failed["status"] == "failed"
+
+
+def test_deliveries_never_creates_a_missing_sqlite_database(env: Path) -> None:
+    """A read-only command in a folder without the database: exit 2 naming the path and the
+    variable, and no empty database file left behind."""
+    for args in (["deliveries"], ["deliveries", "--failed"], ["deliveries", "--missing"],
+                 ["deliveries", "--export", "x"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, r.output
+        out = " ".join(r.output.split())
+        assert f"{env / 'campaign-bot.sqlite3'}: no such database file" in out, out
+        assert "CAMPAIGN_BOT_DATABASE_URL" in out
+        assert not (env / "campaign-bot.sqlite3").exists()
+    r = runner.invoke(app, ["deliveries"], env={"CAMPAIGN_BOT_DATABASE_URL":
+                                                f"sqlite:///{env}/sub/bot.db"})
+    assert r.exit_code == 2 and not (env / "sub").exists()

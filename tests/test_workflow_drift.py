@@ -52,7 +52,7 @@ async def test_a_drifted_workflow_is_flagged_on_the_campaign_issue_and_cleared(
     assert "`.github/workflows/screen.yml` on `main`" in c["body"]
     assert "differs from the template of campaign-bot" in c["body"]
     assert "reads the CAMPAIGN_BOT_POOL_LABELS repository variable" in c["body"]
-    assert "`campaign-bot init --force`" in c["body"]
+    assert "`campaign-bot init . --force`" in c["body"]
     # the same push delivered again: nothing is rewritten
     n = len(d.writes())
     await router.dispatch(push_event(d.repo(REPO).refs["main"], ["README.md"], "d-2"), gh,

@@ -54,6 +54,12 @@ class GitHubRetryableError(GitHubError):
         self.retry_after = retry_after
 
 
+class GitHubNotConfigured(GitHubError):
+    """The service has no GitHub credentials (neither App id and private key nor a token):
+    every call would fail the same way until the settings change, so a delivery that needs
+    GitHub is not retried."""
+
+
 class GitHubNotFound(GitHubError):
     """404: the object does not exist or the installation cannot see it."""
 

@@ -47,6 +47,7 @@ from bot.github.port import (
     DispatchResult,
     FileChange,
     GitHubError,
+    GitHubNotConfigured,
     GitHubNotFound,
     GitHubRetryableError,
     GitHubValidationError,
@@ -630,7 +631,7 @@ class GitHubClients:
 
         Raises :class:`GitHubError` without credentials, or as GitHub answered."""
         if not self.configured:
-            raise GitHubError("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
+            raise GitHubNotConfigured("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
                               "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
         try:
             client, auth = self._client(repo, installation_id)

@@ -95,12 +95,17 @@ def permanent_reason(exc: BaseException) -> str | None:
     * the payload does not have the shape the handlers read
       (:class:`bot.inbox.payloads.PayloadShapeError`), or a handler met a value of the wrong
       type (``AttributeError``, ``TypeError``, ``KeyError``): the delivery's bytes never
-      change, so neither does the outcome."""
-    from bot.github.port import GitHubError, GitHubRetryableError
+      change, so neither does the outcome;
+    * the service has no GitHub credentials (:class:`bot.github.port.GitHubNotConfigured`):
+      nothing changes until the settings do (the delivery stays stored; ``campaign-bot
+      replay --apply`` handles it once they are set)."""
+    from bot.github.port import GitHubError, GitHubNotConfigured, GitHubRetryableError
     from bot.inbox.payloads import PayloadShapeError
 
     if isinstance(exc, GitHubRetryableError):
         return None
+    if isinstance(exc, GitHubNotConfigured):
+        return "no GitHub credentials configured"
     if isinstance(exc, GitHubError) and exc.status in (404, 410, 422):
         return f"GitHub answered {exc.status}"
     if isinstance(exc, PayloadShapeError):

@@ -372,8 +372,8 @@ class Worker:
                 gh, config = await self.context_factory(event)
             except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
                 msg = f"{type(exc).__name__}: {exc}"
-                if permanent_reason(exc) is not None:  # e.g. the repository is gone (404)
-                    log.error("delivery %s: no GitHub context: %s", d.delivery_id, msg)
+                if permanent_reason(exc) is not None:  # e.g. the repository is gone (404),
+                    # or no credentials: one log line (no traceback), not retried
                     await self._permanent(d, "bot.inbox.worker.context", msg)
                     return
                 log.exception("delivery %s: no GitHub context", d.delivery_id)

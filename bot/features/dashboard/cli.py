@@ -51,19 +51,25 @@ def report(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
     from rich.table import Table
 
+    err = Console(stderr=True)
+    try:  # before the pages module, which imports the charts and so pygal
+        import pygal  # noqa: F401
+    except ImportError:
+        err.print("[red]the report needs its charting library:[/] "
+                  + escape("pip install 'campaign-bot[report]' (pygal)"))
+        raise typer.Exit(EXIT_USAGE) from None
+
     from bot.features.dashboard.model import CampaignUnreadable, build_site
     from bot.features.dashboard.pages import OutputRefused, safe_url, write_site
 
-    err = Console(stderr=True)
-    try:
-        import pygal  # noqa: F401
-    except ImportError:
-        err.print("[red]the report needs its charting library:[/] pip install "
-                  "'campaign-bot[report]' (pygal)")
-        raise typer.Exit(EXIT_USAGE) from None
     if source_url is not None and safe_url(source_url) is None:
         err.print(f"[red]--source-url {escape(source_url)}:[/] give an absolute http(s) URL "
                   "without a user name or password")
+        raise typer.Exit(EXIT_USAGE)
+    if not directory.is_dir():
+        err.print(f"[red]{escape(str(directory))}:[/] "
+                  + ("is not a folder" if directory.exists() else "the folder does not exist")
+                  + " (give the campaign directory, which holds campaign.toml)")
         raise typer.Exit(EXIT_USAGE)
     if not (directory / "campaign.toml").is_file():
         err.print(f"[red]{escape(str(directory))}:[/] no campaign.toml here (give the campaign "
