@@ -63,16 +63,25 @@ def make_engine(url: str, *, sqlite_synchronous: str = "FULL", schema: str | Non
     return create_engine(url, **kwargs)
 
 
-def migrate(engine: Engine) -> str:
-    """Upgrade the database to the newest migration (idempotent); returns the revision."""
+def quiet_alembic() -> None:
+    """Raise the ``alembic`` loggers to WARNING unless the log level is DEBUG.
+
+    Alembic logs each migration step and, when ``alembic.command`` is first imported, each
+    plug-in it sets up (``alembic.runtime.plugins``) at INFO; they would bury what ``serve``
+    prints at start (the setup URL).  Call before importing alembic.  Idempotent."""
     import logging
 
+    log = logging.getLogger("alembic")
+    if log.getEffectiveLevel() > logging.DEBUG:
+        log.setLevel(logging.WARNING)
+
+
+def migrate(engine: Engine) -> str:
+    """Upgrade the database to the newest migration (idempotent); returns the revision."""
+    quiet_alembic()  # before the imports: importing alembic.command logs at INFO
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
-
-    # Alembic logs every step at INFO; the service's log should only say what changed.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -88,6 +97,7 @@ def revisions(engine: Engine) -> tuple[str | None, str]:
     """``(current, head)``: the database's migration revision (None: never migrated) and the
     newest one this version ships.  Reads only; raises the driver's error when the database
     cannot be reached."""
+    quiet_alembic()
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
@@ -102,6 +112,7 @@ class SchemaNotMigrated(Exception):
 
 def head_revision() -> str:
     """The newest revision in ``bot/migrations/versions``."""
+    quiet_alembic()
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 

@@ -341,6 +341,20 @@ def _fmt_s(v: float | None) -> str:
     return "—" if v is None else f"{v:.3f}"
 
 
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    """``"1 error"``, ``"0 errors"``, ``"2 errors"``: ``n`` and ``word`` in the number it
+    needs (``plural`` where adding ``s`` is wrong, e.g. ``"hashes"``)."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _integrity_counts(rep: CheckReport) -> str:
+    """``checked N hashes in M manifests, E errors (incl. X extra files)``, each noun in the
+    number its count needs."""
+    extra = f" (incl. {_count(rep.extra_files, 'extra file')})" if rep.extra_files else ""
+    return (f"checked {_count(rep.hashes_checked, 'hash', 'hashes')} in "
+            f"{_count(len(rep.manifests), 'manifest')}, {_count(rep.hash_errors, 'error')}{extra}")
+
+
 def _bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -432,9 +446,7 @@ def render_summary(rep: CheckReport, console: Any) -> None:
 
     title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
     line(f"{title}  ({escape(rep.root)})")
-    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
-    line(f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
-         f"{rep.hash_errors} errors{extra}; {rep.external_digests} external unverifiable")
+    line(f"integrity: {_integrity_counts(rep)}; {rep.external_digests} external unverifiable")
     d = rep.documents
     line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
@@ -517,10 +529,8 @@ def render_details(rep: CheckReport, console: Any) -> None:
         f"{d.get('media_reports', 0)} media reports valid"
         + (f", {d['probes']} operator probes" if d.get("probes") else "")
         + (f", {d['trace_summaries']} trace summaries" if d.get("trace_summaries") else ""))
-    extra = f" (incl. {rep.extra_files} extra files)" if rep.extra_files else ""
     console.print(
-        f"integrity: checked {rep.hashes_checked} hashes in {len(rep.manifests)} manifests, "
-        f"{rep.hash_errors} errors{extra}; {rep.files_hashed} files, "
+        f"integrity: {_integrity_counts(rep)}; {_count(rep.files_hashed, 'file')}, "
         f"{_bytes(rep.bytes_hashed)} hashed; {rep.external_digests} external digests "
         "recorded, not verifiable here")
     if rep.manifests:

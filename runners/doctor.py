@@ -54,7 +54,8 @@ def check_version() -> Check:
     v = _version_of("campaign-bot")
     if v is None:
         return Check("campaign-bot", "warn", "run from a source tree (not installed)",
-                     "pip install campaign-bot on the runner so the workflow finds it on PATH")
+                     "install campaign-bot from its repository on the runner (pip install . in a "
+                     "checkout) so the workflow finds it on PATH")
     where = shutil.which("campaign-bot")
     if where is None:
         return Check("campaign-bot", "fail", f"{v} installed, but `campaign-bot` is not on PATH",

@@ -40,7 +40,7 @@ def test_integrity_line_counts_extra_files(tmp_path: Path) -> None:
     (b / "data" / "receipts" / "notes.txt").write_text("added after sealing\n")
     code, rep, text = check(b)
     assert rep["hash_errors"] == rep["extra_files"] == 1
-    assert "5 hashes in 2 manifests, 1 errors (incl. 1 extra files)" in text, text
+    assert "5 hashes in 2 manifests, 1 error (incl. 1 extra file)" in text, text
     assert "exit 1: 1 problem(s)" in text
     assert code == 1
 

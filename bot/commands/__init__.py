@@ -56,6 +56,12 @@ class Who(enum.StrEnum):
     WRITERS_REQUESTERS_OR_AUTHOR = (
         "users with write or admin permission, the campaign's requesters, and the PR's author"
     )
+    CAMPAIGN_REQUESTERS = (
+        "the campaign's requesters (`requesters` in its campaign.toml on the default branch)"
+    )
+    """The command names its campaign (``campaign=ID``), so the command checks the login
+    against that campaign's requesters itself (``bot.features.screen.flow.extend_budget``);
+    :func:`authorize` lets it through to that check."""
 
 
 class UserError(Exception):
@@ -157,9 +163,12 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
     not what it may do there (rust-lang/triagebot#2094, actions/github-script#643).
     Otherwise, where ``who`` allows it, the campaign requesters (from the default branch, or
     ``requesters`` given), ``[screen] allowed`` and the PR author are accepted.
+    ``Who.CAMPAIGN_REQUESTERS`` passes here: the command itself checks the campaign it names.
     """
     if who is Who.ANYONE:
         return Decision(True, "anyone may")
+    if who is Who.CAMPAIGN_REQUESTERS:
+        return Decision(True, "the command checks the campaign's requesters itself")
     perm = await gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
         return Decision(True, f"permission {perm}")

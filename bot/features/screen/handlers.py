@@ -49,7 +49,7 @@ BUDGET_SPEC = CommandSpec(
         "only the campaign's requesters may, and every change is recorded."
     ),
     examples=("/campaign budget extend device-hours=16 wall-hours=4 reason=second round",),
-    who=Who.ANYONE,  # the requester check needs the campaign: flow.extend_budget
+    who=Who.CAMPAIGN_REQUESTERS,  # checked against the named campaign: flow.extend_budget
     pull_only=False,
     needs_config=True,
 )
