@@ -1,6 +1,6 @@
 """Review findings: the consistency rules that catch stale, failed or untraceable evidence.
 Each finding has a rule id, a severity (P0 blocks, P1 wrong evidence, P2 ambiguous evidence,
-P3 nit), the file and exact line, what is wrong and what resolves it.
+P3 note), the file and exact line, what is wrong and what resolves it.
 
 Rules (severity):
 

@@ -697,7 +697,7 @@ Severity = Literal["P0", "P1", "P2", "P3"]
 
 class Finding(Strict):
     """A review result: P0 blocks, P1 wrong evidence, P2 ambiguous
-    evidence, P3 nit."""
+    evidence, P3 note."""
 
     rule: str = Field(description="Rule id, e.g. 'STALE_STATUS', 'MANIFEST_MISMATCH'.")
     severity: Severity
