@@ -85,7 +85,7 @@ Sha256 = Annotated[str, AfterValidator(_sha256_hex)]
 class Strict(BaseModel):
     """Base for documents we write: unknown fields are an error (a typo is not silently lost)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 def schema_field(name: str, version: int) -> Any:
@@ -618,7 +618,8 @@ class MediaMetric(Strict):
     give PSNR = inf); they read back as floats.
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings",
+                              defer_build=True)
 
     name: str = Field(description="e.g. 'ssim_all', 'psnr_avg_db', 'lpips', 'audio_rms_ratio'.")
     value: float | None = Field(description="None when not computed; inf for identical PSNR.")
@@ -682,7 +683,8 @@ class MediaReport(Strict):
         default=None, description="Where the thresholds came from (campaign, file, defaults).")
     wall_s: Seconds | None = Field(default=None, description="Wall time of the comparison.")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="strings",
+                              defer_build=True)
 
     @field_validator("schema_")
     @classmethod
