@@ -444,23 +444,9 @@ def command(*, plugins: bool = True) -> Any:
 
 
 def main() -> None:
-    """Entry point (the console script runs it through :func:`evidence.launch.main`): load
-    the plug-ins unless a core command runs, then run the app with its help texts escaped
-    (:func:`escape_help`).  For ``check DIRECTORY`` the hashing starts first
-    (:func:`evidence.launch.start_check_hashing`)."""
+    """Entry point (the console script runs it through :func:`evidence.launch.main`, which
+    first starts hashing for ``check DIRECTORY``): load the plug-ins unless a core command
+    runs, then run the app with its help texts escaped (:func:`escape_help`)."""
     from evidence import launch
 
-    args = sys.argv[1:]
-    switch = sys.getswitchinterval()
-    progress = _progress() if launch.early_hashing is None and launch.check_directory(args) \
-        else None
-    if launch.start_check_hashing(args, progress):
-        sys.setswitchinterval(launch.HASHING_SWITCH_INTERVAL_S)
-    try:
-        command(plugins=launch.command_of(args) not in CORE_COMMANDS)()
-    finally:
-        sys.setswitchinterval(switch)
-        left = launch.early_hashing
-        launch.early_hashing = None
-        if left is not None:
-            left[1].close(cancel=True)
+    command(plugins=launch.command_of(sys.argv[1:]) not in CORE_COMMANDS)()

@@ -72,22 +72,16 @@ def check_directory(args: list[str]) -> Path | None:
     return found
 
 
-def start_check_hashing(args: list[str], progress: Any = None) -> bool:
-    """Start hashing for ``args`` when they are ``check DIRECTORY`` of a directory (once);
-    returns whether a pool is waiting for ``check``.  ``progress(done, total)``: the pool's
-    byte counter (a progress bar), or None."""
+def start_check_hashing(directory: Path, progress: Any = None) -> None:
+    """Queue the payload of a bag at ``directory`` on a new hashing pool, kept in
+    :data:`early_hashing` until ``check`` takes it over (:func:`take_check_hashing`).
+    ``progress(done, total)``: the pool's byte counter (a progress bar), or None."""
     global early_hashing
-    if early_hashing is not None:
-        return True
-    directory = check_directory(args)
-    if directory is None or not directory.is_dir():
-        return False
     from evidence.hashing import HashPool, prefetch_bag
 
     pool = HashPool(progress=progress)
     early_hashing = (directory, pool, progress)
     prefetch_bag(directory, pool)
-    return True
 
 
 def take_check_hashing(directory: Path) -> tuple[HashPool, Any] | None:
@@ -109,14 +103,15 @@ def main() -> None:
     ``check`` writes nothing else, and the interpreter's teardown (freeing every module and
     object, about 40 ms after a check of the 2 GiB benchmark bag) would only delay the exit
     status."""
-    progress = None
-    is_check = check_directory(sys.argv[1:]) is not None
-    if is_check and (sys.stderr.isatty() or "FORCE_TERMINAL" in os.environ):
-        from evidence.cli import _progress  # a terminal: the bar needs rich, at once
+    directory = check_directory(sys.argv[1:])
+    is_check = directory is not None
+    if directory is not None and directory.is_dir():
+        progress = None
+        if sys.stderr.isatty() or "FORCE_TERMINAL" in os.environ:
+            from evidence.cli import _progress  # a terminal: the bar needs rich, at once
 
-        progress = _progress()
-    started = start_check_hashing(sys.argv[1:], progress)
-    if started:
+            progress = _progress()
+        start_check_hashing(directory, progress)
         sys.setswitchinterval(HASHING_SWITCH_INTERVAL_S)
     from evidence.cli import main as cli_main
 
