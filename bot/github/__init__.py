@@ -26,6 +26,7 @@ from bot.github.port import (
     Review,
     ReviewComment,
     WorkflowRunInfo,
+    parse_timestamp,
     run_blocking,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "Review",
     "ReviewComment",
     "WorkflowRunInfo",
+    "parse_timestamp",
     "run_blocking",
 ]

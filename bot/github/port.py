@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
@@ -30,6 +30,19 @@ def run_blocking(call: Coroutine[Any, Any, T]) -> T:
 
 
 # ------------------------------------------------------------------------------ errors
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """A timestamp of GitHub's REST API or webhook payloads (ISO 8601, ``Z`` or an offset,
+    e.g. ``"2026-12-01T16:37:24Z"``) as an aware datetime in UTC; None for anything else
+    (absent, not a string, not a timestamp).  A value without an offset is taken as UTC."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 class GitHubError(Exception):

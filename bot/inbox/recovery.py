@@ -54,7 +54,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.database import Base, utcnow
-from bot.github.port import GitHubError, GitHubRetryableError
+from bot.github.port import GitHubError, GitHubRetryableError, parse_timestamp
 from bot.inbox.store import Delivery
 
 log = logging.getLogger(__name__)
@@ -146,16 +146,6 @@ def _ok(code: Any) -> bool:
     return isinstance(code, int) and 200 <= code < 300
 
 
-def _parse_time(s: Any) -> dt.datetime | None:
-    if not isinstance(s, str):
-        return None
-    try:
-        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-
 def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None = None,
                    window_s: float = REDELIVERY_WINDOW_S, max_requests: int = 20,
                    max_pages: int = 10, min_rate_remaining: int = 100) -> RecoveryReport:
@@ -190,7 +180,7 @@ def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None
                 top = max(ids)
             end = bool(page.last)
             for item in page.items:
-                t = _parse_time(item.get("delivered_at"))
+                t = parse_timestamp(item.get("delivered_at"))
                 guid = item.get("guid")
                 if t is None or not isinstance(guid, str) or not isinstance(item.get("id"), int):
                     continue

@@ -75,6 +75,7 @@ from bot.features.header.block import (
 )
 from bot.features.header.render import TEMPLATE, render_header
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
+from bot.github import parse_timestamp
 from bot.github.git import GitError, GitMirrors
 from bot.links import campaign_page
 from bot.repo_config import RepoConfig, find_campaign_dirs
@@ -341,7 +342,7 @@ class HeaderService:
                     last = commit
             if last is None:
                 continue
-            when = _parse_time(last.get("timestamp"))
+            when = parse_timestamp(last.get("timestamp"))
             with self.sessions.begin() as db:
                 row = db.get(CampaignHeader, c.id)
                 assert row is not None
@@ -724,16 +725,6 @@ def _touches_evidence(file: str, c: CampaignHeader, also: Sequence[str] = ()) ->
     """Whether ``file`` lies under one of the campaign's evidence paths (or ``also``)."""
     eps = [*(c.evidence_paths or ["results", "receipts"]), *also]
     return any(_under(file, posixpath.join(c.path, e)) for e in eps)
-
-
-def _parse_time(s: Any) -> dt.datetime | None:
-    if not isinstance(s, str):
-        return None
-    try:
-        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def _parse_scope(raw: bytes, where: str) -> CampaignScope | None:

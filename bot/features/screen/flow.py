@@ -90,6 +90,7 @@ from bot.github import (
     GitHubPort,
     PullInfo,
     WorkflowRunInfo,
+    parse_timestamp,
     run_blocking,
 )
 from bot.github.artifacts import Limits
@@ -1046,7 +1047,7 @@ def on_workflow_job(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> Scr
         s.state = screens.RUNNING
         s.runner_name = str(job.get("runner_name") or "unknown runner")[:200]
         started = job.get("started_at")
-        s.started_at = _parse_time(started) or now
+        s.started_at = parse_timestamp(started) or now
         sid = s.id
         if not needs_check:
             refresh_status(db, gh, s, now, rt.options)
@@ -1054,16 +1055,6 @@ def on_workflow_job(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> Scr
         ensure_check_run(rt, gh, sid, now)
     with rt.db() as db:
         return db.get(Screen, sid)
-
-
-def _parse_time(v: Any) -> datetime | None:
-    if not v:
-        return None
-    try:
-        t = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def on_workflow_run_completed(
@@ -1092,11 +1083,11 @@ def run_wall_s(s: Screen, run: dict[str, Any], now: datetime) -> float:
         return 0.0
     start = (
         screens.aware(s.started_at)
-        or _parse_time(run.get("run_started_at"))
+        or parse_timestamp(run.get("run_started_at"))
         or screens.aware(s.dispatched_at)
         or now
     )
-    end = _parse_time(run.get("updated_at")) or now
+    end = parse_timestamp(run.get("updated_at")) or now
     return max(0.0, (end - start).total_seconds())
 
 
