@@ -52,23 +52,30 @@ SCREENS = Table(
     "screens", _md,
     Column("id", Integer, primary_key=True),
     Column("repo", String(200)),
+    Column("pr_number", Integer),
     Column("campaign", String(200)),
+    Column("campaign_path", String(500)),
     Column("kind", String(16)),
     Column("candidate", String(200)),
     Column("track", String(200)),
+    Column("pool", String(200)),
     Column("state", String(16)),
     Column("conclusion", String(32)),
     Column("verdict", String(32)),
     Column("requested_by", String(100)),
     Column("requested_at", DateTime(timezone=True)),
+    Column("dispatched_at", DateTime(timezone=True)),
+    Column("started_at", DateTime(timezone=True)),
     Column("completed_at", DateTime(timezone=True)),
     Column("estimate_device_s", Float),
     Column("estimate_wall_s", Float),
     Column("charged_device_s", Float),
     Column("charged_wall_s", Float),
+    Column("runner_name", String(200)),
     Column("run_url", String(500)),
 )
-"""The columns of the bot's ``screens`` table this report reads."""
+"""The columns of the bot's ``screens`` table the dashboard reads (this report's screen
+history, and the live pages' queue), read-only."""
 
 
 class LedgerError(ValueError):

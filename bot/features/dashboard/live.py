@@ -46,12 +46,12 @@ from urllib.parse import quote
 import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
-from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, select
+from sqlalchemy import Column, Integer, MetaData, String, Table, select
 from sqlalchemy.engine import Engine
 
 from bot import links as link_scheme
 from bot.features.dashboard import pages
-from bot.features.dashboard.ledger import LedgerError, read_ledger_from
+from bot.features.dashboard.ledger import SCREENS, LedgerError, read_ledger_from
 from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
 from bot.features.dashboard.signin import LOGOUT_PATH, SignIn, signin_router
 from bot.github.git import GitError, GitMirrors
@@ -101,27 +101,6 @@ class CampaignNotFound(LookupError):
 
 
 _md = MetaData()
-SCREENS = Table(
-    "screens", _md,
-    Column("id", Integer, primary_key=True),
-    Column("repo", String(200)),
-    Column("pr_number", Integer),
-    Column("campaign", String(200)),
-    Column("campaign_path", String(500)),
-    Column("kind", String(16)),
-    Column("candidate", String(200)),
-    Column("track", String(200)),
-    Column("pool", String(200)),
-    Column("state", String(16)),
-    Column("requested_by", String(100)),
-    Column("requested_at", DateTime(timezone=True)),
-    Column("dispatched_at", DateTime(timezone=True)),
-    Column("started_at", DateTime(timezone=True)),
-    Column("estimate_wall_s", Float),
-    Column("runner_name", String(200)),
-    Column("run_url", String(500)),
-)
-"""The columns of the bot's ``screens`` table the queue page reads."""
 CAMPAIGN_HEADERS = Table(
     "campaign_headers", _md,
     Column("id", Integer, primary_key=True),
