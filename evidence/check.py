@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.claims import Claim
@@ -57,6 +57,8 @@ class ArmSummary(BaseModel):
     ``median_client_wall_s`` is the median over sessions of each session's median measured
     client wall seconds (HTTP 200, no error); None when no measured request succeeded.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     screen_id: str
     track: str
@@ -112,7 +114,7 @@ class CheckReport(BaseModel):
     seconds: float = 0.0
     exit_code: int = 0
 
-    model_config = {"populate_by_name": True}
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
     @property
     def problems(self) -> list[Finding]:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from evidence.models import Finding
 from evidence.verdicts import Evidence, TrackVerdict, session_median
@@ -65,6 +65,8 @@ SUMMED_FIX = (
 class Claim(BaseModel):
     """One number stated in prose: ``line`` (1-based), ``text`` as written, ``value`` in the
     stated unit, ``decimals`` stated, and the source it traced to (None when untraced)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     line: int
     col: int = 0

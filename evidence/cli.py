@@ -415,15 +415,31 @@ def _load_plugins() -> list[str]:
     return problems
 
 
+def reflow(text: str) -> str:
+    """``text`` with the hard line breaks of a docstring joined inside each paragraph.
+
+    A paragraph is text between blank lines; its lines are joined with one space so that
+    the terminal, not the source file, decides where a line of ``--help`` ends.  A
+    paragraph that is a list, a table or preformatted (a line starting with ``-``, ``*``,
+    ``|``, a space, or click's ``\\b`` marker) keeps its lines.  Returns the new text."""
+    out = []
+    for para in text.split("\n\n"):
+        lines = para.split("\n")
+        keep = any(ln.startswith(("-", "*", "|", " ", "\b")) for ln in lines[1:]) or \
+            para.startswith("\b")
+        out.append(para if keep else " ".join(ln.strip() for ln in lines))
+    return "\n\n".join(out)
+
+
 def escape_help(cmd: Any) -> Any:
     """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
     (command help, short help, epilog, option and argument help) escaped for rich markup, so
     bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
-    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``).
-    Returns ``cmd``."""
+    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``),
+    and command help :func:`reflow`-ed.  Returns ``cmd``."""
     for attr in ("help", "short_help", "epilog"):
         if isinstance(getattr(cmd, attr, None), str):
-            setattr(cmd, attr, escape(getattr(cmd, attr)))
+            setattr(cmd, attr, escape(reflow(getattr(cmd, attr))))
     for param in getattr(cmd, "params", ()):
         if isinstance(getattr(param, "help", None), str):
             param.help = escape(param.help)
@@ -432,21 +448,46 @@ def escape_help(cmd: Any) -> Any:
     return cmd
 
 
+def escape_help_on_demand(root: Any) -> Any:
+    """``root`` (a click command) whose help texts are escaped (:func:`escape_help`) the
+    first time any command of its tree formats its help, not before: escaping imports rich
+    and walks every help text, which a command that only runs (``check --json``) never
+    shows.  Returns ``root``."""
+    state = {"escaped": False}
+
+    def wrap(cmd: Any) -> None:
+        original = cmd.format_help
+
+        def format_help(ctx: Any, formatter: Any) -> Any:
+            if not state["escaped"]:
+                state["escaped"] = True
+                escape_help(root)
+            return original(ctx, formatter)
+
+        cmd.format_help = format_help  # an instance attribute: click calls self.format_help
+        for sub in (getattr(cmd, "commands", None) or {}).values():
+            wrap(sub)
+
+    wrap(root)
+    return root
+
+
 def command(*, plugins: bool = True) -> Any:
     """The ``campaign-bot`` click command as the console script runs it: the typer app with
     (unless ``plugins`` is False) its plug-ins from the entry-point group
-    ``campaign_bot.cli``, help texts escaped (:func:`escape_help`).  A plug-in that cannot be
-    loaded is reported as one warning line on stderr and adds nothing."""
+    ``campaign_bot.cli``, help texts escaped when help is first shown
+    (:func:`escape_help_on_demand`).  A plug-in that cannot be loaded is reported as one
+    warning line on stderr and adds nothing."""
     if plugins:
         for line in _load_plugins():
             _stderr().print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
-    return escape_help(typer.main.get_command(app))
+    return escape_help_on_demand(typer.main.get_command(app))
 
 
 def main() -> None:
     """Entry point (the console script runs it through :func:`evidence.launch.main`, which
     first starts hashing for ``check DIRECTORY``): load the plug-ins unless a core command
-    runs, then run the app with its help texts escaped (:func:`escape_help`)."""
+    runs, then run the app (help texts escaped when shown: :func:`escape_help_on_demand`)."""
     from evidence import launch
 
     command(plugins=launch.command_of(sys.argv[1:]) not in CORE_COMMANDS)()

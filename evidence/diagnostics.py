@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 PROBES_TITLE = ("operator probes (ms, medians of measured calls per rank; operator "
                 "observations, never verdict inputs or model gains)")
@@ -23,6 +23,8 @@ TRACES_TITLE = ("trace summaries (s; diagnostic: overlapping kernel time, never 
 
 class ProbeRow(BaseModel):
     """One probe as ``check`` lists it."""
+
+    model_config = ConfigDict(defer_build=True)
 
     path: str
     sha256: str
@@ -43,6 +45,8 @@ class ProbeRow(BaseModel):
 
 class TraceRow(BaseModel):
     """One rank of one trace summary as ``check`` lists it (seconds)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     path: str
     sha256: str

@@ -33,6 +33,7 @@ the others.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import heapq
 import os
@@ -240,6 +241,12 @@ class HashPool:
         with self._cv:
             return frozenset(self._want)
 
+    def _stopped(self) -> bool:
+        return self._closed or self._failed is not None
+
+    def _ready(self, p: Path) -> bool:
+        return self._complete(p) or self._stopped()
+
     def _complete(self, p: Path) -> bool:
         got = self._done.get(p)
         if got is None:
@@ -259,8 +266,13 @@ class HashPool:
         for p, algs in zip(plist, todo.values(), strict=True):
             self.submit(p, algorithms=algs)
         with self._cv:
-            self._cv.wait_for(lambda: all(self._complete(p) for p in plist) or self._closed
-                              or self._failed is not None)
+            # One path at a time: a wake-up (one per file hashed) re-tests one path, not all;
+            # again if another submission asked more of a file already waited for.
+            while not self._stopped():
+                for p in plist:
+                    self._cv.wait_for(functools.partial(self._ready, p))
+                if all(self._complete(p) for p in plist):
+                    break
             if self._failed is not None:
                 raise RuntimeError("a hashing thread failed") from self._failed
             return {p: self._done[p] if self._complete(p)

@@ -54,7 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidence import safejson
 from evidence.hashing import (  # noqa: F401 - public here too
@@ -318,6 +318,8 @@ def read_external_map(path: Path, *, limit: int = 16 << 20) -> tuple[dict[str, E
 class ManifestSummary(BaseModel):
     """Counts for one manifest file (``path`` relative to the checked root)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     path: str
     kind: Kind
     entries: int = Field(description="Entries read (lines or map items), malformed excluded.")
@@ -334,6 +336,8 @@ class ManifestSummary(BaseModel):
 class ExternalDigest(BaseModel):
     """A digest recorded for an artifact that is not in the bundle: not verifiable here."""
 
+    model_config = ConfigDict(defer_build=True)
+
     path: str = Field(description="Path or URL as listed.")
     sha256: str
     listed_in: str
@@ -348,6 +352,8 @@ class VerifyResult(BaseModel):
     listed by two manifests counts twice, as campaigns report "checked 471 hashes");
     ``files_hashed``/``bytes_hashed`` count distinct files actually read.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     hashes_checked: int = 0
     hashes_ok: int = 0
@@ -612,7 +618,12 @@ class _Verifier:
         if fallback_root and base_dir and not self._exists(rel) and self._exists(
                 PurePosixPath(*parts).as_posix()):
             rel = PurePosixPath(*parts).as_posix()
-        # Any symlink on the way (file or directory) must resolve inside the root.
+        # Any symlink on the way (file or directory) must resolve inside the root.  A regular
+        # file the walk reached has none: the walk never follows a link, so every directory
+        # above it is a real one inside the root (one realpath per entry would cost an
+        # lstat per path component).
+        if rel in self.idx.files:
+            return rel
         real = os.path.realpath(self.root / rel)
         if not self.idx.inside(real):
             summ.unsafe += 1  # the walk counts the link itself once in res.unsafe

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidence.claims import Claim, check_claims
 from evidence.findings import (
@@ -39,6 +39,8 @@ class ReviewResult(BaseModel):
     """Verdicts (per track and candidate), screening decisions (never verdicts), findings of
     the :mod:`evidence.findings` rules and, with ``--claims``, every claim with what it traced
     to."""
+
+    model_config = ConfigDict(defer_build=True)
 
     verdicts: list[TrackVerdict] = Field(default_factory=list)
     screening: list[ScreeningDecision] = Field(default_factory=list)

@@ -39,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidence import stats
 from evidence.models import MediaReport, Receipt, Track
@@ -62,6 +62,8 @@ class ScreeningDecision(BaseModel):
     ``first_pair_ratio`` is candidate/control of the first balanced pair (dimensionless);
     ``ratio`` the Hodges-Lehmann ratio over all sessions so far.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     label: str = SCREENING_LABEL
     track: str

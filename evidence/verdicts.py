@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from evidence import stats
 from evidence.models import (
@@ -93,6 +93,8 @@ class Reason(BaseModel):
     """One machine-readable reason ``code`` of the ``gate`` it belongs to, with a one-line
     human ``text``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     code: str
     gate: Gate
     text: str
@@ -101,6 +103,8 @@ class Reason(BaseModel):
 class SessionSummary(BaseModel):
     """One server session as the verdict saw it.  ``median_s`` is the median of its measured
     client wall seconds, None when any measured request lacks a finite time or failed."""
+
+    model_config = ConfigDict(defer_build=True)
 
     session_id: str
     screen_id: str
@@ -116,6 +120,8 @@ class ArmTail(BaseModel):
     """Tail latency of one arm.  Shown only with at least :data:`TAIL_MIN_REQUESTS` measured
     requests; descriptive (never used by the verdict)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     arm: Literal["control", "candidate"]
     measured_requests: int
     status: Literal["ok", "underpowered"]
@@ -130,6 +136,8 @@ class PriorNoiseResult(BaseModel):
 
     ``diffs`` historical control-vs-control log differences give a session noise estimate;
     the ratio of geometric means gets a t-interval with ``diffs`` degrees of freedom."""
+
+    model_config = ConfigDict(defer_build=True)
 
     label: str = PRIOR_NOISE_LABEL
     diffs: int
@@ -150,6 +158,8 @@ class TrackVerdict(BaseModel):
     ``more_pairs_needed`` projects how many more balanced pairs would let the rule decide if
     the observed fraction of contrary pairs held (None: not within 40 pairs).
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     track: str
     candidate: str | None

@@ -7,6 +7,7 @@ Each probe runs the real ``campaign-bot`` entry point in a fresh interpreter and
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,13 @@ _PROBE = textwrap.dedent("""
     import json, sys
     out, args = sys.argv[1], json.loads(sys.argv[2])
     sys.argv = ["campaign-bot", *args]
+    import pydantic._internal._model_construction as construction
+    built = []
+    complete = construction.complete_model_class
+    def record(cls, *a, **k):
+        built.append(cls.__name__)
+        return complete(cls, *a, **k)
+    construction.complete_model_class = record
     from evidence.cli import main
     code = 0
     try:
@@ -43,7 +51,7 @@ _PROBE = textwrap.dedent("""
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     with open(out, "w") as f:
-        json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+        json.dump({"code": code, "modules": sorted(sys.modules), "built_models": built}, f)
 """)
 
 
@@ -87,6 +95,32 @@ def test_check_of_the_example_imports_only_what_it_needs(tmp_path: Path) -> None
     loaded = [m for m in _plugin_modules() if m in got["modules"]]
     assert not loaded, f"check loaded the plug-ins {loaded}; it is a core command"
     assert "evidence.check" in got["modules"]
+    # --json prints with the json module: rich is for terminals and --help, which it does
+    # not show (help texts are escaped for rich only when help is formatted).
+    assert "rich" not in _top(got["modules"]), "check --json imported rich"
+    unbuilt = [m for m in ("PriorNoiseResult", "Claim", "ProbeRow")
+               if m in got["built_models"]]
+    assert not unbuilt, f"check built the validators of models it never used: {unbuilt}"
+
+
+def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
+    """Help texts are escaped for rich markup only when help is formatted, and a docstring's
+    hard line breaks do not reach the terminal."""
+    res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
+                          "check", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr
+    assert "--details prints everything, --json one JSON document." in res.stdout, res.stdout
+    res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
+                          "serve", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr
+    assert "[default: CAMPAIGN_BOT_HOST or 127.0.0.1]" in res.stdout, res.stdout
+
+
+def test_reflow_keeps_lists_and_paragraphs() -> None:
+    text = "One\nsentence.\n\n- a list\n- kept\n\nTwo\nlines."
+    assert cli.reflow(text) == "One sentence.\n\n- a list\n- kept\n\nTwo lines."
 
 
 @pytest.mark.parametrize("module", _plugin_modules() or ["(none installed)"])
