@@ -451,6 +451,22 @@ def init(
                   "validates it.")
     out.print(f"Add each runner's public key to {rep2.campaign_path}/trusted-keys.pem (see "
               "the file), commit, and push to the default branch.")
+    if git_checkout_of(directory) is None:
+        out.print(f"[yellow]note:[/] {escape(str(directory))} is not inside a git checkout: the "
+                  "bot reads these files from the repository on GitHub, so copy them into a "
+                  "clone of the campaign repository (or run `git init` here and add the "
+                  "GitHub remote) before you commit and push.")
+
+
+def git_checkout_of(directory: Path) -> Path | None:
+    """The top folder of the git checkout that holds ``directory`` (the nearest folder,
+    ``directory`` itself or above, with a ``.git`` folder or, for a linked worktree or a
+    submodule, a ``.git`` file), or None.  Looks at the file system only; runs no git."""
+    here = directory.resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
 
 
 def doctor_bot(

@@ -233,3 +233,16 @@ def test_check_refuses_a_skeleton_whose_required_blanks_are_left_empty(tmp_path:
         assert "no campaign.toml" not in f["message"], f
     out = " ".join(cli("check", str(camp)).stdout.split())
     assert "campaign.toml is not valid (see its findings)" in out
+
+
+def test_init_outside_a_git_checkout_says_where_the_files_belong(tmp_path: Path) -> None:
+    outside = tmp_path / "plain"
+    res = cli("init", str(outside), "--campaign", "h3")
+    assert res.returncode == 0, res.stderr
+    assert "is not inside a git checkout" in res.stdout, res.stdout
+    checkout = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True, timeout=60)
+    (checkout / "sub").mkdir()
+    res = cli("init", str(checkout / "sub"), "--campaign", "h3")
+    assert res.returncode == 0, res.stderr
+    assert "git checkout" not in res.stdout, res.stdout
