@@ -14,7 +14,10 @@ SQLAlchemy, FastAPI or PyGithub; ``check`` and ``schema`` load no plug-in at all
 are reserved); ``check`` imports scipy only when a verdict needs it
 (``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).  The console
 script enters through :mod:`evidence.launch`, which starts hashing a bag for ``check
-DIRECTORY`` before this module (and typer) is imported.
+DIRECTORY`` before this module (and typer) is imported.  Help texts are escaped for rich
+markup only when help is shown (:func:`escape_help_on_demand`), so ``check --json`` never
+imports rich; every evidence model is declared with pydantic's ``defer_build``, so a model's
+validator is built the first time it is used, and a check builds only those it needs.
 
 Plug-in contract
 ----------------
