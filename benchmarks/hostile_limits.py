@@ -24,6 +24,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from _evidence_factory import receipt  # noqa: E402
 
+from benchmarks.child_measure import wait_polling  # noqa: E402
 from evidence.manifest import write_bag  # noqa: E402
 
 MIB = 1 << 20
@@ -63,31 +65,14 @@ def run_check(d: Path, *args: str) -> tuple[float, float, int, int, int]:
     cmd = [sys.executable, "-c", "from evidence.cli import main; main()", "check", str(d),
            "--json", *args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
-    peak = 0
-    out_chunks: list[bytes] = []
-    status = Path(f"/proc/{proc.pid}/status")
-    import threading
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        out_chunks.append(proc.stdout.read())
-
-    th = threading.Thread(target=drain)
-    th.start()
-    while proc.poll() is None:
-        try:
-            for line in status.read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            pass
-        time.sleep(0.002)
-    th.join()
-    wall = time.perf_counter() - t0
-    out = b"".join(out_chunks)
+    with tempfile.TemporaryFile() as out_file:
+        proc = subprocess.Popen(cmd, stdout=out_file, stderr=subprocess.DEVNULL, cwd=ROOT)
+        peak, code, _cpu = wait_polling([proc.pid])
+        wall = time.perf_counter() - t0
+        out_file.seek(0)
+        out = out_file.read()
     findings = len(json.loads(out)["findings"]) if out else -1
-    return wall, peak / 1024, proc.returncode, findings, len(out)
+    return wall, peak, code, findings, len(out)
 
 
 def main() -> int:

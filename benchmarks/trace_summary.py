@@ -25,12 +25,16 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.child_measure import wait_polling  # noqa: E402
 
 KERNELS = ["LaserAttention", "MatMulV3", "All-to-All", "AllGather", "RmsNorm", "Add",
            "FlashAttentionScore", "Cast"]
@@ -85,36 +89,20 @@ def build(path: Path, mb: int, console: Console) -> None:
         f.write('\n], "displayTimeUnit": "ms"}\n')
 
 
-def _hwm_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def run(cmd: list[str]) -> tuple[float, float, float, int]:
     """(wall seconds, CPU seconds (user + system), peak RSS MiB, exit code) of ``cmd``.  The
     CPU seconds come from ``wait4``'s rusage of the child alone: on a shared machine they
     say more than the wall time."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0.0
-    while True:
-        peak = max(peak, _hwm_mib(p.pid))
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        time.sleep(0.002)
-    wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    p.returncode = code
-    if code:
-        sys.stderr.write((p.stderr.read() if p.stderr else b"").decode()[-2000:])
-    return wall, ru.ru_utime + ru.ru_stime, peak, code
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        peak, code, cpu = wait_polling([p.pid])
+        wall = time.perf_counter() - t0
+        p.returncode = code
+        if code:
+            err.seek(0)
+            sys.stderr.write(err.read().decode(errors="replace")[-2000:])
+    return wall, cpu, peak, code
 
 
 def main() -> None:
@@ -153,9 +141,9 @@ def main() -> None:
     for c in ("reader", "MB", "wall s", "CPU s", "MB/s wall", "MB/s CPU", "peak RSS MiB",
               "exit"):
         t.add_column(c, justify="left" if c == "reader" else "right")
-    for name, size, w, cpu, pk, c in rows:
+    for name, size, w, cpu, pk, code in rows:
         t.add_row(name, f"{size / 1e6:.0f}", f"{w:.1f}", f"{cpu:.1f}", f"{size / 1e6 / w:.1f}",
-                  f"{size / 1e6 / cpu:.1f}", f"{pk:.0f}", str(c))
+                  f"{size / 1e6 / cpu:.1f}", f"{pk:.0f}", str(code))
     con.print(t)
     print(json.dumps({"results": [
         {"reader": n, "bytes": size, "wall_s": round(w, 2), "cpu_s": round(cpu, 2),

@@ -51,6 +51,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.child_measure import wait_polling  # noqa: E402
 from evidence.manifest import write_bag  # noqa: E402
 
 MIB = 1 << 20
@@ -92,38 +93,8 @@ def build(root: Path, n_json: int, media_gib: float, console: Console) -> None:
     stamp.write_text(want)
 
 
-def _hwm_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 Run = tuple[float, float, int, float]
 """One timed run: (wall seconds, peak RSS MiB, exit status, CPU seconds user + system)."""
-
-
-def _wait_polling(pids: list[int]) -> tuple[float, int, float]:
-    """Wait for every pid, polling VmHWM; return (peak MiB of the largest, first bad exit,
-    CPU seconds of all of them: user + system from ``wait4``'s resource usage)."""
-    peak = {p: 0.0 for p in pids}
-    code = 0
-    cpu = 0.0
-    live = set(pids)
-    while live:
-        for p in list(live):
-            peak[p] = max(peak[p], _hwm_mib(p))
-            done, status, usage = os.wait4(p, os.WNOHANG)
-            if done:
-                live.discard(p)
-                code = code or os.waitstatus_to_exitcode(status)
-                cpu += usage.ru_utime + usage.ru_stime
-        time.sleep(0.002)
-    return max(peak.values()), code, cpu
 
 
 def run(cmd: list[str], cwd: Path, stdout: Path | None = None) -> Run:
@@ -131,7 +102,7 @@ def run(cmd: list[str], cwd: Path, stdout: Path | None = None) -> Run:
     with open(stdout or os.devnull, "wb") as out:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
-        peak, code, cpu = _wait_polling([p.pid])
+        peak, code, cpu = wait_polling([p.pid])
         return time.perf_counter() - t0, peak, code, cpu
 
 
@@ -156,7 +127,7 @@ def run_openssl_pair(root: Path) -> Run:
     t0 = time.perf_counter()
     procs = [subprocess.Popen(["openssl", "dgst", "-sha256", *h], stdout=subprocess.DEVNULL)
              for h in halves if h]
-    peak, code, cpu = _wait_polling([p.pid for p in procs])
+    peak, code, cpu = wait_polling([p.pid for p in procs])
     return time.perf_counter() - t0, peak, code, cpu
 
 

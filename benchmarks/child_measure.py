@@ -1,0 +1,49 @@
+"""Measuring child processes for the benchmark scripts: peak RSS and CPU seconds.
+
+Peak RSS is a process's ``VmHWM`` (the high-water mark of its own resident set) polled from
+``/proc/PID/status``; ``ru_maxrss`` is not used because Linux carries the forking parent's
+peak into it across ``exec``.  CPU seconds are user + system from ``wait4``'s resource usage of
+the child alone.  Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+POLL_S = 0.002
+"""Polling period of :func:`wait_polling` (seconds): a peak held for less may be missed."""
+
+
+def peak_rss_mib(pid: int) -> float:
+    """``VmHWM`` of process ``pid`` in MiB; 0.0 when it has gone or ``/proc`` is unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def wait_polling(pids: list[int]) -> tuple[float, int, float]:
+    """Reap every child in ``pids``, polling its ``VmHWM`` every :data:`POLL_S` seconds.
+
+    Returns ``(peak MiB of the largest, exit status of the first that failed or 0, CPU seconds
+    of all of them)``; a status is ``os.waitstatus_to_exitcode``'s (negative: killed by that
+    signal).  The caller must not reap the children itself (``Popen.wait``/``poll``)."""
+    peak = {p: 0.0 for p in pids}
+    code = 0
+    cpu = 0.0
+    live = set(pids)
+    while live:
+        for p in list(live):
+            peak[p] = max(peak[p], peak_rss_mib(p))
+            done, status, usage = os.wait4(p, os.WNOHANG)
+            if done:
+                live.discard(p)
+                code = code or os.waitstatus_to_exitcode(status)
+                cpu += usage.ru_utime + usage.ru_stime
+        time.sleep(POLL_S)
+    return max(peak.values(), default=0.0), code, cpu
