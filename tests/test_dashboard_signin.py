@@ -158,7 +158,10 @@ def test_private_page_signs_in_through_github_and_shows_the_page(served: Served)
         assert "private" in page.headers["cache-control"]
         assert "no-store" in page.headers["cache-control"]
         assert f'action="{signin.LOGOUT_PATH}"' in page.text and "Sign out" in page.text
+        assert "Signed in as <strong>amy</strong>" in page.text  # GET /user at sign-in
         assert "STUCK" not in page.text and "<h1" in page.text
+        user_calls = [x for x in served.double.calls if x.path == "/user"]
+        assert len(user_calls) == 1 and user_calls[0].status == 200
 
         def repo_calls() -> int:
             return sum(1 for x in served.double.calls if x.path == f"/repos/{PRIVATE}")
@@ -292,6 +295,27 @@ def test_tampered_or_foreign_session_cookies_are_refused(served: Served) -> None
         assert c.get(served.page()).status_code == 303
 
 
+def test_sign_in_without_a_name_when_github_does_not_say_who(served: Served) -> None:
+    """GET /user failing at sign-in does not stop the sign-in: the page works and shows the
+    sign-out button without a name.  A login that is not a GitHub login never reaches the
+    page, even in a session cookie written with the service's own key."""
+    served.double.inject("GET", "/user", 502, message="Server Error")
+    with httpx.Client(timeout=30) as c:
+        _sign_in(served, c, "amy")
+        page = c.get(served.page())
+        assert page.status_code == 200 and "Sign out" in page.text
+        assert "Signed in as" not in page.text
+        token = next(iter(served.double.user_tokens))
+        key = signin._fernet(served.app["client_secret"].encode(), b"session")
+        for login in ("<script>alert(1)</script>", "-amy", "a" * 40, 7):
+            cookie = key.encrypt(json.dumps({"t": token, "exp": time.time() + 600,
+                                             "l": login}).encode()).decode()
+            c.cookies.set(signin.SESSION_COOKIE, cookie)
+            page = c.get(served.page())
+            assert page.status_code == 200 and "Sign out" in page.text, login
+            assert "Signed in as" not in page.text and "<script>alert" not in page.text
+
+
 def test_a_revoked_token_sends_the_person_to_sign_in_again(served: Served) -> None:
     with httpx.Client(timeout=30) as c:
         _sign_in(served, c, "amy")
@@ -393,6 +417,7 @@ def test_sign_in_and_out_in_chromium(served: Served) -> None:
             page.wait_for_url(served.page(name="budget.html"))
             assert page.locator("h1").count() == 1
             assert page.locator("form.account button").inner_text() == "Sign out"
+            assert page.locator("form.account .who").inner_text() == "Signed in as amy"
             cookies = {c["name"]: c for c in ctx.cookies()}
             sess = cookies[signin.SESSION_COOKIE]
             assert sess["httpOnly"] and sess["sameSite"] == "Lax"

@@ -241,6 +241,7 @@ ROUTES: list[tuple[str, str, str]] = [
     ("GET", "/app/hook/deliveries", "list_hook_deliveries"),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts", "redeliver"),
     ("GET", "/rate_limit", "rate_limit"),
+    ("GET", "/user", "authenticated_user"),
     ("GET", "/repos/{owner}/{repo}", "get_repo"),
     ("GET", "/repos/{owner}/{repo}/installation", "get_installation"),
     ("GET", "/repos/{owner}/{repo}/contents/{path}", "get_content"),
@@ -1332,6 +1333,18 @@ class GitHubDouble:
         b = self.ex("rate-limit-overview")
         b["resources"]["core"]["remaining"] = self.rate_remaining
         b["rate"]["remaining"] = self.rate_remaining
+        return 200, b
+
+    def _op_authenticated_user(self, req: Request) -> tuple[int, Any]:
+        """``GET /user`` with a user access token: that user (the description's public-profile
+        example with the login, id and URLs of the user).  An installation token is not a
+        user: GitHub answers 403 "Resource not accessible by integration"."""
+        login = self._user_login(req)
+        if login is None:
+            raise HTTPError(403, "Resource not accessible by integration")
+        b = self.ex("private-user-response-with-public-profile-information")
+        b.update({k: v for k, v in self._user(login).items() if k in b})
+        b.update(name=None, email=None, company=None, blog="", location=None, bio=None)
         return 200, b
 
     def _op_get_repo(self, req: Request, repo: RepoState) -> tuple[int, Any]:

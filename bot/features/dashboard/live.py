@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import html
 import logging
 import re
 import shutil
@@ -91,6 +92,11 @@ ACCOUNT_SLOT = pages.ACCOUNT_SLOT.encode()
 SIGN_OUT_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
                  '<button type="submit">Sign out</button></form>').encode()
 """What replaces the template's account slot on a page of a private repository."""
+SIGNED_IN_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
+                  '<span class="who">Signed in as <strong>{login}</strong></span> '
+                  '<button type="submit">Sign out</button></form>')
+""":data:`SIGN_OUT_FORM` with the signed-in person's GitHub login (``{login}``, HTML-escaped),
+when GitHub named it at sign-in."""
 PRIVATE_HEADERS = MappingProxyType({"Cache-Control": "private, no-store", "Vary": "Cookie"})
 """A private repository's pages are never kept by a shared cache (nor by the browser)."""
 log = logging.getLogger(__name__)
@@ -392,7 +398,7 @@ class LiveDashboard:
             hit = self._pages.get(cache_key)
             if hit is not None:
                 self._pages.move_to_end(cache_key)
-                return self._respond(hit[0], hit[1], private)
+                return self._respond(hit[0], hit[1], private, self._login(request, private))
         links = pages.Links(f"{PREFIX}/{owner}/{repo}/{campaign}/", live=True)
         out = self._render(site, root, links, name, f"{owner}/{repo}", campaign)
         if out is None:
@@ -406,16 +412,26 @@ class LiveDashboard:
                 while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
                     _, (old, _t) = self._pages.popitem(last=False)
                     self._page_bytes -= len(old)
-        return self._respond(body, media_type, private)
+        return self._respond(body, media_type, private, self._login(request, private))
+
+    def _login(self, request: Request | None, private: bool) -> str | None:
+        """The signed-in person's login for a private repository's page, else None."""
+        if not private or self.signin is None or request is None:
+            return None
+        return self.signin.login(request)
 
     @staticmethod
-    def _respond(body: bytes, media_type: str, private: bool) -> Response:
+    def _respond(body: bytes, media_type: str, private: bool,
+                 login: str | None = None) -> Response:
         """A page; on a private repository's HTML pages the account slot becomes the
-        sign-out button, and no cache may keep it."""
+        sign-out button, with ``login`` (who is signed in) when known, and no cache may keep
+        it."""
         if not private:
             return Response(body, media_type=media_type)
         if media_type.startswith("text/html"):
-            body = body.replace(ACCOUNT_SLOT, SIGN_OUT_FORM, 1)
+            form = (SIGNED_IN_FORM.format(login=html.escape(login)).encode() if login
+                    else SIGN_OUT_FORM)
+            body = body.replace(ACCOUNT_SLOT, form, 1)
         return Response(body, media_type=media_type, headers=PRIVATE_HEADERS)
 
     def _render(self, site: Site, root: Path, links: pages.Links, name: str, repo: str,

@@ -31,8 +31,9 @@ Cookies (both ``HttpOnly``, ``SameSite=Lax``, ``Secure`` when the public URL is 
   timestamp, from ``cryptography``) and valid :data:`STATE_TTL_S` seconds; the callback
   accepts it only with the matching cookie (RFC 6749 section 10.12: the state binds the
   request to the browser that started it), and removes the cookie (one use).
-- ``campaign_bot_session`` (path ``/``): the user access token and its expiry, encrypted and
-  authenticated the same way with a second key; it is never readable by the browser's
+- ``campaign_bot_session`` (path ``/``): the user access token, its expiry and the login
+  ``GET /user`` named at sign-in (shown on the pages, never used to decide access),
+  encrypted and authenticated the same way with a second key; it is never readable by the browser's
   scripts nor in plain text anywhere.  It lasts as long as the token (GitHub's user access
   tokens expire after eight hours) and at most :data:`SESSION_MAX_S`; the refresh token is
   not kept: after expiry the person signs in again (GitHub answers at once when the App is
@@ -57,7 +58,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
@@ -90,6 +91,10 @@ ACCESS_CACHE_ENTRIES = 10_000
 """Most (token, repository) answers kept; the oldest are dropped first."""
 HTTP_TIMEOUT_S = 15.0
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+"""A GitHub user login as the pages show it: letters, digits and hyphens, at most 39
+characters, not starting with a hyphen (GitHub's sign-up rules); anything else is not
+shown."""
 Access = Literal["read", "none", "signed-out"]
 SIGNED_OUT_PAGE = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
                    '<title>Signed out · campaign-bot</title><link rel="icon" href="data:,">'
@@ -173,6 +178,12 @@ class SignIn:
     def token(self, request: Request) -> str | None:
         """The user access token of ``request``'s session cookie, or None (no cookie, one
         this service did not write, or one past its expiry)."""
+        data = self._session_data(request)
+        return str(data["t"]) if data is not None else None
+
+    def _session_data(self, request: Request) -> dict[str, Any] | None:
+        """The decrypted session cookie of ``request`` (``t`` token, ``exp`` expiry, ``l``
+        login), or None when there is none that this service wrote and that is unexpired."""
         raw = request.cookies.get(SESSION_COOKIE)
         if not raw:
             return None
@@ -182,15 +193,45 @@ class SignIn:
             return None
         if not isinstance(data, dict) or not isinstance(data.get("t"), str):
             return None
-        if float(data.get("exp", 0)) <= time.time():
+        try:
+            if float(data.get("exp", 0)) <= time.time():
+                return None
+        except (TypeError, ValueError):
             return None
-        return str(data["t"])
+        return data
 
-    def session_value(self, token: str, lifetime: int) -> str:
+    def session_value(self, token: str, lifetime: int, login: str | None = None) -> str:
         """The session cookie's value for ``token``, valid ``lifetime`` seconds (at most
-        :data:`SESSION_MAX_S`): the token and its expiry, encrypted and authenticated."""
-        return self._session.encrypt(json.dumps(
-            {"t": token, "exp": int(time.time() + lifetime)}).encode()).decode()
+        :data:`SESSION_MAX_S`): the token, its expiry and the GitHub login it belongs to
+        (None when GitHub did not say), encrypted and authenticated."""
+        data: dict[str, object] = {"t": token, "exp": int(time.time() + lifetime)}
+        if login is not None:
+            data["l"] = login
+        return self._session.encrypt(json.dumps(data).encode()).decode()
+
+    def login(self, request: Request) -> str | None:
+        """The GitHub login of ``request``'s session, as GitHub named it at sign-in
+        (:meth:`user_login`), or None (no valid session, or GitHub did not say).  Only for
+        showing who is signed in: access is decided by :meth:`access` on the token."""
+        data = self._session_data(request)
+        login = data.get("l") if data is not None else None
+        return login if isinstance(login, str) and LOGIN_RE.match(login) else None
+
+    def user_login(self, token: str) -> str | None:
+        """``GET {api_url}/user`` with ``token``: the login of the person it belongs to, or
+        None when GitHub cannot be asked or answers anything but a user with a valid login
+        (sign-in goes on without a name)."""
+        url = f"{self.config.api_url.rstrip('/')}/user"
+        try:
+            r = self._http.get(url, headers={"Authorization": f"Bearer {token}",
+                                             "Accept": "application/vnd.github+json",
+                                             "X-GitHub-Api-Version": "2022-11-28"})
+            body = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            log.warning("sign-in: GET /user: %s", type(exc).__name__)
+            return None
+        login = body.get("login") if isinstance(body, dict) else None
+        return login if isinstance(login, str) and LOGIN_RE.match(login) else None
 
     def access(self, token: str, owner: str, repo: str) -> Access:
         """``"read"`` when ``token`` can read ``owner/repo``, ``"none"`` when not (GitHub
@@ -287,7 +328,9 @@ class SignIn:
         resp = RedirectResponse(target, 303, headers=_NO_STORE)
         resp.delete_cookie(name, path=LOGIN_PATH, httponly=True, samesite="lax",
                            secure=self.config.secure)
-        resp.set_cookie(SESSION_COOKIE, self.session_value(token, lifetime), max_age=lifetime,
+        login = self.user_login(token)
+        resp.set_cookie(SESSION_COOKIE, self.session_value(token, lifetime, login),
+                        max_age=lifetime,
                         path="/", httponly=True, samesite="lax", secure=self.config.secure)
         return resp
 
