@@ -295,6 +295,20 @@ def test_tampered_or_foreign_session_cookies_are_refused(served: Served) -> None
         assert c.get(served.page()).status_code == 303
 
 
+def test_each_person_sees_their_own_name_on_a_cached_page(served: Served) -> None:
+    """Pages are kept once for everyone; the account part is filled per request, so one
+    person's name never reaches another's page."""
+    served.double.set_permission(PRIVATE, "bob", "read")
+    with httpx.Client(timeout=30) as amy, httpx.Client(timeout=30) as bob:
+        _sign_in(served, amy, "amy")
+        _sign_in(served, bob, "bob")
+        for _ in range(2):  # the second round is served from the page cache
+            a, b = amy.get(served.page()), bob.get(served.page())
+            assert a.status_code == b.status_code == 200
+            assert "Signed in as <strong>amy</strong>" in a.text and "bob" not in a.text
+            assert "Signed in as <strong>bob</strong>" in b.text and "amy" not in b.text
+
+
 def test_sign_in_without_a_name_when_github_does_not_say_who(served: Served) -> None:
     """GET /user failing at sign-in does not stop the sign-in: the page works and shows the
     sign-out button without a name.  A login that is not a GitHub login never reaches the
