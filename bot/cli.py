@@ -440,16 +440,19 @@ def init(
                       "(yours is kept; init never overwrites it, even with --force)")
     if campaign is None:
         return
-    camp = f"{rep2.campaign_path}/campaign.toml"
+    # paths as the user can use them from here: relative to the repository when it is the
+    # current folder, else under the folder they named
+    here = directory.resolve() == Path.cwd().resolve()
+    where = rep2.campaign_path if here else (directory / rep2.campaign_path).as_posix()
+    camp = escape(f"{where}/campaign.toml")
+    check_cmd = escape(f"campaign-bot check {shlex.quote(where)}")
     if rep2.blanks:
-        out.print(f"\nFill these blanks in {camp}, then run `campaign-bot check "
-                  f"{rep2.campaign_path}`:")
+        out.print(f"\nFill these blanks in {camp}, then run `{check_cmd}`:")
         for b in rep2.blanks:
             out.print(f"  line {b.line:>3}  {b.key}: {escape(b.hint)}")
     else:
-        out.print(f"\n{camp} has no blanks left; `campaign-bot check {rep2.campaign_path}` "
-                  "validates it.")
-    out.print(f"Add each runner's public key to {rep2.campaign_path}/trusted-keys.pem (see "
+        out.print(f"\n{camp} has no blanks left; `{check_cmd}` validates it.")
+    out.print(f"Add each runner's public key to {escape(where)}/trusted-keys.pem (see "
               "the file), commit, and push to the default branch.")
     if git_checkout_of(directory) is None:
         out.print(f"[yellow]note:[/] {escape(str(directory))} is not inside a git checkout: the "

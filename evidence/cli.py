@@ -95,6 +95,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
 )
 
 
@@ -434,18 +435,28 @@ def reflow(text: str) -> str:
     return "\n\n".join(out)
 
 
+def plain_rst(text: str) -> str:
+    """``text`` with reStructuredText inline literals (````x````, as docstrings write code)
+    shown as Markdown-style backticks (```x```), the way the rest of the help quotes
+    commands."""
+    return text.replace("``", "`")
+
+
 def escape_help(cmd: Any) -> Any:
     """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
     (command help, short help, epilog, option and argument help) escaped for rich markup, so
     bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
     instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``),
-    and command help :func:`reflow`-ed.  Returns ``cmd``."""
+    reStructuredText literals made plain (:func:`plain_rst`), command help :func:`reflow`-ed,
+    and on/off flags shown without a value placeholder.  Returns ``cmd``."""
     for attr in ("help", "short_help", "epilog"):
         if isinstance(getattr(cmd, attr, None), str):
-            setattr(cmd, attr, escape(reflow(getattr(cmd, attr))))
+            setattr(cmd, attr, escape(reflow(plain_rst(getattr(cmd, attr)))))
     for param in getattr(cmd, "params", ()):
         if isinstance(getattr(param, "help", None), str):
-            param.help = escape(param.help)
+            param.help = escape(plain_rst(param.help))
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
+            param.metavar = ""  # an on/off flag takes no value: show none (typer shows <bool>)
     for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands
         escape_help(sub)
     return cmd
@@ -465,6 +476,9 @@ def escape_help_on_demand(root: Any) -> Any:
             if not state["escaped"]:
                 state["escaped"] = True
                 escape_help(root)
+            help_option = cmd.get_help_option(ctx)  # made per command on first use
+            if help_option is not None and help_option.metavar is None:
+                help_option.metavar = ""
             return original(ctx, formatter)
 
         cmd.format_help = format_help  # an instance attribute: click calls self.format_help

@@ -305,7 +305,7 @@ def test_without_the_report_extra_the_user_is_told_what_to_install(tmp_path: Pat
     res = subprocess.run([str(EXE), "report", str(plan.root), "--out", str(tmp_path / "s")],
                          capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 2, res.stderr
-    assert "pip install 'campaign-bot[report]'" in res.stderr
+    assert "pip install '.[report]'" in res.stderr and "campaign-bot[report] @ git+" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "s").exists()
 
 

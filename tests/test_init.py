@@ -240,6 +240,8 @@ def test_init_outside_a_git_checkout_says_where_the_files_belong(tmp_path: Path)
     res = cli("init", str(outside), "--campaign", "h3")
     assert res.returncode == 0, res.stderr
     assert "is not inside a git checkout" in res.stdout, res.stdout
+    # the check command it suggests works from where init was run
+    assert f"campaign-bot check {outside.as_posix()}/campaigns/h3" in res.stdout, res.stdout
     checkout = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(checkout)], check=True, timeout=60)
     (checkout / "sub").mkdir()

@@ -111,6 +111,12 @@ def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
                          timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     assert "--details prints everything, --json one JSON document." in res.stdout, res.stdout
+    assert "<bool>" not in res.stdout  # on/off flags take no value
+    res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
+                          "runner", "check-flags", "-h"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr
+    assert "`vllm serve --omni`" in res.stdout and "``" not in res.stdout, res.stdout
     res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
                           "serve", "--help"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120, env={**os.environ, "COLUMNS": "200"})

@@ -55,8 +55,11 @@ def report(
     try:  # before the pages module, which imports the charts and so pygal
         import pygal  # noqa: F401
     except ImportError:
-        err.print("[red]the report needs its charting library:[/] "
-                  + escape("pip install 'campaign-bot[report]' (pygal)"))
+        err.print("[red]the report needs its charting library (pygal), the [report] extra:[/] "
+                  + escape("in a checkout of campaign-bot, pip install '.[report]'; else "
+                           "pip install 'campaign-bot[report] @ git+https://github.com/"
+                           "OWNER/campaign-bot@REF' with the repository and tag you install "
+                           "from"))
         raise typer.Exit(EXIT_USAGE) from None
 
     from bot.features.dashboard.model import CampaignUnreadable, build_site
