@@ -272,10 +272,12 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
     if lc.scope is not None:
+        from evidence.input_rules import input_findings
         from evidence.reference_rules import reference_findings
 
         findings += reference_findings(root, lc.scope.path, lc.scope.text,
                                        lc.scope.model.inputs)
+        findings += input_findings(root, lc.scope.path, lc.scope.text, lc.scope.model.inputs)
     # the verdict engine: consistency rules and per-track verdicts
     from evidence.review import review_check
 

@@ -141,8 +141,15 @@ def load_scope(campaign_dir: Path) -> CampaignScope:
 
 def resolve_inputs(scope: CampaignScope, campaign_dir: Path) -> Inputs:
     """Prompt text and the reference video/audio parts, each checked against its pinned
-    SHA-256.  Raises UsageError on a missing file or a digest mismatch."""
+    SHA-256 (:func:`evidence.input_rules.input_problems`, the rules ``campaign-bot check``
+    reports: a named file must be a regular file inside ``campaign_dir``, never reached through
+    ``..`` or a link leaving it).  Raises UsageError on a missing file or a digest mismatch."""
+    from evidence.input_rules import input_problems
+
     inp = scope.inputs
+    problems = input_problems(campaign_dir, inp)  # the rules `campaign-bot check` reports
+    if problems:
+        raise UsageError("\n".join(f"campaign.toml: {p.field}: {p.message}" for p in problems))
     digests: dict[str, str] = {}
     if inp.prompt_file is not None:
         if not inp.prompt_file.path:
