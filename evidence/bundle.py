@@ -44,6 +44,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from evidence import safejson
+from evidence.hashing import read_regular
 from evidence.lines import line_of
 from evidence.manifest import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -156,10 +157,13 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
     return out
 
 
-def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> str | None:
+def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding],
+          real_root: str | None = None) -> str | None:
     """Text of ``root/rel`` (``size`` bytes from the index) or None with a finding: over
     ``limit`` (FILE_TOO_LARGE: P1 for a campaign-bot document, P3 for other JSON, which is
-    then only hashed), unreadable, or not UTF-8.  Peak memory is about twice the file."""
+    then only hashed), unreadable (also: no longer a regular file, or really outside
+    ``real_root``, the resolved root, when the tree changed after it was walked), or not
+    UTF-8.  Peak memory is about twice the file."""
     if size > limit:
         # A large JSON payload (a trace, say) is legitimate; a large campaign-bot document is
         # not.  Documents we write start with their schema, so the head tells them apart.
@@ -167,8 +171,7 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
         what = "documents"
         if rel.endswith(".json"):
             try:
-                with open(root / rel, "rb") as f:
-                    head = f.read(4096)
+                head = read_regular(root / rel, limit=4096, beneath=real_root)
             except OSError:
                 head = b"campaign-bot/"
             if b"campaign-bot/" not in head:
@@ -179,7 +182,7 @@ def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding]) -> st
                           "this file is meant to be this large"))
         return None
     try:
-        raw = (root / rel).read_bytes()
+        raw = read_regular(root / rel, beneath=real_root)
     except OSError as e:
         out.append(_f("UNREADABLE", "P1", rel, f"cannot read: {e.strerror or e}",
                       fix="fix the file's permissions"))
@@ -244,7 +247,8 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     doc_limit = min(max_file_bytes, max_document_bytes)
 
     if "campaign.toml" in idx.files and (readable is None or readable("campaign.toml")):
-        text = _read(root, "campaign.toml", idx.files["campaign.toml"], doc_limit, fs)
+        text = _read(root, "campaign.toml", idx.files["campaign.toml"], doc_limit, fs,
+                     idx.real_root)
         if text is not None:
             try:
                 data = tomllib.loads(text)
@@ -266,7 +270,7 @@ def load_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     for rel in sorted(idx.files):
         if not rel.endswith(".json") or (readable is not None and not readable(rel)):
             continue
-        text = _read(root, rel, idx.files[rel], doc_limit, fs)
+        text = _read(root, rel, idx.files[rel], doc_limit, fs, idx.real_root)
         if text is None:
             continue
         # One parse: the duplicate-key hook only on our documents (a hook per object is slow

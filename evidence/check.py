@@ -234,7 +234,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 
         docs = load
     pool_cm = (contextlib.nullcontext(hasher) if hasher is not None
-               else HashPool(workers, progress=progress))
+               else HashPool(workers, progress=progress, beneath=root))
     with pool_cm as pool:
         vr: VerifyResult = verify_tree(root, max_file_bytes=max_file_bytes, index=idx,
                                        json_docs=docs, max_document_bytes=max_document_bytes,

@@ -249,7 +249,7 @@ def check_cmd(
         pool, progress = early
     else:
         progress = _progress()
-        pool = HashPool(progress=progress)
+        pool = HashPool(progress=progress, beneath=directory)
         if trusted_keys is None and directory.is_dir():
             prefetch_bag(directory, pool)
     switch = sys.getswitchinterval()
@@ -306,7 +306,7 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     if progress:
         progress.stop()
     if as_json:
-        sys.stdout.write(rep.model_dump_json(indent=2, by_alias=True) + "\n")
+        sys.stdout.write(report_json(rep) + "\n")
     else:
         from rich.console import Console
 
@@ -315,6 +315,40 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
             out.width = 160  # a file or pipe: wide tables, unless COLUMNS says otherwise
         render(rep, out, details=details)
     raise typer.Exit(rep.exit_code)
+
+
+def printable(value: Any) -> Any:
+    """``value`` (nested dicts, lists and strings) with every string made encodable as
+    UTF-8: a file name's undecodable bytes (Python's ``surrogateescape``) become ``\\xNN``
+    escapes, any other lone surrogate ``\\uNNNN``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(v) for v in value]
+    return value
+
+
+def report_json(rep: Any) -> str:
+    """``check --json``'s document for the report ``rep`` (a pydantic model): its JSON, or,
+    when a string in it cannot be written as UTF-8 (a file name that is not valid UTF-8),
+    the same report with such strings made :func:`printable`."""
+    from pydantic_core import PydanticSerializationError
+
+    try:
+        return str(rep.model_dump_json(indent=2, by_alias=True))
+    except PydanticSerializationError:
+        clean = printable(rep.model_dump(by_alias=True))
+        return str(type(rep).model_validate(clean).model_dump_json(indent=2, by_alias=True))
 
 
 def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer:

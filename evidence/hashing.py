@@ -93,23 +93,57 @@ def chunk_bytes(workers: int) -> int:
     return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, BUFFER_BUDGET_BYTES // max(1, workers)))
 
 
-def _open_regular(path: str | os.PathLike[str]) -> int:
+def inside(real: str, real_root: str) -> bool:
+    """True when the resolved path ``real`` is ``real_root`` or lies below it (both
+    absolute, symlinks resolved)."""
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _opened_path(fd: int, path: str | os.PathLike[str]) -> str:
+    """Where the open file ``fd`` really is: ``/proc/self/fd/FD`` on Linux (the file that was
+    opened, whatever was renamed or swapped on the way), else the resolved ``path``."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _open_regular(path: str | os.PathLike[str], beneath: str | None = None) -> int:
     """Open ``path`` for reading without blocking on a FIFO; raise ``OSError`` (EINVAL,
-    naming the path) unless it is a regular file once opened."""
+    naming the path) unless it is a regular file once opened.
+
+    ``beneath`` (a resolved directory): the file opened must lie inside it, or ``OSError``
+    (EXDEV, "resolves outside the checked directory") is raised.  This is checked on the open
+    file itself, so a directory swapped for a symlink after the tree was walked (a race
+    against ``campaign-bot check``) cannot make it read a file outside the checked tree."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if beneath is not None and not inside(_opened_path(fd, path), beneath):
+            raise OSError(errno.EXDEV, "resolves outside the checked directory", str(path))
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
+def read_regular(path: str | os.PathLike[str], *, limit: int | None = None,
+                 beneath: str | None = None) -> bytes:
+    """The bytes of ``path``, opened as :func:`_open_regular` opens a file to hash (never
+    blocking on a FIFO, a regular file only, inside ``beneath`` when given); at most
+    ``limit`` bytes are read when given.  Raises ``OSError`` as :func:`_open_regular` does
+    and for a failed read."""
+    fd = _open_regular(path, beneath)
+    with open(fd, "rb", closefd=True) as f:
+        return f.read() if limit is None else f.read(limit)
+
+
 def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256, *,
                 chunk: int = CHUNK_BYTES, on_bytes: Callable[[int], None] | None = None,
                 buffer: bytearray | None = None,
-                stop: threading.Event | None = None) -> tuple[dict[str, str], int]:
+                stop: threading.Event | None = None,
+                beneath: str | None = None) -> tuple[dict[str, str], int]:
     """Stream ``path`` once through every digest of ``algorithms`` (names of
     :data:`ALGORITHMS`), in reads of ``chunk`` bytes into one buffer.
 
@@ -118,7 +152,8 @@ def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256
     is O(chunk) whatever the file size.  ``on_bytes(n)`` is called after each read.  Raises
     ``ValueError`` for an unknown algorithm, ``OSError`` (PermissionError,
     FileNotFoundError, EINVAL for a file that is not regular when opened; ECANCELED when
-    ``stop`` is set while hashing).
+    ``stop`` is set while hashing; EXDEV when ``beneath``, a resolved directory, is given and
+    the file opened lies outside it).
     """
     algs = tuple(dict.fromkeys(algorithms))
     for a in algs:
@@ -128,7 +163,7 @@ def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256
     buf = buffer if buffer is not None else bytearray(chunk)
     view = memoryview(buf)
     size = 0
-    with open(_open_regular(path), "rb", buffering=0, closefd=True) as f:
+    with open(_open_regular(path, beneath), "rb", buffering=0, closefd=True) as f:
         if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
@@ -168,12 +203,15 @@ class HashPool:
     ``{path: (hex, size) | OSError}``.  Threads start with the first submission, so a pool
     with nothing to hash costs nothing.  ``progress(done, total)`` sees the running byte
     counts (``total`` is the sum of the sizes submitted so far, or ``total_bytes`` when
-    given).
+    given).  ``beneath``: a directory every hashed file must really lie in (checked on the
+    open file, :func:`_open_regular`); a file outside it is an ``OSError`` result (EXDEV).
     """
 
     def __init__(self, workers: int | None = None, *, progress: ProgressFn | None = None,
-                 total_bytes: int | None = None, chunk: int | None = None) -> None:
+                 total_bytes: int | None = None, chunk: int | None = None,
+                 beneath: str | os.PathLike[str] | None = None) -> None:
         self.workers = max(1, workers or usable_cores())
+        self.beneath = os.path.realpath(beneath) if beneath is not None else None
         self.chunk = chunk or chunk_bytes(self.workers)
         self._progress = progress
         self._fixed_total = total_bytes
@@ -317,7 +355,7 @@ class HashPool:
             result: DigestResult
             try:
                 result = digest_file(path, algs, on_bytes=self._tick, buffer=buf,
-                                     stop=self._stop)
+                                     stop=self._stop, beneath=self.beneath)
             except OSError as e:
                 result = e
             except BaseException as e:  # a bug (or a progress callback's): wake the waiters
@@ -374,12 +412,14 @@ def hash_files(paths: Iterable[Path], *, workers: int | None = None,
 
 def digest_files(todo: Mapping[Path, Iterable[str]], *, workers: int | None = None,
                  progress: ProgressFn | None = None,
-                 total_bytes: int | None = None) -> dict[Path, DigestResult]:
+                 total_bytes: int | None = None,
+                 beneath: str | os.PathLike[str] | None = None) -> dict[Path, DigestResult]:
     """:func:`hash_files` for several algorithms: ``todo`` maps each path to the algorithms
     it needs (names of :data:`ALGORITHMS`; each file is read once).  Returns
     ``{path: ({algorithm: hex}, size)}`` or the ``OSError`` of an unreadable file; raises
-    ``ValueError`` for an unknown algorithm."""
-    with HashPool(workers, progress=progress, total_bytes=total_bytes) as pool:
+    ``ValueError`` for an unknown algorithm.  ``beneath``: as for :class:`HashPool`."""
+    with HashPool(workers, progress=progress, total_bytes=total_bytes,
+                  beneath=beneath) as pool:
         return pool.digests({Path(p): tuple(a) for p, a in todo.items()})
 
 
@@ -401,14 +441,22 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
     (``root / relative path``) and finds them hashed or hashing.  It only warms that cache:
     it judges nothing, reports nothing, and a line it cannot read simply is not queued.
 
+    Only a bag is prefetched (a regular ``bagit.txt`` at ``root``: elsewhere the verifier
+    reads no root ``manifest-*.txt``, so a file listed there must not take hashing time).
     Queued are lines ``<hex digest> <path>`` (RFC 8493 2.1.3; a ``*`` binary marker and a
-    ``./`` prefix are dropped, CR, LF and CRLF line ends all end a line) whose path has no
-    ``%`` escape, is relative, has no ``..`` component, names a regular file (``lstat``, not
-    followed) and resolves inside ``root``; at most :data:`PREFETCH_MANIFEST_BYTES` of each
-    manifest are read.  Never raises for a bad manifest or file (``OSError`` is swallowed:
-    the verifier meets the same problem and reports it).
+    ``./`` prefix are dropped, CR, LF and CRLF line ends all end a line) whose path is under
+    ``data/`` (the payload, RFC 8493 2.1.2), has no ``%`` escape and no ``..`` component,
+    names a regular file (``lstat``, not followed) and resolves inside ``root``; at most
+    :data:`PREFETCH_MANIFEST_BYTES` of each manifest are read.  Never raises for a bad
+    manifest or file (``OSError`` is swallowed: the verifier meets the same problem and
+    reports it).
     """
     root = Path(root)
+    try:
+        if not stat.S_ISREG(os.lstat(root / "bagit.txt").st_mode):
+            return 0  # not a bag: the verifier reads no root manifest-*.txt, so none is hashed
+    except OSError:
+        return 0
     try:
         names = sorted(e.name for e in os.scandir(root)
                        if e.name.startswith(BAG_MANIFEST_PREFIX) and e.name.endswith(".txt")
@@ -440,8 +488,8 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
                 continue
             while text.startswith("./"):
                 text = text[2:]
-            if not text or "%" in text or text.startswith("/") or ".." in text.split("/"):
-                continue
+            if not text.startswith("data/") or "%" in text or ".." in text.split("/"):
+                continue  # a bag's payload is under data/ (RFC 8493 2.1.2); nothing else
             path = root / text
             try:
                 st = os.lstat(path)

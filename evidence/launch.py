@@ -79,7 +79,7 @@ def start_check_hashing(directory: Path, progress: Any = None) -> None:
     global early_hashing
     from evidence.hashing import HashPool, prefetch_bag
 
-    pool = HashPool(progress=progress)
+    pool = HashPool(progress=progress, beneath=directory)
     early_hashing = (directory, pool, progress)
     prefetch_bag(directory, pool)
 

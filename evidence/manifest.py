@@ -66,6 +66,7 @@ from evidence.hashing import (  # noqa: F401 - public here too
     digest_file,
     digest_files,
     hash_files,
+    read_regular,
     sha256_file,
 )
 from evidence.lines import line_of
@@ -283,9 +284,10 @@ def read_external_map(path: Path, *, limit: int = 16 << 20) -> tuple[dict[str, E
     try:
         if path.is_symlink() or not path.is_file():
             return {}, [f"{name}: not a regular file"]
-        if path.stat().st_size > limit:
+        raw = read_regular(path, limit=limit + 1)  # a FIFO swapped in is refused, not waited on
+        if len(raw) > limit:
             return {}, [f"{name}: larger than {limit} bytes; not read"]
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
         obj = safejson.loads(text)
     except (OSError, ValueError) as exc:
         return {}, [f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}"]
@@ -561,7 +563,7 @@ class _Verifier:
                               "whole; not read", fix="raise --max-file-bytes if this is right"))
             return None
         try:
-            return (self.root / rel).read_bytes()
+            return read_regular(self.root / rel, beneath=self.idx.real_root)
         except OSError as e:
             self.add(_finding("UNREADABLE", "P1", rel, f"cannot read: {e.strerror or e}",
                               fix="fix the file's permissions"))
@@ -582,6 +584,10 @@ class _Verifier:
             line = raw[: e.start].count(b"\n") + 1
             self.add(_finding("MANIFEST_MALFORMED", "P1", rel,
                               f"not {encoding} text (byte {e.start}); not read", line=line))
+            return None
+        except (LookupError, TypeError, ValueError) as e:  # a codec that is not text
+            self.add(_finding("MANIFEST_MALFORMED", "P1", rel,
+                              f"cannot decode as {encoding}: {str(e)[:100]}; not read"))
             return None
         if "\r" in text:
             line = text[: text.index("\r")].count("\n") + 1
@@ -760,7 +766,7 @@ class _Verifier:
             self.add(_finding("BAG_DECLARATION", "P1", rel, f"not UTF-8 (byte {e.start}); "
                               "RFC 8493 2.1.1 requires UTF-8"))
             return None, "utf-8"
-        m1 = re.fullmatch(r"BagIt-Version: (\d+)\.(\d+)", lines[0]) if lines else None
+        m1 = re.fullmatch(r"BagIt-Version: (\d{1,9})\.(\d{1,9})", lines[0]) if lines else None
         m2 = re.fullmatch(r"Tag-File-Character-Encoding: (\S+)", lines[1]) \
             if len(lines) > 1 else None
         if len(lines) != 2 or m1 is None or m2 is None:
@@ -772,10 +778,14 @@ class _Verifier:
         encoding = "utf-8"
         if m2 is not None:
             try:
-                encoding = codecs.lookup(m2.group(1)).name
+                info = codecs.lookup(m2.group(1))
+                if not getattr(info, "_is_text_encoding", True):  # rot13, base64, zlib...
+                    raise LookupError(m2.group(1))
+                encoding = info.name
             except LookupError:
                 self.add(_finding("BAG_DECLARATION", "P1", rel, f"unknown tag file encoding "
-                                  f"{m2.group(1)!r}; tag files read as UTF-8", line=2))
+                                  f"{m2.group(1)[:80]!r} (not a text encoding); tag files read "
+                                  "as UTF-8", line=2))
         return version, encoding
 
     def bag_fetch(self, pre: str, encoding: str) -> dict[str, int]:
@@ -835,8 +845,9 @@ class _Verifier:
         if self.idx.files.get(rel, self.max + 1) > self.max:
             return False
         try:
-            text = (self.root / rel).read_bytes().decode(encoding, errors="replace")
-        except OSError:
+            text = read_regular(self.root / rel, beneath=self.idx.real_root).decode(
+                encoding, errors="replace")
+        except (OSError, LookupError):
             return False
         return bool(re.search(r"^Bag-Software-Agent:\s*campaign-bot\b", text, re.M))
 
@@ -990,7 +1001,7 @@ class _Verifier:
             if not re.match(r"^payload-oxum\s*:", line, re.I):
                 continue
             val = line.split(":", 1)[1].strip()
-            m = re.match(r"^(\d+)\.(\d+)$", val)
+            m = re.match(r"^(\d{1,20})\.(\d{1,20})$", val)
             octets = sum(self.idx.files[f] for f in payload_files)
             # payload kept outside the tree (external-artifacts map, LFS) counts as the bag's
             kept = [ef for rel, ef in self.external_files.items()
@@ -999,7 +1010,8 @@ class _Verifier:
             payload_files = [*payload_files, *(["-"] * len(kept))]
             if not m:
                 self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
-                                  f"Payload-Oxum {val!r} is not 'octets.count'", line=no))
+                                  f"Payload-Oxum {val[:80]!r} is not 'octets.count' (at most "
+                                  "20 digits each)", line=no))
             elif (int(m.group(1)), int(m.group(2))) != (octets, len(payload_files)):
                 self.add(_finding("BAG_PAYLOAD_OXUM", "P3", rel,
                                   f"Payload-Oxum {val} but payload holds {octets}."
@@ -1096,7 +1108,7 @@ class _Verifier:
             done = self.hasher.digests(todo_paths)
         else:
             done = digest_files(todo_paths, workers=workers, progress=progress,
-                                total_bytes=total)
+                                total_bytes=total, beneath=self.idx.real_root)
         self.res.hash_seconds = time.perf_counter() - t0
         by_rel = {rel: done[p] for rel, p in paths.items()}
         for got in by_rel.values():
@@ -1146,9 +1158,11 @@ class _Verifier:
             else:
                 self.res.mismatched += 1
                 summ.mismatched += 1
+                listed = (f" (listed as {ascii(e.variant)}, a name that differs only in "
+                          "letter case or Unicode normalization)" if e.variant else "")
                 self.add(_finding("MANIFEST_MISMATCH", "P1", e.rel,
                                   f"{ALGORITHM_NAMES[e.alg]} {got_hex} does not match "
-                                  f"{e.digest} listed in {e.manifest} line {e.line}",
+                                  f"{e.digest} listed in {e.manifest} line {e.line}{listed}",
                                   line=None,
                                   fix="the file changed after sealing: restore it, or re-seal "
                                       "and explain why"))

@@ -321,7 +321,7 @@ def test_sign_in_without_a_name_when_github_does_not_say_who(served: Served) -> 
         assert "Signed in as" not in page.text
         token = next(iter(served.double.user_tokens))
         key = signin._fernet(served.app["client_secret"].encode(), b"session")
-        for login in ("<script>alert(1)</script>", "-amy", "a" * 40, 7):
+        for login in ("<script>alert(1)</script>", "-amy", "a" * 40, 7, "amy\n"):
             cookie = key.encrypt(json.dumps({"t": token, "exp": time.time() + 600,
                                              "l": login}).encode()).decode()
             c.cookies.set(signin.SESSION_COOKIE, cookie)

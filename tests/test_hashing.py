@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import threading
 import time
 import tracemalloc
@@ -15,7 +16,7 @@ import pytest
 
 from evidence import hashing
 from evidence.hashing import HashPool, chunk_bytes, hash_files, sha256_file, usable_cores
-from evidence.manifest import verify_tree, write_bag
+from evidence.manifest import index_tree, verify_tree, write_bag
 
 
 def _file(p: Path, size: int, seed: int = 0) -> Path:
@@ -291,6 +292,12 @@ def test_prefetch_never_reaches_outside_the_bag_nor_opens_special_files(
         "data/ok.bin", "data/link.bin", "data/pipe", "data/sub/secret.bin", "../secret.bin",
         str(outside), "data/%2E%2E/x", "data/missing.bin")) + "short  data/ok.bin\n")
     (bag / "manifest-unknown.txt").write_text(f"{digest}  data/ok.bin\n")
+    with HashPool(workers=1) as pool:  # not a bag (no bagit.txt): nothing is prefetched
+        assert hashing.prefetch_bag(bag, pool) == 0
+    (bag / "bagit.txt").write_text("BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+    _file(bag / "outside-payload.bin", 1000)  # in the bag, but not its payload (data/)
+    with open(bag / "manifest-sha256.txt", "a") as f:
+        f.write(f"{digest}  outside-payload.bin\n")
     with HashPool(workers=1) as pool:
         assert hashing.prefetch_bag(bag, pool) == 1
         assert pool.queued() == {bag / "data" / "ok.bin"}
@@ -298,3 +305,48 @@ def test_prefetch_never_reaches_outside_the_bag_nor_opens_special_files(
         assert hashing.prefetch_bag(tmp_path / "absent", pool) == 0
         assert hashing.prefetch_bag(outside, pool) == 0
         assert pool.queued() == frozenset()
+
+
+def test_a_directory_swapped_for_a_link_after_the_walk_is_never_read_through(
+        tmp_path: Path) -> None:
+    """The tree is walked first and read later: a directory replaced by a symlink to the
+    outside in between (a race against check) makes the file unreadable, not read."""
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    bag = tmp_path / "bag"
+    (bag / "data" / "sub").mkdir(parents=True)
+    (bag / "data" / "sub" / "f.txt").write_text("secret\n")
+    _file(bag / "data" / "other.bin", 1000)
+    write_bag(bag)
+    (outside / "sub" / "f.txt").write_text("secret\n")  # what the manifest expects
+    (bag / "data" / "sub" / "f.txt").write_text("tampered\n")
+    idx = index_tree(bag)
+    shutil.rmtree(bag / "data" / "sub")
+    (bag / "data" / "sub").symlink_to(outside / "sub", target_is_directory=True)
+    for pool in (HashPool(workers=1, beneath=bag), None):  # check's pool, and without one
+        res = verify_tree(bag, index=idx, hasher=pool, json_docs=dict)
+        if pool is not None:
+            pool.close()
+        bad = [(f.rule, f.path) for f in res.findings if f.severity in ("P0", "P1")]
+        assert ("UNREADABLE", "data/sub/f.txt") in bad, res.findings
+        assert res.hashes_ok == res.hashes_checked  # the outside file was never hashed
+
+
+def test_a_fifo_swapped_in_after_the_walk_is_refused_not_waited_on(tmp_path: Path) -> None:
+    bag = tmp_path / "bag"
+    (bag / "data").mkdir(parents=True)
+    _file(bag / "data" / "a.bin", 1000)
+    write_bag(bag)
+    idx = index_tree(bag)
+    for name in ("bagit.txt", "manifest-sha256.txt"):
+        (bag / name).rename(bag / f"{name}.orig")
+        os.mkfifo(bag / name)
+    done: list[object] = []
+    t = threading.Thread(target=lambda: done.append(verify_tree(bag, index=idx,
+                                                                json_docs=dict)), daemon=True)
+    t.start()
+    t.join(20)
+    assert done, "verify_tree blocked on a FIFO"
+    res = done[0]
+    rules = {(f.rule, f.path) for f in res.findings}  # type: ignore[attr-defined]
+    assert ("UNREADABLE", "bagit.txt") in rules or ("UNREADABLE", "manifest-sha256.txt") in rules

@@ -91,7 +91,7 @@ ACCESS_CACHE_ENTRIES = 10_000
 """Most (token, repository) answers kept; the oldest are dropped first."""
 HTTP_TIMEOUT_S = 15.0
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
-LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+LOGIN_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9-]{0,38}\Z")
 """A GitHub user login as the pages show it: letters, digits and hyphens, at most 39
 characters, not starting with a hyphen (GitHub's sign-up rules); anything else is not
 shown."""
