@@ -140,7 +140,8 @@ def input_words(v: object) -> str:
 
 def validation_findings(err: ValidationError, path: str, text: str, *,
                         fmt: str = "json") -> list[Finding]:
-    """One P1 ``SCHEMA_INVALID`` finding per pydantic error, with field path and line."""
+    """One P1 ``SCHEMA_INVALID`` finding per pydantic error, with field path and line, in the
+    order of their lines."""
     out = []
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
@@ -154,7 +155,8 @@ def validation_findings(err: ValidationError, path: str, text: str, *,
             msg += f" (got {input_words(e['input'])})"
         out.append(_f("SCHEMA_INVALID", "P1", path, f"{fpath or 'document'}: {msg}",
                       line=line, fieldp=fpath))
-    return out
+    # in the file's order, so that when findings are capped the first lines are the ones shown
+    return sorted(out, key=lambda f: f.line or 0)
 
 
 def _read(root: Path, rel: str, size: int, limit: int, out: list[Finding],

@@ -248,3 +248,18 @@ def test_init_outside_a_git_checkout_says_where_the_files_belong(tmp_path: Path)
     res = cli("init", str(checkout / "sub"), "--campaign", "h3")
     assert res.returncode == 0, res.stderr
     assert "git checkout" not in res.stdout, res.stdout
+
+
+def test_check_of_a_fresh_skeleton_lists_its_blanks_from_the_top(tmp_path: Path) -> None:
+    """More blanks than the per-file cap of findings: the ones shown are the first lines of
+    campaign.toml (title, requesters, ...), in order, and the cap says how many more."""
+    res = cli("init", str(tmp_path), "--campaign", "h3")
+    assert res.returncode == 0, res.stderr
+    rep = cli("check", str(tmp_path / "campaigns" / "h3"), "--json")
+    doc = json.loads(rep.stdout)
+    lines = [f["line"] for f in doc["findings"] if f["rule"] == "SCHEMA_INVALID"
+             and f["line"] is not None]
+    text = (tmp_path / "campaigns" / "h3" / "campaign.toml").read_text().splitlines()
+    requesters = next(i for i, t in enumerate(text, 1) if t.startswith("requesters"))
+    assert requesters in lines
+    assert lines == sorted(lines)
