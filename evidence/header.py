@@ -449,14 +449,14 @@ def build_header(
     sentence1 = "Overall verdict per track: " + "; ".join(parts) + "."
     sentence2 = _latest_screen_sentence(srcs, queue, finished)
     failed_tracks = [tid for tid in track_ids if tid in baseline_problems]
-    if failed_tracks:
-        sentence1 += (
-            " The control baseline of "
-            + ", ".join(_track_label(scope, tid) for tid in failed_tracks)
-            + " failed its lifecycle, so no verdict on "
-            + ("it" if len(failed_tracks) == 1 else "them")
-            + " can qualify yet."
-        )
+    if len(failed_tracks) == 1:
+        sentence1 += (f" The control baseline of {_track_label(scope, failed_tracks[0])} "
+                      "failed its lifecycle, so no verdict on it can qualify yet.")
+    elif failed_tracks:
+        labels = [_track_label(scope, tid) for tid in failed_tracks]
+        sentence1 += (" The control baselines of " + ", ".join(labels[:-1]) + " and "
+                      + labels[-1] + " failed their lifecycles, so no verdict on those tracks "
+                      "can qualify yet.")
     current_state = sentence1 + (" " + sentence2 if sentence2 else "")
 
     # ---- decision needed

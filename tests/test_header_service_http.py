@@ -62,7 +62,7 @@ def test_push_delivery_updates_header_through_the_service(
             assert issue_body.startswith(START)
             assert issue_body.endswith("Goal and scope, by a human.")
             block = current_block(issue_body) or ""
-            assert "failed its lifecycle" in block
+            assert "failed its lifecycle" in block or "failed their lifecycles" in block
             assert "Updated from evidence at [`cccccccc`]" in block
             assert github_double.write_summary() == [("issues/update", f"/repos/{REPO}/issues/7")]
     finally:
