@@ -464,7 +464,7 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
     except OSError:
         return 0
     real_root = os.path.realpath(root)
-    inside: dict[str, bool] = {}  # directory -> it resolves inside root (one realpath each)
+    parent_inside: dict[str, bool] = {}  # directory -> it resolves inside root (one realpath)
     queued = 0
     for name in names:
         alg = name[len(BAG_MANIFEST_PREFIX):-len(".txt")].lower()
@@ -498,10 +498,9 @@ def prefetch_bag(root: Path, pool: HashPool) -> int:
             if not stat.S_ISREG(st.st_mode):
                 continue
             parent = os.path.dirname(path)
-            ok = inside.get(parent)
+            ok = parent_inside.get(parent)
             if ok is None:
-                real = os.path.realpath(parent)
-                ok = inside[parent] = real == real_root or real.startswith(real_root + os.sep)
+                ok = parent_inside[parent] = inside(os.path.realpath(parent), real_root)
             if not ok:
                 continue
             pool.submit(path, st.st_size, (alg,))

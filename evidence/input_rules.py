@@ -20,13 +20,13 @@ text mode reads them (CRLF and CR become LF), which is what the runner sends.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from evidence.hashing import sha256_file
+from evidence.hashing import digest_file, read_regular
 from evidence.lines import line_of
 from evidence.models import Finding, InputFile, Inputs
 
@@ -53,22 +53,6 @@ def prompt_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _regular_inside(root: Path, rel: str) -> Path | None:
-    """``root / rel`` when it is a regular file whose real path lies inside ``root`` (after
-    every symlink), else None."""
-    if not rel or os.path.isabs(rel) or ".." in Path(rel).parts:
-        return None
-    path = root / rel
-    try:
-        real = Path(os.path.realpath(path))
-        base = Path(os.path.realpath(root))
-        if not real.is_relative_to(base) or not stat.S_ISREG(os.stat(real).st_mode):
-            return None
-    except (OSError, ValueError):
-        return None
-    return real
-
-
 def input_problems(root: Path, inputs: Inputs) -> list[InputProblem]:
     """What the runner would refuse in ``inputs`` (a scope's ``[inputs]``) for the campaign
     directory ``root``: a list of :class:`InputProblem`, empty when every named file is
@@ -84,31 +68,44 @@ def input_problems(root: Path, inputs: Inputs) -> list[InputProblem]:
                 f"the inline prompt has SHA-256 {got}, pinned {inputs.prompt_sha256}: the "
                 "runner refuses to start a screen", "pin the prompt's SHA-256 (of its UTF-8 "
                 "text), or restore the prompt the digest was taken of"))
+    real_root = os.path.realpath(root)
     for name in FILES:
         ref: InputFile | None = getattr(inputs, name)
         if ref is None or not ref.path:
             continue
         field = f"inputs.{name}"
-        path = _regular_inside(root, ref.path)
-        if path is None:
-            out.append(InputProblem(
-                "INPUT_MISSING", f"{field}.path",
-                f"{ref.path}: not a regular file inside the campaign directory (absent, a "
-                "directory, or a path or link leaving it); the runner reads the input from "
-                "there and refuses to start a screen",
-                "commit the file beside campaign.toml, or correct the path"))
+        missing = InputProblem(
+            "INPUT_MISSING", f"{field}.path",
+            f"{ref.path}: not a regular file inside the campaign directory (absent, a "
+            "directory, or a path or link leaving it); the runner reads the input from "
+            "there and refuses to start a screen",
+            "commit the file beside campaign.toml, or correct the path")
+        if os.path.isabs(ref.path) or ".." in PurePosixPath(ref.path).parts:
+            out.append(missing)
             continue
-        try:
+        path = root / ref.path
+        try:  # opened as check opens every file: non-blocking, regular, really inside root
             if name == "prompt_file":
-                if path.stat().st_size > PROMPT_MAX_BYTES:
+                raw = read_regular(path, limit=PROMPT_MAX_BYTES + 1, beneath=real_root)
+                if len(raw) > PROMPT_MAX_BYTES:
                     raise ValueError(f"larger than {PROMPT_MAX_BYTES} bytes")
-                text = path.read_bytes().decode("utf-8")
+                text = raw.decode("utf-8")
                 got = prompt_digest(text.replace("\r\n", "\n").replace("\r", "\n"))
                 want = inputs.prompt_sha256 or ref.sha256
             else:
-                got, _size = sha256_file(path)
+                got = digest_file(path, beneath=real_root)[0]["sha256"]
                 want = ref.sha256
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EINVAL, errno.EXDEV,
+                             errno.ELOOP, errno.EISDIR):
+                out.append(missing)
+            else:
+                out.append(InputProblem(
+                    "INPUT_MISSING", f"{field}.path",
+                    f"{ref.path}: cannot be read ({exc.strerror or exc})",
+                    "fix the file's permissions"))
+            continue
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError
             out.append(InputProblem(
                 "INPUT_MISSING", f"{field}.path", f"{ref.path}: cannot be read ({exc})",
                 "fix the file (a prompt is UTF-8 text)"))

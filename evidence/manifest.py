@@ -66,6 +66,7 @@ from evidence.hashing import (  # noqa: F401 - public here too
     digest_file,
     digest_files,
     hash_files,
+    inside,
     read_regular,
     sha256_file,
 )
@@ -401,7 +402,7 @@ class TreeIndex:
 
     def inside(self, real: str) -> bool:
         """True when the resolved path ``real`` lies within the root."""
-        return real == self.real_root or real.startswith(self.real_root.rstrip(os.sep) + os.sep)
+        return inside(real, self.real_root)
 
 
 def index_tree(root: Path) -> TreeIndex:
@@ -1287,8 +1288,8 @@ def verify_tree(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 continue
         v.json_map(f, obj, text)
     v.check_entries(progress, workers)
-    for rel, inside in sorted(idx.links.items()):
-        if not inside:
+    for rel, link_inside in sorted(idx.links.items()):
+        if not link_inside:
             v.res.unsafe += 1
             v.add(_finding("SYMLINK_ESCAPES", "P0", rel,
                            "symlink resolves outside the checked directory; never followed",

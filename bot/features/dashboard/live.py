@@ -89,14 +89,14 @@ VISIBILITY_ENTRIES = 10_000
 are dropped first)."""
 NOT_FOUND = "Not Found\n"
 ACCOUNT_SLOT = pages.ACCOUNT_SLOT.encode()
-SIGN_OUT_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
-                 '<button type="submit">Sign out</button></form>').encode()
-"""What replaces the template's account slot on a page of a private repository."""
-SIGNED_IN_FORM = (f'<form class="account" method="post" action="{LOGOUT_PATH}">'
-                  '<span class="who">Signed in as <strong>{login}</strong></span> '
-                  '<button type="submit">Sign out</button></form>')
-""":data:`SIGN_OUT_FORM` with the signed-in person's GitHub login (``{login}``, HTML-escaped),
-when GitHub named it at sign-in."""
+def account_form(login: str | None) -> bytes:
+    """What replaces the template's account slot on a page of a private repository: the Sign
+    out button, after "Signed in as LOGIN" (HTML-escaped) when GitHub named the person at
+    sign-in."""
+    who = (f'<span class="who">Signed in as <strong>{html.escape(login)}</strong></span> '
+           if login else "")
+    return (f'<form class="account" method="post" action="{LOGOUT_PATH}">{who}'
+            '<button type="submit">Sign out</button></form>').encode()
 PRIVATE_HEADERS = MappingProxyType({"Cache-Control": "private, no-store", "Vary": "Cookie"})
 """A private repository's pages are never kept by a shared cache (nor by the browser)."""
 log = logging.getLogger(__name__)
@@ -429,9 +429,7 @@ class LiveDashboard:
         if not private:
             return Response(body, media_type=media_type)
         if media_type.startswith("text/html"):
-            form = (SIGNED_IN_FORM.format(login=html.escape(login)).encode() if login
-                    else SIGN_OUT_FORM)
-            body = body.replace(ACCOUNT_SLOT, form, 1)
+            body = body.replace(ACCOUNT_SLOT, account_form(login), 1)
         return Response(body, media_type=media_type, headers=PRIVATE_HEADERS)
 
     def _render(self, site: Site, root: Path, links: pages.Links, name: str, repo: str,

@@ -214,24 +214,27 @@ class SignIn:
         (:meth:`user_login`), or None (no valid session, or GitHub did not say).  Only for
         showing who is signed in: access is decided by :meth:`access` on the token."""
         data = self._session_data(request)
-        login = data.get("l") if data is not None else None
-        return login if isinstance(login, str) and LOGIN_RE.match(login) else None
+        return _valid_login(data.get("l") if data is not None else None)
 
     def user_login(self, token: str) -> str | None:
         """``GET {api_url}/user`` with ``token``: the login of the person it belongs to, or
         None when GitHub cannot be asked or answers anything but a user with a valid login
         (sign-in goes on without a name)."""
-        url = f"{self.config.api_url.rstrip('/')}/user"
         try:
-            r = self._http.get(url, headers={"Authorization": f"Bearer {token}",
-                                             "Accept": "application/vnd.github+json",
-                                             "X-GitHub-Api-Version": "2022-11-28"})
+            r = self._api_get(token, "/user")
             body = r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("sign-in: GET /user: %s", type(exc).__name__)
             return None
-        login = body.get("login") if isinstance(body, dict) else None
-        return login if isinstance(login, str) and LOGIN_RE.match(login) else None
+        return _valid_login(body.get("login") if isinstance(body, dict) else None)
+
+    def _api_get(self, token: str, path: str) -> httpx.Response:
+        """``GET {api_url}{path}`` with the user access ``token`` (REST API version
+        2022-11-28).  Raises :class:`httpx.HTTPError` when GitHub cannot be reached."""
+        return self._http.get(f"{self.config.api_url.rstrip('/')}{path}",
+                              headers={"Authorization": f"Bearer {token}",
+                                       "Accept": "application/vnd.github+json",
+                                       "X-GitHub-Api-Version": "2022-11-28"})
 
     def access(self, token: str, owner: str, repo: str) -> Access:
         """``"read"`` when ``token`` can read ``owner/repo``, ``"none"`` when not (GitHub
@@ -244,11 +247,7 @@ class SignIn:
             hit = self._access.get(key)
             if hit is not None and now - hit[0] < ACCESS_TTL_S:
                 return hit[1]
-        url = (f"{self.config.api_url.rstrip('/')}/repos/"
-               f"{quote(owner, safe='')}/{quote(repo, safe='')}")
-        r = self._http.get(url, headers={"Authorization": f"Bearer {token}",
-                                         "Accept": "application/vnd.github+json",
-                                         "X-GitHub-Api-Version": "2022-11-28"})
+        r = self._api_get(token, f"/repos/{quote(owner, safe='')}/{quote(repo, safe='')}")
         answer: Access
         if r.status_code == 200:
             try:
@@ -377,6 +376,11 @@ class SignIn:
         resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax",
                            secure=self.config.secure)
         return resp
+
+
+def _valid_login(value: object) -> str | None:
+    """``value`` when it is a whole GitHub login (:data:`LOGIN_RE`), else None."""
+    return value if isinstance(value, str) and LOGIN_RE.match(value) else None
 
 
 _NO_STORE = MappingProxyType({"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
