@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_double.server import Request
 from github_helpers import REPO, port
+
+from sandbox.github_double.server import Request
 
 ZERO = "0" * 40
 
