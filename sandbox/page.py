@@ -69,8 +69,9 @@ class PageServer:
         return self.url
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
+        """Stop serving (when started) and close the socket."""
+        if self._thread.is_alive():
+            self.httpd.shutdown()  # waits for serve_forever: never call it before start
         self.httpd.server_close()
 
 

@@ -166,3 +166,19 @@ def test_a_taken_port_is_a_one_line_error(sandbox: Running) -> None:
     assert res.returncode == 2
     assert res.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: "), res.stderr
     assert res.stderr.count("\n") == 1, res.stderr
+
+
+def test_stopping_before_the_page_started_returns(tmp_path: Path) -> None:
+    """When a part fails to start (``serve`` dying at start), the sandbox stops its page
+    before that page ever served: that must return at once (it waited forever for a serve
+    loop that never ran, so the sandbox hung instead of exiting 2 with the error)."""
+    import threading
+
+    from sandbox.page import PageServer
+    from sandbox.stand import Stand
+
+    page = PageServer(Stand(tmp_path / "work", log=lambda line: None), port=0)
+    t = threading.Thread(target=page.stop, daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive()
