@@ -463,8 +463,10 @@ def render_summary(rep: CheckReport, console: Any) -> None:
     if rep.claims:
         traced = sum(1 for c in rep.claims if c.traced_to)
         summed = sum(1 for c in rep.claims if c.summed)
+        setting = sum(1 for c in rep.claims if c.setting_as_result)
         line(f"claims traced: {traced} of {len(rep.claims)} "
-             f"({len(rep.claims) - traced - summed} untraceable, {summed} summed gains)")
+             f"({len(rep.claims) - traced - summed - setting} untraceable, "
+             f"{setting} setting as result, {summed} summed gains)")
     line("")
     if rep.verdicts:
         t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),

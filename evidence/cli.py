@@ -219,7 +219,8 @@ def check_cmd(
     claims: Annotated[Path | None, typer.Option(
         "--claims", metavar="FILE",
         help="Prose (PR description, status comment) whose numbers must trace to receipts "
-             "or verdicts (UNTRACEABLE_CLAIM, SUMMED_GAINS).")] = None,
+             "or verdicts (UNTRACEABLE_CLAIM, SUMMED_GAINS, "
+             "CLAIM_CITES_TARGET_AS_RESULT).")] = None,
     prior_noise: Annotated[bool, typer.Option(
         "--prior-noise",
         help="Also show the labelled, model-based prior-noise decision where the campaign "
