@@ -46,6 +46,8 @@ from evidence.screening import ScreeningDecision
 from evidence.verdicts import TrackVerdict
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+_ATTEST = "attestation.dsse.json"  # evidence.signing.ATTESTATION_FILE (signing imports
+# cryptography; check imports it only when keys are in use)
 FAILING = frozenset({"P0", "P1", "P2"})
 """Severities that make ``check`` exit 1; P3 notes are printed but do not fail."""
 
@@ -95,6 +97,7 @@ class SignatureSummary(BaseModel):
     source: str = "none"
     keys_file: str | None = None
     key_ids: list[str] = Field(default_factory=list)
+    signed_bundles: int = Field(default=0, description="attestation.dsse.json files found.")
     verified: int = 0
     refused: int = 0
     unsigned: int = 0
@@ -102,9 +105,11 @@ class SignatureSummary(BaseModel):
     def lines(self) -> list[str]:
         """The summary's lines (each under 80 columns), e.g. ``signatures: 2 verified, 0
         refused, 1 unsigned bundle(s)`` then ``  keys: trusted-keys.pem, 1 key:
-        sha256:1a2b3c4d5e6f...``."""
+        sha256:1a2b3c4d5e6f...``; none without keys when nothing is signed."""
         if self.source == "skipped":
             return ["signatures: not checked (--no-signatures)"]
+        if self.source == "none" and not self.signed_bundles:
+            return []  # no keys and nothing signed: nothing to say
         if self.source in ("none", "unusable"):
             where = ("no trusted-keys.pem in the campaign folder" if self.source == "none"
                      else f"{self.keys_file} holds no usable key")
@@ -336,6 +341,10 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                           prior_noise=prior_noise)
     findings += cap_findings(reviewed.findings)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
+    sig_summary = signatures or SignatureSummary(
+        source="none" if trusted_keys is None else "--trusted-keys",
+        key_ids=sorted(trusted_keys or ()))
+    sig_summary.signed_bundles = sum(1 for p in idx.files if p.rsplit("/", 1)[-1] == _ATTEST)
     rep = CheckReport(
         root=str(root),
         campaign=lc.scope.model.id if lc.scope else None,
@@ -358,9 +367,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         claims=reviewed.claims,
         probes=probe_rows(root, lc.probes),
         trace_summaries=trace_rows(root, lc.trace_summaries),
-        signatures=signatures or SignatureSummary(
-            source="none" if trusted_keys is None else "--trusted-keys",
-            key_ids=sorted(trusted_keys or ())),
+        signatures=sig_summary,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
@@ -638,7 +645,8 @@ def render_details(rep: CheckReport, console: Any) -> None:
         f"integrity: {_integrity_counts(rep)}; {_count(rep.files_hashed, 'file')}, "
         f"{_bytes(rep.bytes_hashed)} hashed; {rep.external_digests} external digests "
         "recorded, not verifiable here")
-    console.print(escape(rep.signatures.lines()[0]), soft_wrap=True)
+    console.print(escape((rep.signatures.lines() or [
+        "signatures: none to verify (no trusted keys, no signed bundle)"])[0]), soft_wrap=True)
     if rep.signatures.key_ids:
         console.print(f"  keys of {escape(rep.signatures.keys_file or '-')}: "
                       + ", ".join(rep.signatures.key_ids), soft_wrap=True)
