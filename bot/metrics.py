@@ -66,6 +66,8 @@ ROUTE_CLASSES = ("repos", "contents", "pulls", "issues", "collaborators", "check
 """Families of GitHub REST routes the bot calls (the path after ``/repos/OWNER/REPO/``:
 ``pulls/...`` is ``pulls``), the ``route`` label of ``github_responses_total``."""
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "none")
+HTTP_METHODS = ("GET", "POST", "PATCH", "PUT", "DELETE")
+"""The methods of GitHub's REST API (``github_api_calls_total{method}``)."""
 DISPATCH_OUTCOMES = ("dispatched", "forbidden", "not_found", "unprocessable", "rate_limited",
                      "server_error", "no_answer", "other")
 """``workflow_dispatches_total{outcome}``: dispatched, or why GitHub refused (by its status:
@@ -167,6 +169,8 @@ class Metrics:
                 self._responses.labels(route, status)
         for outcome in DISPATCH_OUTCOMES:
             self._dispatches.labels(outcome)
+        for method in HTTP_METHODS:
+            self._github_calls.labels(method)
         for event in events:
             self._received_by_event.labels(event)
 
@@ -233,8 +237,8 @@ class Metrics:
         out: dict[str, int] = {}
         for family in self.registry.collect():
             for s in family.samples:
-                if s.name == f"{NAMESPACE}_{name}" and label in s.labels:
-                    out[s.labels[label]] = int(s.value)
+                if s.name == f"{NAMESPACE}_{name}" and label in s.labels and s.value:
+                    out[s.labels[label]] = int(s.value)  # the series at 0 left out
         return out
 
     @property
