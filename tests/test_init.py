@@ -126,6 +126,13 @@ def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Pa
                    or re.sub(r"\.\d+\.", ".", f["field"]) == b.key for b in named), f
     fill(camp)
     assert blanks((camp / "campaign.toml").read_text()) == []
+    # the skeleton's trusted-keys.pem holds no key yet: the bot would refuse every bundle
+    rep = json.loads(cli("check", str(camp), "--json").stdout)
+    assert [(f["rule"], f["severity"]) for f in rep["findings"] if f["severity"] != "P3"] \
+        == [("TRUSTED_KEYS_UNUSABLE", "P1")]
+    assert cli("keygen", str(tmp_path / "runner.key")).returncode == 0
+    with (camp / "trusted-keys.pem").open("a") as fh:
+        fh.write((tmp_path / "runner.key.pub").read_text())
     res = cli("check", str(camp))
     assert res.returncode == 0, res.stdout
     again = cli("init", str(tmp_path), "--campaign", "h3")

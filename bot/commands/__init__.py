@@ -60,7 +60,7 @@ class Who(enum.StrEnum):
         "the campaign's requesters (`requesters` in its campaign.toml on the default branch)"
     )
     """The command names its campaign (``campaign=ID``), so the command checks the login
-    against that campaign's requesters itself (``bot.features.screen.flow.extend_budget``);
+    against that campaign's requesters itself (``bot.features.screen.commands.extend_budget``);
     :func:`authorize` lets it through to that check."""
 
 
