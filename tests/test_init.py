@@ -270,3 +270,26 @@ def test_check_of_a_fresh_skeleton_lists_its_blanks_from_the_top(tmp_path: Path)
     requesters = next(i for i, t in enumerate(text, 1) if t.startswith("requesters"))
     assert requesters in lines
     assert lines == sorted(lines)
+
+
+def test_check_reports_pin_drift_of_each_action(tmp_path: Path) -> None:
+    """A repository whose screen workflow runs an action by tag, or by another commit, is told
+    which action and what this version pins (the template pins every action by commit)."""
+    from bot.scaffold import action_pins
+
+    init_repository(tmp_path, "h3")
+    template = workflow_template().decode()
+    pins = action_pins(template)
+    assert set(pins) == {"actions/checkout", "actions/upload-artifact"}
+    (co_sha, co_tag), (up_sha, _) = pins["actions/checkout"], pins["actions/upload-artifact"]
+    other = "0" * 40
+    drifted = (template.replace(f"actions/checkout@{co_sha} # {co_tag}", "actions/checkout@v5")
+               .replace(f"actions/upload-artifact@{up_sha}",
+                        f"actions/upload-artifact@{other}"))
+    (tmp_path / ".github/workflows/screen.yml").write_text(drifted)
+    res = cli("init", str(tmp_path), "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1
+    assert (f"pin drift: actions/checkout is pinned to 'v5', a tag or branch its owner can move "
+            f"to other code; this version pins commit {co_sha} ({co_tag})") in out
+    assert f"pin drift: actions/upload-artifact is pinned to commit {other}" in out
