@@ -20,7 +20,7 @@ are relative to the file's own directory.  Format (every key optional; unknown k
     pass_env = ["LD_LIBRARY_PATH", "ASCEND_*"]     # runner variables the server keeps
     env = { HF_HUB_OFFLINE = "1" }                 # set for every server
 
-    [sandbox]
+    [isolation]
     user = "campaign-bot-server"                   # the screened server runs as this user
 
     [media]
@@ -96,8 +96,8 @@ class ServerSection(_Strict):
         return v
 
 
-class SandboxSection(_Strict):
-    """Privilege separation of the screened server (:mod:`runners.sandbox`): ``user`` is the
+class IsolationSection(_Strict):
+    """Privilege separation of the screened server (:mod:`runners.isolation`): ``user`` is the
     dedicated, unprivileged account every session's server runs as (name or numeric uid),
     never root nor the runner's own account.  Unset: the server runs as the runner itself,
     which ``doctor runner`` reports as a failure and every bundle records."""
@@ -129,7 +129,7 @@ class RunnerConfig(_Strict):
     min_free_gib: float = Field(default=DEFAULT_MIN_FREE_GIB, ge=0)
     devices: DevicesSection = Field(default_factory=DevicesSection)
     server: ServerSection = Field(default_factory=ServerSection)
-    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    isolation: IsolationSection = Field(default_factory=IsolationSection)
     media: MediaSection = Field(default_factory=MediaSection)
 
 

@@ -52,10 +52,9 @@ from evidence.models import (
 from evidence.signing import KeyFileError, sha256_file
 from runners import devices
 from runners.client import FilePart, send_request
-from runners.plan import Estimate, PlannedSession, estimate, make_plan
-from runners.sandbox import (
+from runners.isolation import (
     Isolation,
-    SandboxError,
+    IsolationError,
     ServerIdentity,
     device_nodes,
     enter,
@@ -66,6 +65,7 @@ from runners.sandbox import (
     resolve_identity,
     server_environment,
 )
+from runners.plan import Estimate, PlannedSession, estimate, make_plan
 from runners.server import (
     ServerProcess,
     ServerStartError,
@@ -397,13 +397,13 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
 
 
 def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation | None:
-    """Before any server starts: with ``[sandbox] user`` set, create the bundle folder (mode
-    0755, the runner's), make this process non-dumpable, and probe the sandbox as the server
-    account (:func:`runners.sandbox.probe`): a readable signing key, a visible runner
+    """Before any server starts: with ``[isolation] user`` set, create the bundle folder (mode
+    0755, the runner's), make this process non-dumpable, and probe the isolation as the server
+    account (:func:`runners.isolation.probe`): a readable signing key, a visible runner
     ``/proc/<pid>`` or a writable bundle folder refuses the screen (UsageError, exit 2).
-    Without a sandbox user: None and a warning (the server runs as the runner)."""
+    Without an [isolation] user: None and a warning (the server runs as the runner)."""
     if not opts.server_user:
-        console.print("[yellow]warning:[/] no [sandbox] user in the runner config: the "
+        console.print("[yellow]warning:[/] no \\[isolation] user in the runner config: the "
                       "screened server runs as the runner's own account and could read the "
                       "signing key (docs/security.md)")
         return None
@@ -414,10 +414,10 @@ def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation 
         harden_runner()
         iso = probe(identity, key=key_path, no_write=[opts.out, opts.out.parent],
                     devices=device_nodes())
-    except (SandboxError, OSError) as exc:
-        raise UsageError(f"server sandbox: {exc}") from None
+    except (IsolationError, OSError) as exc:
+        raise UsageError(f"server isolation: {exc}") from None
     if not iso.holds:
-        raise UsageError("server sandbox does not hold, not running: "
+        raise UsageError("server isolation does not hold, not running: "
                          + "; ".join(iso.problems))
     for p in iso.device_problems:
         console.print(f"[yellow]warning:[/] {p}")
@@ -463,7 +463,7 @@ class _Screen:
                               "environment; signing key unreadable to it (probed)")
             self.notes += [f"device: {p}" for p in self.isolation.device_problems]
         else:
-            self.notes.append("server account: the runner's own (no [sandbox] user): the "
+            self.notes.append("server account: the runner's own (no [isolation] user): the "
                               "server could read the signing key")
         if become_subreaper():
             self.notes.append("runner is a child subreaper: orphaned workers' exit status "

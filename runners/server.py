@@ -37,7 +37,7 @@ import httpx
 import psutil
 
 from evidence.models import Candidate, Lifecycle, Serving, WorkerExit
-from runners.sandbox import enter
+from runners.isolation import enter
 
 SERVER_CMD_ENV = "CAMPAIGN_BOT_SERVER_CMD"
 """Environment variable that replaces the ``vllm serve`` prefix of the server command."""
@@ -160,8 +160,8 @@ class WorkerInfo:
 @dataclass
 class ServerProcess:
     """One server process lifetime.  ``env`` is its whole environment
-    (:func:`runners.sandbox.server_environment`), ``launch`` the preexec function that puts
-    it into its account and sandbox (None: :func:`runners.sandbox.enter` without an account,
+    (:func:`runners.isolation.server_environment`), ``launch`` the preexec function that puts
+    it into its account and isolation (None: :func:`runners.isolation.enter` without an account,
     only the parent-death signal), ``cwd`` its working directory; ``log_path`` receives its
     stdout and stderr."""
 
@@ -190,8 +190,8 @@ class ServerProcess:
         """Start the server in its own process session (``start_new_session``), so a
         terminal's Ctrl-C never reaches its workers, with the environment ``env`` (whole:
         nothing of the runner's is inherited) and the ``launch`` preexec function
-        (:func:`runners.sandbox.enter`: the server's account and sandbox).  Raises
-        ServerStartError when the command cannot be executed or the sandbox not entered."""
+        (:func:`runners.isolation.enter`: the server's account and isolation).  Raises
+        ServerStartError when the command cannot be executed or the isolation not entered."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
         try:

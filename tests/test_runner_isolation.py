@@ -1,12 +1,12 @@
 """The screened server cannot forge, sign or reach the evidence: ``campaign-bot screen`` (a
 real subprocess, as root here) runs the hostile server of ``tests/hostile/server.py`` with
-``[sandbox] user = "nobody"``, and everything it tries is blocked: the signing key, the
+``[isolation] user = "nobody"``, and everything it tries is blocked: the signing key, the
 runner's ``/proc/<ppid>``, ``ptrace``, the bundle folder, the workflow's ``GITHUB_ENV`` and
 ``GITHUB_OUTPUT`` files, the runner's tokens and ``PYTHONPATH`` (with a ``sitecustomize.py``).
-The same corpus without a sandbox user shows what it does otherwise (the key is read and a
+The same corpus without an [isolation] user shows what it does otherwise (the key is read and a
 file lands in the signed bundle), so the test fails where the separation is missing.
 A candidate ``env`` naming ``PYTHONPATH`` is refused before anything starts, and
-``doctor runner`` reports the sandbox."""
+``doctor runner`` reports the isolation."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _screen(pub: Path, name: str, user: str | None) -> tuple[subprocess.Complete
         os.chmod(f, 0o644)
     cfg = work / "runner.toml"
     cfg.write_text(f'signing_key = "{pub / "keys" / "runner.key"}"\n'
-                   + (f'[sandbox]\nuser = "{user}"\n' if user else ""))
+                   + (f'[isolation]\nuser = "{user}"\n' if user else ""))
     server = (f"{SYSTEM_PYTHON} {pub / 'server.py'} --key {pub / 'keys' / 'runner.key'} "
               f"--out {out} --mp4 {pub / 'reply.mp4'} --github-file {genv} --github-file {gout}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_BOT_")}
@@ -94,8 +94,8 @@ def _verify(out: Path, pub: Path) -> list[dict[str, str]]:
     return json.loads(res.stdout)["findings"]
 
 
-def test_hostile_server_reaches_nothing_in_the_sandbox(pub: Path) -> None:
-    res, out, attempts = _screen(pub, "sandboxed", "nobody")
+def test_hostile_server_reaches_nothing_when_isolated(pub: Path) -> None:
+    res, out, attempts = _screen(pub, "isolated", "nobody")
     assert res.returncode in (0, 1), res.stdout + res.stderr
     assert "server runs as nobody" in res.stdout
     by_attack: dict[str, list[str]] = {}
@@ -120,8 +120,8 @@ def test_hostile_server_reaches_nothing_in_the_sandbox(pub: Path) -> None:
             assert body not in f.read_bytes(), f
     assert not (out / "data" / "injected.txt").exists()
     assert not (out / "data" / "receipts" / "forged.json").exists()
-    assert (pub / "sandboxed" / "github_env").read_text() == ""
-    assert "INJECTED" not in (pub / "sandboxed" / "github_output").read_text()
+    assert (pub / "isolated" / "github_env").read_text() == ""
+    assert "INJECTED" not in (pub / "isolated" / "github_output").read_text()
     assert not (pub / f"sitecustomize-ran-as-{nobody}").exists()
     findings = _verify(out, pub)
     assert "SIGNATURE_VERIFIED" in {f["rule"] for f in findings}
@@ -131,11 +131,11 @@ def test_hostile_server_reaches_nothing_in_the_sandbox(pub: Path) -> None:
         "the server's scratch folder was left behind"
 
 
-def test_without_a_sandbox_the_same_server_steals_the_key(pub: Path) -> None:
+def test_without_isolation_the_same_server_steals_the_key(pub: Path) -> None:
     """What the separation prevents: as the runner's own account the corpus reads the key
     and gets a file of its own signed into the bundle; tokens are still not inherited
     (the environment is allow-listed in every mode)."""
-    res, out, attempts = _screen(pub, "unsandboxed", None)
+    res, out, attempts = _screen(pub, "unisolated", None)
     assert "could read the signing key" in res.stdout
     got = {a["attack"]: a["result"] for a in attempts}
     assert got["read signing key"].startswith("succeeded")
@@ -163,7 +163,7 @@ def test_candidate_env_naming_pythonpath_is_refused(tmp_path: Path) -> None:
     assert "LD_PRELOAD" in res.stderr
 
 
-def test_doctor_runner_checks_the_sandbox(pub: Path) -> None:
+def test_doctor_runner_checks_the_isolation(pub: Path) -> None:
     work = pub / "doctor"
     work.mkdir(mode=0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_BOT_")}
@@ -173,15 +173,15 @@ def test_doctor_runner_checks_the_sandbox(pub: Path) -> None:
         cfg = work / f"runner-{user}.toml"
         cfg.write_text(f'signing_key = "{pub / "keys" / "runner.key"}"\n'
                        f'output_dir = "{work}"\n'
-                       + (f'[sandbox]\nuser = "{user}"\n' if user else ""))
+                       + (f'[isolation]\nuser = "{user}"\n' if user else ""))
         env["CAMPAIGN_BOT_RUNNER_CONFIG"] = str(cfg)
         res = subprocess.run([*CLI, "doctor", "runner"], capture_output=True, text=True,
                              cwd=ROOT, env=env, timeout=120)
-        line = next(ln for ln in res.stdout.splitlines() if "server sandbox" in ln)
+        line = next(ln for ln in res.stdout.splitlines() if "server isolation" in ln)
         results[user] = line
     assert "server runs as nobody" in results["nobody"], results
     assert "is root" in results["root"], results
-    assert "no [sandbox] user" in results[None], results
+    assert "no [isolation] user" in results[None], results
     # A key others may read is caught by the probe as the server account too.
     os.chmod(pub / "keys" / "runner.key", 0o644)
     try:
@@ -190,5 +190,5 @@ def test_doctor_runner_checks_the_sandbox(pub: Path) -> None:
                              cwd=ROOT, env=env, timeout=120)
     finally:
         os.chmod(pub / "keys" / "runner.key", 0o600)
-    line = next(ln for ln in res.stdout.splitlines() if "server sandbox" in ln)
+    line = next(ln for ln in res.stdout.splitlines() if "server isolation" in ln)
     assert "is readable" in line, res.stdout

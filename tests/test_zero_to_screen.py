@@ -179,7 +179,7 @@ def test_from_nothing_to_a_screen_result(github_double: Any, tmp_path: Path) -> 
         # (tests/test_runner_isolation.py runs a server as another account).
         failed = [ln for ln in res.stdout.splitlines() if " FAIL " in ln]
         assert res.returncode == 1 and len(failed) == 1, res.stdout
-        assert "server sandbox" in failed[0] and "no [sandbox] user" in failed[0], res.stdout
+        assert "server isolation" in failed[0] and "no [isolation] user" in failed[0], res.stdout
         assert "campaigns/standin/trusted-keys.pem" in res.stdout
 
         # ---- 4. /screen on the PR: the scaffolded workflow runs on the runner

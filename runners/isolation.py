@@ -5,7 +5,7 @@ and through them (a plug-in flag, a model directory with remote code) arbitrary 
 in the server.  The runner beside it holds the signing key and writes the bundle it signs.
 Every session's server is therefore started:
 
-* as a dedicated unprivileged account (``[sandbox] user`` of ``runner.toml``): a different
+* as a dedicated unprivileged account (``[isolation] user`` of ``runner.toml``): a different
   uid cannot read the key file (mode 0600, the runner's), cannot ``ptrace`` the runner nor
   read its ``/proc/<pid>/mem`` or ``environ`` (ptrace(2) "Ptrace access mode checking"), and
   cannot write into the bundle folder (the runner's, mode 0755);
@@ -75,11 +75,11 @@ while [ $# -gt 0 ]; do
 done
 echo done
 """
-"""Run by :func:`probe` as the server account, in the server's sandbox (POSIX sh)."""
+"""Run by :func:`probe` as the server account, in the server's isolation (POSIX sh)."""
 
 
-class SandboxError(Exception):
-    """The server's account or sandbox cannot be set up, or does not hold; the message says
+class IsolationError(Exception):
+    """The server's account or isolation cannot be set up, or does not hold; the message says
     which check failed and how to fix it."""
 
 
@@ -95,19 +95,19 @@ class ServerIdentity:
 
 
 def resolve_identity(user: str) -> ServerIdentity:
-    """The account named ``user`` (a name, or a numeric uid).  Raises SandboxError when it
+    """The account named ``user`` (a name, or a numeric uid).  Raises IsolationError when it
     does not exist, is root, or is the account this runner runs as (no separation)."""
     try:
         ent = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
     except (KeyError, OverflowError):
-        raise SandboxError(f"[sandbox] user {user!r}: no such account on this host; create "
+        raise IsolationError(f"[isolation] user {user!r}: no such account on this host; create "
                            "it (`useradd --system --no-create-home --shell /usr/sbin/nologin "
                            "campaign-bot-server`)") from None
     if ent.pw_uid == 0:
-        raise SandboxError(f"[sandbox] user {user!r} is root: the server would keep every "
+        raise IsolationError(f"[isolation] user {user!r} is root: the server would keep every "
                            "privilege; name an unprivileged account")
     if ent.pw_uid == os.geteuid():
-        raise SandboxError(f"[sandbox] user {user!r} is the runner's own account (uid "
+        raise IsolationError(f"[isolation] user {user!r} is the runner's own account (uid "
                            f"{ent.pw_uid}): the server could read the signing key; name a "
                            "separate account")
     try:
@@ -127,7 +127,7 @@ def server_environment(changes: Mapping[str, str], *, host_env: Mapping[str, str
                        scratch: Path | None = None) -> dict[str, str]:
     """The whole environment of one server: the runner's variables named by
     :data:`DEFAULT_PASS_ENV` or ``pass_env`` (names, or prefixes ending in ``*``), then the
-    host's ``fixed`` values, then (sandboxed) ``HOME``/``TMPDIR`` = ``scratch`` and
+    host's ``fixed`` values, then (isolated) ``HOME``/``TMPDIR`` = ``scratch`` and
     ``USER``/``LOGNAME`` = the account, then the campaign's ``changes`` (already refused when
     they name a loader, interpreter or runner variable: :mod:`evidence.env_rules`).  Nothing
     else of the runner's environment (tokens, ``GITHUB_*``, ``PYTHONPATH``) reaches it."""
@@ -146,7 +146,7 @@ def _fail(what: str) -> None:
     """In the child before exec: say what failed on the server's log (fd 2), then raise so
     that Popen fails in the runner."""
     err = ctypes.get_errno()
-    os.write(2, f"campaign-bot sandbox: {what} failed: {os.strerror(err)}\n".encode())
+    os.write(2, f"campaign-bot server isolation: {what} failed: {os.strerror(err)}\n".encode())
     raise OSError(err, f"{what} failed")
 
 
@@ -230,7 +230,7 @@ def probe(identity: ServerIdentity, *, key: Path | None, no_write: Sequence[Path
     """Start a shell exactly as a server is started (:func:`enter`) and ask, as the server
     account: is the signing ``key`` readable, is this runner's ``/proc/<pid>`` visible, is any
     of ``no_write`` writable, can each of ``devices`` be opened for reading and writing.
-    Raises SandboxError when the sandbox cannot be entered at all (no privilege to switch
+    Raises IsolationError when the isolation cannot be entered at all (no privilege to switch
     the account or mount ``/proc``)."""
     args = [str(key) if key else "", str(os.getpid())]
     for p in no_write:
@@ -243,13 +243,13 @@ def probe(identity: ServerIdentity, *, key: Path | None, no_write: Sequence[Path
                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
                              preexec_fn=enter(identity, pdeathsig=False))
     except (OSError, subprocess.SubprocessError) as exc:
-        raise SandboxError(
+        raise IsolationError(
             f"cannot start a process as {identity.name!r} in a private mount namespace "
             f"({exc}); the runner needs root, or CAP_SETUID, CAP_SETGID, CAP_SYS_ADMIN and "
             "CAP_KILL (docs/security.md, 'The runner')") from None
     lines = res.stdout.splitlines()
     if "done" not in lines or f"uid {identity.uid}" not in lines:
-        raise SandboxError(f"the sandbox probe as {identity.name!r} did not complete (exit "
+        raise IsolationError(f"the isolation probe as {identity.name!r} did not complete (exit "
                            f"{res.returncode}): {(res.stderr or res.stdout).strip()[:300]}")
     out = Isolation(identity)
     for ln in lines:
