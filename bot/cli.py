@@ -380,11 +380,14 @@ def init(
         "--check", help="Write nothing: report how the repository's screen workflow differs "
                         "from this version's template, and problems of its "
                         ".github/campaign-bot.toml (exit 1 when anything differs)")] = False,
+    inputs: Annotated[list[Path] | None, typer.Option(
+        "--inputs", help="An input file (prompt.txt, ref.mp4, ref.wav...; repeat the option): "
+                         "copied beside campaign.toml and its SHA-256 pinned in the [inputs] "
+                         "entry with that path")] = None,
 ) -> None:
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
-    campaign skeleton.  Idempotent; a file that differs from this version's is kept, except
-    that --force replaces the screen workflow (`campaign-bot init DIR --force` replaces only
-    it)."""
+    campaign skeleton.  Idempotent: a file that differs from this version's is kept.  Run it
+    again after filling values: it lists only the blanks still empty."""
     from rich.table import Table
 
     from bot import scaffold
@@ -413,6 +416,8 @@ def init(
     if campaign is None and not force:
         raise _fail("--campaign NAME is required (or --check; or --force to replace only the "
                     "screen workflow)")
+    if inputs and campaign is None:
+        raise _fail("--inputs needs --campaign NAME (the campaign whose inputs to pin)")
     labels = [x for x in (runner_labels or "").split(",") if x.strip()]
     try:
         if campaign is None:
@@ -420,6 +425,13 @@ def init(
         else:
             rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels,
                                             force=force)
+            if inputs:
+                camp_dir = directory / rep2.campaign_path
+                pinned = scaffold.pin_inputs(camp_dir, list(inputs))
+                rep2.blanks = scaffold.blanks((camp_dir / "campaign.toml").read_text(
+                    encoding="utf-8", errors="replace"))
+                for key, name, digest in pinned:
+                    rep2.actions[f"{rep2.campaign_path}/{name}"] = f"{key} sha256 {digest[:12]}"
     except scaffold.InitError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
