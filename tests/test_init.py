@@ -4,9 +4,9 @@ check` refuses, and --check for a workflow that drifted from this version's temp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import hashlib
 import re
 import subprocess
 import sys
