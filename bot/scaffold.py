@@ -204,7 +204,7 @@ def pin_inputs(campaign_dir: Path, files: list[Path]) -> list[tuple[str, str, st
         n, key = entries[f.name]
         plan.append((f, f.name, n, key, hashlib.sha256(data).hexdigest(), data))
     out = []
-    for f, name, n, key, digest, data in plan:
+    for _f, name, n, key, digest, data in plan:
         dest = campaign_dir / name
         if not dest.exists():
             dest.write_bytes(data)
