@@ -311,14 +311,16 @@ def replay(
     from bot.app import replay as run_replay
     from bot.inbox import replay as rp
 
+    # the file first: a missing or unreadable one is the problem to name, whatever the
+    # settings (the default redactor masks secret shapes meanwhile)
+    try:
+        saved = rp.load_delivery_file(path)
+    except rp.ReplayInputError as exc:
+        raise _fail(str(exc)) from None
     settings = _settings()
     redact = configure_logging(settings, "%(levelname)s %(name)s: %(message)s",
                                tracebacks=False)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the scratch database's set-up
-    try:
-        saved = rp.load_delivery_file(path)
-    except rp.ReplayInputError as exc:
-        raise _fail(str(exc), redact=redact) from None
     try:
         report = asyncio.run(run_replay(saved, settings, apply=apply, resign=resign,
                                         offline=offline))

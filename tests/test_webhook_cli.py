@@ -219,6 +219,14 @@ def test_replay_unreadable_input_exits_2(env: Path, monkeypatch: pytest.MonkeyPa
     assert msg in r.output and "d.json" in r.output
 
 
+def test_replay_names_a_missing_file_before_the_settings(env: Path) -> None:
+    """``replay nosuch.json`` with no settings at all names the file (it complained about the
+    webhook secret first)."""
+    r = runner.invoke(app, ["replay", str(env / "nosuch.json")])
+    assert r.exit_code == 2, r.output
+    assert "nosuch.json" in r.output and "WEBHOOK_SECRET" not in r.output, r.output
+
+
 def test_every_setting_is_documented() -> None:
     from bot.settings import Settings
 
