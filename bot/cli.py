@@ -234,6 +234,10 @@ def deliveries(
     rows = store.list_deliveries(engine, failed_only=failed, limit=limit)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    elif not rows:
+        print("no failed deliveries stored" if failed else
+              "no deliveries stored yet (`campaign-bot serve` stores each signed delivery "
+              "GitHub sends to /webhook)")
     else:
         t = Table(title="failed deliveries" if failed else "deliveries (newest first)")
         for col in ("seq", "delivery", "event", "repository", "status", "attempts", "received",

@@ -137,6 +137,16 @@ def _fill(env: Path) -> Any:
     return engine
 
 
+def test_deliveries_of_an_empty_database_say_so(env: Path) -> None:
+    """No delivery stored: one sentence, not an empty table's frame."""
+    database.migrate(database.make_engine(f"sqlite:///{env / 'campaign-bot.sqlite3'}"))
+    r = runner.invoke(app, ["deliveries"])
+    assert r.exit_code == 0 and r.output.startswith("no deliveries stored yet"), r.output
+    assert "┏" not in r.output and "+--" not in r.output
+    r = runner.invoke(app, ["deliveries", "--failed"])
+    assert r.exit_code == 0 and r.output == "no failed deliveries stored\n", r.output
+
+
 def test_deliveries_lists_and_failed_exits_1(env: Path) -> None:
     _fill(env)
     r = runner.invoke(app, ["deliveries", "--json"])

@@ -135,6 +135,9 @@ def report(
     for what, n in rows:
         t.add_row(what, n)
     console.print(t)
+    index = written.root / "index.html"
+    console.print(f"open {escape(index.resolve().as_uri())} in a web browser (a static site: "
+                  "publish the folder as it is)", soft_wrap=True)
     problems = counts["P0"] + counts["P1"] + counts["P2"]
     raise typer.Exit(EXIT_PROBLEMS if problems else EXIT_OK)
 
