@@ -30,6 +30,7 @@ from pathlib import Path
 from jinja2 import Environment, StrictUndefined
 
 from bot.repo_config import CONFIG_PATH, SCREEN_WORKFLOW, ConfigProblem, parse
+from evidence.models import DEFAULT_EVIDENCE_PATHS
 
 CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 WORKFLOWS_DIR = ".github/workflows"
@@ -89,7 +90,8 @@ def repository_files(campaign: str, runner_labels: list[str] | None = None) -> d
         CONFIG_PATH: template_bytes("campaign-bot.toml"),
         f"{WORKFLOWS_DIR}/{SCREEN_WORKFLOW}": workflow_template(),
         f"{path}/campaign.toml": _render("campaign.toml.j2", campaign=campaign, path=path,
-                                         runner_labels=_toml_list(labels) if labels else ""),
+                                         runner_labels=_toml_list(labels) if labels else "",
+                                         evidence_paths=_toml_list(list(DEFAULT_EVIDENCE_PATHS))),
         f"{path}/trusted-keys.pem": _render("trusted-keys.pem.j2", campaign=campaign),
     }
 

@@ -324,3 +324,19 @@ def test_init_inputs_pins_the_files_sha256(tmp_path: Path) -> None:
     assert bad.stderr.startswith(f"error: --inputs {src / 'other.bin'}: no [inputs] entry")
     assert "prompt.txt, ref.mp4, ref.wav" in bad.stderr
     assert (camp / "campaign.toml").read_bytes() == before
+
+
+def test_one_default_for_the_evidence_folders(tmp_path: Path) -> None:
+    """init's skeleton, the campaign.toml default (its reference page is generated from it)
+    and the folder where the bot commits screens agree (three defaults differed)."""
+    from bot.repo_config import RepoConfig
+    from evidence.models import DEFAULT_EVIDENCE_PATHS, CampaignScope
+
+    init_repository(tmp_path, "h3")
+    skeleton = tomllib.loads((tmp_path / "campaigns" / "h3" / "campaign.toml").read_text())
+    assert skeleton["evidence_paths"] == list(DEFAULT_EVIDENCE_PATHS)
+    assert CampaignScope.model_fields["evidence_paths"].default_factory() == \
+        list(DEFAULT_EVIDENCE_PATHS)  # type: ignore[call-arg,misc]
+    assert RepoConfig().screen.evidence_path in DEFAULT_EVIDENCE_PATHS
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
+    assert "(default `results`, `receipts` and `screens`" in guide
