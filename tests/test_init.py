@@ -340,3 +340,26 @@ def test_one_default_for_the_evidence_folders(tmp_path: Path) -> None:
     assert RepoConfig().screen.evidence_path in DEFAULT_EVIDENCE_PATHS
     guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
     assert "(default `results`, `receipts` and `screens`" in guide
+
+
+def test_check_reports_pin_drift_of_each_action(tmp_path: Path) -> None:
+    """A repository whose screen workflow runs an action by tag, or by another commit, is told
+    which action and what this version pins (the template pins every action by commit)."""
+    from bot.scaffold import action_pins
+
+    init_repository(tmp_path, "h3")
+    template = workflow_template().decode()
+    pins = action_pins(template)
+    assert set(pins) == {"actions/checkout", "actions/upload-artifact"}
+    (co_sha, co_tag), (up_sha, _) = pins["actions/checkout"], pins["actions/upload-artifact"]
+    other = "0" * 40
+    drifted = (template.replace(f"actions/checkout@{co_sha} # {co_tag}", "actions/checkout@v5")
+               .replace(f"actions/upload-artifact@{up_sha}",
+                        f"actions/upload-artifact@{other}"))
+    (tmp_path / ".github/workflows/screen.yml").write_text(drifted)
+    res = cli("init", str(tmp_path), "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1
+    assert (f"pin drift: actions/checkout is pinned to 'v5', a tag or branch its owner can move "
+            f"to other code; this version pins commit {co_sha} ({co_tag})") in out
+    assert f"pin drift: actions/upload-artifact is pinned to commit {other}" in out
