@@ -240,7 +240,8 @@ def test_check_refuses_a_skeleton_whose_required_blanks_are_left_empty(tmp_path:
     for f in rep["findings"]:
         assert "no campaign.toml" not in f["message"], f
     out = " ".join(cli("check", str(camp)).stdout.split())
-    assert "campaign.toml is not valid (see its findings)" in out
+    assert out.startswith("campaign (campaign.toml invalid) (") and \
+        "documents: campaign.toml invalid, " in out, out
 
 
 def test_init_outside_a_git_checkout_says_where_the_files_belong(tmp_path: Path) -> None:
