@@ -608,7 +608,7 @@ def render_summary(rep: CheckReport, console: Any) -> None:
             more = len(dict.fromkeys(v.codes)) - 1
             why = (dec.code if dec else "") + (f" +{more}" if dec and more > 0 else "")
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"),
-                      f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]",
+                      f"[{VERDICT_STYLE[v.verdict]}]{v.shown}[/]",
                       "—" if v.ratio is None else f"{v.ratio:.3f}", f"{v.m} v {v.n}",
                       escape(why))
         console.print(t, no_wrap=True, overflow="ellipsis", crop=True)
