@@ -14,9 +14,9 @@ limit, in small, flat memory.
   BagIt and SHA256SUMS manifests list as soon as those manifests are read, then parses and
   validates the JSON documents on the main thread while the pool hashes
   (:func:`evidence.manifest.verify_tree`);
-* each thread owns one buffer (:func:`chunk_bytes`, at most 4 MiB), allocated once and
-  refilled with ``readinto``: memory is ``threads x chunk`` whatever the file sizes (8 MiB
-  on 2 cores), never a whole file;
+* each thread owns one buffer (:func:`chunk_bytes`, 64 KiB), allocated once and refilled
+  with ``readinto``: memory is ``threads x chunk`` whatever the file sizes (128 KiB on 2
+  cores), never a whole file;
 * a file is opened non-blocking and must be a regular file when opened (a FIFO swapped in
   after the tree walk is refused, never waited on), and read with
   ``POSIX_FADV_SEQUENTIAL`` read-ahead for cold caches.
@@ -47,16 +47,22 @@ ProgressFn = Callable[[int, int], None]
 """Progress callback ``(bytes_done, bytes_total)``, called from the hashing threads;
 ``bytes_total`` grows as files are submitted."""
 
-CHUNK_BYTES = 4 << 20
-"""Largest read size (4 MiB): a thread holds the GIL only between chunks, so a chunk that
-takes milliseconds to digest keeps hashing at full speed while the main thread parses
-documents; small enough that ``threads x chunk`` stays a few MiB."""
+CHUNK_BYTES = 64 << 10
+"""Read size (64 KiB), chosen by measurement in a fresh process (the buffer-size sweep of
+``benchmarks/verify.py``; figures per machine in docs/benchmarks.md).  On a 2-core AMD EPYC
+virtual machine, two threads reading 2 GiB from the page cache into 256 KiB to 4 MiB buffers
+spent 1.3 to 1.5 s of system time, into 64 KiB buffers 0.27 s (two ``openssl dgst`` processes:
+0.28 s), and were faster than the OpenSSL pair; on a 2-core Intel Xeon machine 64 KiB to 4 MiB
+cost the same when it was idle, and 4 MiB buffers 0.6 s more CPU when it was loaded.  A read
+and the digest of it stay in the core's own cache: the kernel's copy into a buffer larger
+than that cache, and the digest's second pass over it, go to memory.  Smaller reads cost
+more system calls (16 KiB: +0.1 s of CPU per 2 GiB)."""
 
-MIN_CHUNK_BYTES = 256 << 10
-"""Smallest read size (256 KiB), reached only on machines with more than 128 cores."""
+MIN_CHUNK_BYTES = 16 << 10
+"""Smallest read size (16 KiB), reached only on machines with more than 128 cores."""
 
-BUFFER_BUDGET_BYTES = 32 << 20
-"""Ceiling of all threads' buffers together (32 MiB): the chunk shrinks on many-core machines
+BUFFER_BUDGET_BYTES = 8 << 20
+"""Ceiling of all threads' buffers together (8 MiB): the chunk shrinks on many-core machines
 (:func:`chunk_bytes`)."""
 
 Result = tuple[str, int] | OSError
