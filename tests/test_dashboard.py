@@ -145,7 +145,7 @@ def test_every_receipt_is_copied_with_the_digest_its_screen_page_shows(
 def test_every_local_link_resolves_and_nothing_is_loaded_from_the_network(
         example_site: Path) -> None:
     pages = sorted(example_site.glob("*.html"))
-    assert len(pages) == 3 + 1 + 5  # index, budget, findings; one pool; five screens
+    assert len(pages) == 3 + 4 + 1 + 5  # index, budget, findings; 4 tracks; 1 pool; 5 screens
     for p in pages:
         page = Page(p.read_text())
         assert page.scripts == 0, p.name
