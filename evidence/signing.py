@@ -47,6 +47,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:campaign-bot:predicate:screen:v1"
 ATTESTATION_FILE = "attestation.dsse.json"
 TAG_MANIFEST = "tagmanifest-sha256.txt"
+
 PAYLOAD_MANIFEST = "manifest-sha256.txt"
 
 
@@ -142,6 +143,29 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
     return _verify_envelope(envelope, keys)[0]
 
 
+_B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+
+
+def dsse_b64decode(text: Any) -> bytes:
+    """Bytes of a DSSE ``payload`` or ``sig`` field.
+
+    DSSE's envelope specification (``secure-systems-lab/dsse``, envelope.md) says a verifier
+    MUST accept either the standard or the URL-safe base64 alphabet (RFC 4648 sections 4 and
+    5), padded or not; the two alphabets are never mixed in one field.  Raises TypeError (not
+    a string) or ValueError (neither encoding)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a base64 string, got a JSON {type(text).__name__}")
+    for rx, alt in ((_B64_STD, None), (_B64_URL, b"-_")):
+        if rx.fullmatch(text):
+            padded = text + "=" * (-len(text) % 4) if "=" not in text else text
+            try:
+                return base64.b64decode(padded, altchars=alt, validate=True)
+            except ValueError:
+                continue
+    raise ValueError("not base64 (standard or URL-safe alphabet)")
+
+
 def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
                      ) -> tuple[dict[str, Any], str]:
     """:func:`verify_envelope`, also returning the id of the key that verified it."""
@@ -150,7 +174,7 @@ def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
                          "expected an object")
     try:
         ptype = envelope["payloadType"]
-        body = base64.b64decode(envelope["payload"], validate=True)
+        body = dsse_b64decode(envelope["payload"])
         sigs = envelope["signatures"]
     except KeyError as exc:
         raise ValueError(f"malformed DSSE envelope: no {exc} field") from None
@@ -164,7 +188,7 @@ def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
         if not isinstance(s, dict):
             continue
         try:
-            sig = base64.b64decode(s["sig"], validate=True)
+            sig = dsse_b64decode(s["sig"])
         except (KeyError, TypeError, ValueError):
             continue
         kid = s.get("keyid")

@@ -335,6 +335,14 @@ def register(app: Any) -> None:
         except (ProbeError, ValidationError) as exc:
             err.print(f"[red]cannot probe:[/] {escape(str(exc))}")
             raise typer.Exit(2) from None
+        except ImportError as exc:  # torch (the [media] extra), or a module the arms import
+            name = getattr(exc, "name", None) or str(exc)
+            hint = (": probes time tensors with torch; install the [media] extra "
+                    "(pip install 'campaign-bot[media]'), or [npu] as well on Ascend"
+                    if str(name).split(".")[0] in ("torch", "torch_npu") else "")
+            err.print(f"[red]error:[/] cannot import {escape(str(name))}{escape(hint)}",
+                      soft_wrap=True)
+            raise typer.Exit(2) from None
         except (RuntimeError, AttributeError, TypeError) as exc:  # device or inputs
             err.print(f"[red]cannot probe:[/] {type(exc).__name__}: {escape(str(exc))}")
             raise typer.Exit(2) from None

@@ -336,17 +336,24 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     est = estimate(plan, scope.protocol, request_s=opts.request_estimate_s)
     print_plan(console, scope, plan, est, track.id, cand.name if cand else None)
     if opts.dry_run:
+        # the preflight of a real screen: a dry run that would not start exits as it would
+        stops = 0
         try:
             resolve_inputs(scope, opts.campaign)
             console.print("inputs: present, digests match")
         except UsageError as exc:
-            console.print(f"[yellow]inputs: {exc}[/] (a real screen stops here with exit 2)")
+            stops += 1
+            console.print(f"[yellow]inputs: {exc}[/]", highlight=False)
         try:
             check_out_dir(opts.out)
             console.print(f"out: {opts.out} can be written")
         except UsageError as exc:
-            console.print(f"[yellow]out: {exc}[/] (a real screen stops here with exit 2)",
-                          highlight=False)
+            stops += 1
+            console.print(f"[yellow]out: {exc}[/]", highlight=False)
+        if stops:
+            console.print(f"dry run: nothing started; a real screen would stop here on the "
+                          f"{stops} problem(s) above (exit 2)")
+            return EXIT_USAGE
         console.print("dry run: nothing started")
         return EXIT_OK
     inputs = resolve_inputs(scope, opts.campaign)

@@ -78,7 +78,7 @@ def user_edits(camp: Path) -> None:
     scope["tracks"] = [{"id": "1s-lossy", "duration_s": 1.0, "expected_frames": 12,
                         "quality_mode": "lossy", "target_reduction": 0.30}]
     scope["serving"]["flags"] = ["--omni", "--num-gpus=2", "--usp=2",
-                                 "--ladder-s=0.3,0.3,0.3", "--max-frames=12"]
+                                 "--ladder-s=2,0.3,0.3", "--max-frames=12"]
     scope["protocol"].update(order="AB", min_measured_sessions_per_arm=1,
                              request_timeout_s=20.0, shutdown_timeout_s=4.0,
                              init_timeout_s=20.0, idle_wait_s=0.2)

@@ -3,7 +3,7 @@
 signature against the campaign's trusted keys), read (:func:`read_bundle`: only the JSON
 documents the signed payload manifest lists, through :mod:`evidence.safejson`) and judged
 (:func:`judge_screen`, by :mod:`evidence.verdicts`).  The caller
-(:func:`bot.features.screen.flow.finish_screen`) turns any exception raised while downloading,
+(:func:`bot.features.screen.results.finish_screen`) turns any exception raised while downloading,
 unpacking, verifying or judging into a REFUSED result; see docs/security.md."""
 
 from __future__ import annotations
