@@ -417,8 +417,9 @@ class Api:
 
     def answer(self, request: Request, owner: str, repo: str, campaign: str | None,
                build: Callable[[Any, Any, str], Any]) -> Response:
-        """Access, rate limit, cache and ETag around ``build(site, links, api_base)`` (site
-        and links None when ``campaign`` is: a repository's route), whose result (a pydantic model or a list of them; None: 404) is the JSON body."""
+        """Access, rate limit, cache and ETag around ``build(site, links, api_base)``
+        (site and links None when ``campaign`` is: a repository's route), whose result (a
+        pydantic model or a list of them; None: 404) is the JSON body."""
         slow = self.limited(request)
         if slow is not None:
             return slow

@@ -265,13 +265,17 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
            f'<rect width="{FOREST_WIDTH}" height="{height}" fill="#ffffff"/>']
     axis_y = top + FOREST_ROW_PX * max(len(vs), 1)
     for val, cls, label in ((theta0, "target", f"target {theta0:.2f}"),
-                            (1.0, "no-change", "1 (no change)")):
+                            (1.0, "no-change", "no change (1)")):
         dash = ' stroke-dasharray="6 4"' if cls == "target" else ""
-        colour = "#a40e26" if cls == "target" else "#8c959f"
+        colour = "#a40e26" if cls == "target" else "#57606a"
+        # labels lean away from each other: the target's to the left of its line when it
+        # is below 1 (a lower-latency target), the no-change label to the right
+        away = (cls == "target") == (theta0 <= 1.0)
+        anchor, dx = ("end", -4) if away else ("start", 4)
         out.append(f'<g class="{cls}" data-ratio="{val:.6g}"><line x1="{x(val)}" '
                    f'y1="{top - 8}" x2="{x(val)}" y2="{axis_y}" stroke="{colour}" '
-                   f'stroke-width="2"{dash}/><text x="{x(val)}" y="{top - 12}" '
-                   f'font-size="15" text-anchor="middle" fill="{colour}">'
+                   f'stroke-width="2"{dash}/><text x="{x(val) + dx}" y="{top - 12}" '
+                   f'font-size="15" text-anchor="{anchor}" fill="{colour}">'
                    f'{escape(label)}</text></g>')
     for tick in _ticks(lo, hi):
         out.append(f'<text x="{x(tick)}" y="{axis_y + 20}" font-size="15" '
