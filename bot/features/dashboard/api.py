@@ -62,6 +62,7 @@ from bot.features.dashboard.live import (
     NAME,
     PREFIX,
     LiveDashboard,
+    QueueRow,
     read_queue,
 )
 from bot.features.dashboard.model import Site
@@ -212,27 +213,12 @@ class VerdictsOut(BaseModel):
     screening: list[ScreeningOut]
 
 
-class QueueRowOut(BaseModel):
-    """A running or queued screen (seconds)."""
-
-    label: str
-    pr_number: int
-    name: str
-    track: str
-    state: str
-    requested_by: str
-    runner: str | None
-    elapsed_s: float | None
-    estimate_s: float | None
-    stuck: bool
-
-
 class PoolQueueOut(BaseModel):
     """One pool's running screens and its queue, in the order they will run."""
 
     pool: str
-    running: list[QueueRowOut]
-    queued: list[QueueRowOut]
+    running: list[QueueRow]
+    queued: list[QueueRow]
 
 
 class BudgetLineOut(BaseModel):
@@ -515,9 +501,7 @@ class Api:
         def queue(owner: str, repo: str, campaign: str, request: Request) -> Response:
             def q(_s: Site, _l: pages.Links, _a: str) -> Any:
                 now = self.dashboard.clock()
-                return [PoolQueueOut(pool=p.pool, running=[QueueRowOut(**_row(r))
-                                                           for r in p.running],
-                                     queued=[QueueRowOut(**_row(r)) for r in p.queued])
+                return [PoolQueueOut(pool=p.pool, running=p.running, queued=p.queued)
                         for p in read_queue(self.dashboard.engine(), f"{owner}/{repo}",
                                             campaign, now)]
             return self.answer(request, owner, repo, campaign, q)
@@ -556,6 +540,3 @@ class Api:
 
     _openapi: dict[str, Any] | None = None
 
-
-def _row(r: Any) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in QueueRowOut.model_fields}

@@ -24,6 +24,7 @@ chart and with JavaScript off).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
@@ -187,7 +188,7 @@ def drift_chart(pool: PoolView, track: str, chart_id: str,
 
 def strip_chart(screens: Sequence[ScreenView], track: str, chart_id: str) -> str:
     """The distribution of session medians per arm per screen on ``track``: x is the
-    screen's position (oldest first, labelled by screen id), control a little left of it,
+    screen's number (1 = oldest; screen ids are long and in the table), control left of it,
     candidates a little right; one mark per session with a median (failed requests give
     none; sessions with a failed lifecycle are drawn too, as the screen page lists them,
     with ``data-failed``)."""
@@ -197,7 +198,7 @@ def strip_chart(screens: Sequence[ScreenView], track: str, chart_id: str) -> str
         for s in sc.sessions:
             if s.track != track or s.median_s is None:
                 continue
-            x = i + (-0.15 if s.arm == "control" else 0.15)
+            x = i + 1 + (-0.15 if s.arm == "control" else 0.15)
             pt = _point(x, s.median_s, s.arm_label,
                         f"{sc.screen_id}: {s.session_id} ({s.arm_label}), median "
                         f"{s.median_s:.3f} s" + (" (does not qualify)" if s.failed else ""),
@@ -205,16 +206,17 @@ def strip_chart(screens: Sequence[ScreenView], track: str, chart_id: str) -> str
             if s.failed:
                 pt["node"]["data-failed"] = "true"
             series.setdefault(s.arm_label, []).append(pt)
-    labels = {i: sc.screen_id for i, sc in enumerate(shown)}
+    step = max(1, math.ceil(len(shown) / 12))  # at most about 12 numbered ticks
     c = _chart(
         pygal.XY, chart_id,
         f"Track {track}: session medians per arm, per screen",
-        "Each point is one session's median measured client wall time in seconds; control "
-        "sessions left of each screen's position, candidate sessions right.",
-        stroke=False, x_title="screen (oldest first)", y_title="session median s",
-        xrange=(-0.5, max(len(shown) - 0.5, 0.5)),
-        x_labels=list(labels), x_value_formatter=lambda x: labels.get(round(x), ""),
-        x_label_rotation=30 if len(shown) > 4 else 0, show_minor_x_labels=len(shown) <= 24,
+        "Each point is one session's median measured client wall time in seconds; x is the "
+        "screen's number (1 = oldest, as in the table beside), control sessions left of it, "
+        "candidate sessions right.",
+        stroke=False, x_title="screen number (oldest first)", y_title="session median s",
+        xrange=(0.5, max(len(shown), 1) + 0.5),
+        x_labels=list(range(1, len(shown) + 1, step)),
+        x_value_formatter=lambda x: f"screen {x:g}",
         value_formatter=lambda y: f"{y:g}")
     for a in sorted(series, key=lambda a: (a != "control", a)):
         c.add(a, series[a])
@@ -319,8 +321,6 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
 
 def _ticks(lo: float, hi: float) -> list[float]:
     """About five round tick values between ``lo`` and ``hi``."""
-    import math
-
     span = hi - lo
     step = 10 ** math.floor(math.log10(span / 5)) if span > 0 else 0.1
     for m in (1, 2, 5, 10):

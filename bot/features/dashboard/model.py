@@ -36,7 +36,7 @@ from evidence.header import (
     EvidenceSource,
     HeaderContent,
     build_header,
-    screen_decisions_from,
+    latest_screen_decisions,
     session_hours,
     track_verdict_from,
 )
@@ -788,14 +788,14 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
 
     budget = budget_view(scope, screens, ledger)
     as_of = max((s.ended_at for s in screens), default=None)
-    status = campaign_status(scope, lc, ev, rep, budget, as_of, source_url)
+    status = campaign_status(scope, lc, rep, budget, as_of, source_url)
     return Site(scope=scope, root_name=root.resolve().name, tracks=rows,
                 verdicts=rep.verdicts, screening=rep.screening, screens=screens,
                 pools=pool_views, budget=budget, findings=rep.findings, documents=docs,
                 check=rep, status=status, source_url=source_url)
 
 
-def campaign_status(scope: CampaignScope, lc: LoadedCampaign, ev: Evidence, rep: CheckReport,
+def campaign_status(scope: CampaignScope, lc: LoadedCampaign, rep: CheckReport,
                     budget: BudgetView, as_of: datetime | None,
                     source_url: str | None) -> HeaderContent | None:
     """The status header's content (:func:`evidence.header.build_header`) for this evidence:
@@ -806,7 +806,7 @@ def campaign_status(scope: CampaignScope, lc: LoadedCampaign, ev: Evidence, rep:
     src = EvidenceSource(
         sha="", receipts=[d.model for d in lc.receipts],
         verdicts=[tv for v in rep.verdicts if (tv := track_verdict_from(v)) is not None],
-        screens=screen_decisions_from(ev), findings=list(rep.findings))
+        screens=latest_screen_decisions(rep.screening), findings=list(rep.findings))
     lines = [HeaderBudgetLine(b.name, b.used, b.allowed, b.unit, b.reserved or 0.0)
              for b in budget.lines]
     return build_header(scope, [src], EvidenceRef("", as_of or datetime.fromtimestamp(0, UTC),
