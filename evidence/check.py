@@ -20,7 +20,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,9 @@ class ArmSummary(BaseModel):
     arm: str
     candidate: str | None = None
     sessions: int
-    sessions_clean: int = Field(description="Sessions whose lifecycle has no problem.")
+    sessions_clean: int = Field(description="Sessions that qualify (evidence.sessions: clean "
+                                "lifecycle, every request answered and timed, receipt "
+                                "verified).")
     measured_requests: int
     measured_ok: int
     measured_failed: int
@@ -168,8 +170,13 @@ class CheckReport(BaseModel):
         return [f for f in self.findings if f.severity in FAILING]
 
 
-def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
-    """Group receipts by (screen, track, arm, candidate); see :class:`ArmSummary`."""
+def summarize_arms(lc: LoadedCampaign, unverified: Iterable[str] = ()) -> list[ArmSummary]:
+    """Group receipts by (screen, track, arm, candidate); see :class:`ArmSummary`.
+    ``sessions_clean`` counts the sessions that qualify (:mod:`evidence.sessions`; receipts
+    at ``unverified`` paths do not)."""
+    from evidence.sessions import session_counts
+
+    counts = session_counts(((d.model, d.path) for d in lc.receipts), unverified)
     groups: dict[tuple[str, str, str, str | None], list] = defaultdict(list)
     for d in lc.receipts:
         r = d.model
@@ -184,7 +191,7 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
         for d in sorted(docs, key=lambda d: d.model.slot):
             r = d.model
             p = r.lifecycle.problems()
-            clean += not p
+            clean += counts.qualifies(r.screen_id, r.session_id)
             problems += [x for x in p if x not in problems]
             ok = [q for q in r.measured if q.ok and q.client_wall_s is not None]
             n_meas += len(r.measured)
@@ -335,7 +342,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         findings += input_findings(root, lc.scope.path, lc.scope.text, lc.scope.model.inputs)
         findings += _pool_findings(lc)
     # the verdict engine: consistency rules and per-track verdicts
-    from evidence.review import review_check
+    from evidence.review import review_check, unverified_paths
 
     reviewed = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
                           prior_noise=prior_noise)
@@ -360,7 +367,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         bytes_hashed=vr.bytes_hashed,
         manifests=vr.manifests,
         external=vr.external,
-        arms=summarize_arms(lc),
+        arms=summarize_arms(lc, unverified_paths([*lc.findings, *vr.findings])),
         findings=findings,
         verdicts=reviewed.verdicts,
         screening=reviewed.screening,
@@ -659,7 +666,8 @@ def render_details(rep: CheckReport, console: Any) -> None:
             _line(console, Text(f"  {counts}  {m.kind:<10} {m.path}"), crop=False)
     if rep.arms:
         t = Table(title="sessions per screen, track and arm (warmups never counted; clean = "
-                        "sessions with a clean lifecycle / sessions)", title_justify="left")
+                        "qualifying sessions / sessions: clean lifecycle, every request "
+                        "answered and timed)", title_justify="left")
         server = any(a.median_server_inference_s is not None for a in rep.arms)
         cols = ["screen", "track", "arm", "clean", "measured", "failed",
                 "median client s", "median server s", "warmups s", "lifecycle problems"]

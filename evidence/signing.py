@@ -502,6 +502,38 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     return check_signed_bundle(root, keys).messages()
 
 
+PRIVATE_KEY_MARKERS = (b"PRIVATE KEY-----", b"\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70")
+"""Private-key material: the PEM armour of every private key type (RFC 7468 section 10
+``-----BEGIN PRIVATE KEY-----``, ``... RSA PRIVATE KEY-----``, ``... OPENSSH PRIVATE
+KEY-----``), and the DER prefix of an ed25519 PKCS#8 key (RFC 8410 section 7: SEQUENCE,
+version 0, algorithm id-Ed25519 1.3.101.112)."""
+
+
+def files_with_private_keys(root: Path, *, limit: int = 20) -> list[str]:
+    """Bundle-relative paths (at most ``limit``) of regular files under ``root`` holding
+    :data:`PRIVATE_KEY_MARKERS`, read in 1 MiB chunks (a marker across two chunks is still
+    found).  A runner never bundles a key: such a bundle is refused whatever its signature
+    says (a leaked signing key signs anything)."""
+    overlap = max(len(m) for m in PRIVATE_KEY_MARKERS) - 1
+    found: list[str] = []
+    for dirpath, _dirs, names in os.walk(root, followlinks=False):
+        for name in sorted(names):
+            p = Path(dirpath, name)
+            if p.is_symlink() or not p.is_file():
+                continue
+            tail = b""
+            with open(p, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    window = tail + chunk
+                    if any(m in window for m in PRIVATE_KEY_MARKERS):
+                        found.append(p.relative_to(root).as_posix())
+                        break
+                    tail = window[-overlap:]
+            if len(found) >= limit:
+                return found
+    return found
+
+
 def find_signed_bundles(directory: Path) -> list[Path]:
     """Directories under ``directory`` (itself included) that hold ``ATTESTATION_FILE``,
     sorted; ``.git`` is not searched and symlinks are not followed."""

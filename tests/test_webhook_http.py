@@ -256,20 +256,19 @@ def test_healthz_and_metrics(service: Service) -> None:
     text = httpx.get(f"{service.base}/metrics").text
     values = metric_values(text)
     for name, expected in [
-        ("campaign_bot_deliveries_received_total", 1),
         ('campaign_bot_deliveries_received_by_event_total{event="issue_comment"}', 1),
         ("campaign_bot_deliveries_duplicate_total", 1),
         ('campaign_bot_deliveries_rejected_total{reason="signature"}', 1),
         ("campaign_bot_deliveries_processed_total", 1),
         ("campaign_bot_deliveries_failed_total", 0),
-        ('campaign_bot_queue_depth{status="queued"}', 0),
-        ('campaign_bot_queue_depth{status="processing"}', 0),
+        ('campaign_bot_inbox_depth{status="queued"}', 0),
+        ('campaign_bot_inbox_depth{status="processing"}', 0),
         ('campaign_bot_github_api_calls_total{method="GET"}', 1),
         ('campaign_bot_github_api_calls_total{method="POST"}', 1),
-        ("campaign_bot_github_rate_limit_remaining", 4998),
+        ('campaign_bot_github_rate_limit_remaining{installation="token"}', 4998),
     ]:
         assert values.get(name) == expected, (name, values.get(name))
-    assert "# TYPE campaign_bot_queue_depth gauge" in text.splitlines()
+    assert "# TYPE campaign_bot_inbox_depth gauge" in text.splitlines()
 
 
 def test_every_fixture_payload_is_accepted(service: Service) -> None:

@@ -69,6 +69,9 @@ class Inbox:
     """When set, the secret is asked of it per delivery (the App setup page sets it while the
     service runs); None or empty from it answers 503: the bot is not set up yet."""
     redelivery_counts: Callable[[], Mapping[str, int]] | None = None
+    pool_queues: Callable[[], Mapping[str, tuple[int, float]]] | None = None
+    """When set (blocking), the screen queues for ``/metrics``: pool -> (queued screens,
+    seconds the oldest has waited)."""
 
 
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
@@ -156,5 +159,7 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
         counts = await asyncio.to_thread(inbox.queue_counts)
         redeliveries = (await asyncio.to_thread(inbox.redelivery_counts)
                         if inbox.redelivery_counts is not None else None)
-        text = await asyncio.to_thread(m.exposition, counts, redeliveries)
+        pools = (await asyncio.to_thread(inbox.pool_queues)
+                 if inbox.pool_queues is not None else None)
+        text = await asyncio.to_thread(m.exposition, counts, redeliveries, pools)
         return Response(text, media_type=CONTENT_TYPE)
