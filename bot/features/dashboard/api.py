@@ -45,6 +45,7 @@ import math
 import time
 from collections.abc import Callable
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -72,8 +73,9 @@ RATE_PER_MINUTE = 120
 """Requests per minute per client address (a person's script polling every second and an
 agent's burst of tool calls both fit; a crawler does not)."""
 PUBLIC_CACHE = "public, max-age=15"
-PRIVATE_API_HEADERS = {"Cache-Control": "private, no-store", "Vary": "Cookie, Authorization"}
-NOT_FOUND_BODY = {"detail": "Not Found"}
+PRIVATE_API_HEADERS = MappingProxyType({"Cache-Control": "private, no-store",
+                                        "Vary": "Cookie, Authorization"})
+NOT_FOUND_BODY = MappingProxyType({"detail": "Not Found"})
 
 
 # ------------------------------------------------------------------------------ answers
@@ -152,7 +154,8 @@ class CampaignRef(BaseModel):
 
 class SessionOut(BaseModel):
     """One session (one receipt): its median of measured client wall seconds (None when a
-    measured request failed) and whether it qualifies."""
+    measured request failed) and whether it qualifies (:mod:`evidence.sessions`, the one
+    count that check, the status header and the pages use)."""
 
     session_id: str
     slot: int
@@ -179,6 +182,7 @@ class ScreenOut(BaseModel):
     ended_at: datetime
     device_hours: float
     failed_sessions: int
+    qualifying_sessions: int
     url: str
     page: str
 
@@ -294,6 +298,7 @@ def screen_out(site: Site, sc: Any, links: pages.Links, api: str, detail: bool) 
                 pool=sc.pool, m=sc.m, n=sc.n, started_at=sc.started_at,
                 ended_at=sc.ended_at, device_hours=sc.device_hours,
                 failed_sessions=sum(1 for s in sc.sessions if s.failed),
+                qualifying_sessions=sum(1 for s in sc.sessions if s.qualifies),
                 url=f"{api}/screens/{sc.screen_id}", page=links.screen(sc))
     if not detail:
         return ScreenOut(**base)
@@ -304,7 +309,7 @@ def screen_out(site: Site, sc: Any, links: pages.Links, api: str, detail: bool) 
             session_id=s.session_id, slot=s.slot, arm=s.arm, candidate=s.candidate,
             track=s.track, started_at=s.started_at, median_s=_num(s.median_s),
             measured_s=[q.client_wall_s if q.ok else None for q in s.measured],
-            qualifies=not s.failed and s.median_s is not None,
+            qualifies=s.qualifies,
             problems=[*s.lifecycle, *s.request_problems]) for s in sc.sessions],
         verdicts=[verdict_out(v) for v in sc.verdicts],
         screening=[screening_out(d) for d in sc.screening],
@@ -372,6 +377,7 @@ class Api:
         self.limiter = MovingWindowRateLimiter(MemoryStorage())
         self.rate = RateLimitItemPerMinute(rate_per_minute)
         self.clock = clock
+        self._openapi: dict[str, Any] | None = None
 
     def limited(self, request: Request) -> Response | None:
         """``429`` with ``Retry-After`` when the client address is past the rate, else None."""
@@ -411,14 +417,14 @@ class Api:
             return slow
         private = self.allowed(request, owner, repo)
         if private is None:
-            return JSONResponse(NOT_FOUND_BODY, 404)
+            return JSONResponse(dict(NOT_FOUND_BODY), 404)
         headers = dict(PRIVATE_API_HEADERS) if private else {"Cache-Control": PUBLIC_CACHE}
         api = f"{API_PREFIX}/repos/{owner}/{repo}/campaigns"
         site = links = None
         fp = "repo"
         if campaign is not None:
             if not NAME.match(campaign):
-                return JSONResponse(NOT_FOUND_BODY, 404, headers=headers)
+                return JSONResponse(dict(NOT_FOUND_BODY), 404, headers=headers)
             api = f"{api}/{campaign}"
             try:
                 site, _root, fp = self.dashboard.site(owner, repo, campaign)
@@ -431,7 +437,7 @@ class Api:
         if body is None:
             out = build(site, links, api)
             if out is None:
-                return JSONResponse(NOT_FOUND_BODY, 404, headers=headers)
+                return JSONResponse(dict(NOT_FOUND_BODY), 404, headers=headers)
             data = ([o.model_dump(mode="json") for o in out] if isinstance(out, list)
                     else out.model_dump(mode="json"))
             body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
@@ -450,7 +456,7 @@ class Api:
         from bot.features.dashboard.model import CampaignUnreadable
 
         if isinstance(exc, CampaignNotFound | CampaignUnreadable | FileNotFoundError):
-            return JSONResponse(NOT_FOUND_BODY, 404, headers=headers)
+            return JSONResponse(dict(NOT_FOUND_BODY), 404, headers=headers)
         if isinstance(exc, LedgerError):
             return JSONResponse({"detail": "The bot's database cannot be read now."}, 503)
         return JSONResponse({"detail": "The repository could not be read; try again in a "
@@ -538,5 +544,4 @@ class Api:
                 description=(__doc__ or "").split("\n\n")[0], routes=router.routes)
         return self._openapi
 
-    _openapi: dict[str, Any] | None = None
 

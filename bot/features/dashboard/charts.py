@@ -190,8 +190,8 @@ def strip_chart(screens: Sequence[ScreenView], track: str, chart_id: str) -> str
     """The distribution of session medians per arm per screen on ``track``: x is the
     screen's number (1 = oldest; screen ids are long and in the table), control left of it,
     candidates a little right; one mark per session with a median (failed requests give
-    none; sessions with a failed lifecycle are drawn too, as the screen page lists them,
-    with ``data-failed``)."""
+    none); sessions that do not qualify (:mod:`evidence.sessions`) are drawn too, as the
+    screen page lists them, with ``data-qualifies="false"``."""
     shown = [s for s in screens if track in s.tracks]
     series: dict[str, list[dict[str, Any]]] = {"control": []}
     for i, sc in enumerate(shown):
@@ -201,10 +201,10 @@ def strip_chart(screens: Sequence[ScreenView], track: str, chart_id: str) -> str
             x = i + 1 + (-0.15 if s.arm == "control" else 0.15)
             pt = _point(x, s.median_s, s.arm_label,
                         f"{sc.screen_id}: {s.session_id} ({s.arm_label}), median "
-                        f"{s.median_s:.3f} s" + (" (does not qualify)" if s.failed else ""),
+                        f"{s.median_s:.3f} s" + ("" if s.qualifies else " (does not qualify)"),
                         session=s.session_id, screen=sc.screen_id)
-            if s.failed:
-                pt["node"]["data-failed"] = "true"
+            if not s.qualifies:
+                pt["node"]["data-qualifies"] = "false"
             series.setdefault(s.arm_label, []).append(pt)
     step = max(1, math.ceil(len(shown) / 12))  # at most about 12 numbered ticks
     c = _chart(

@@ -506,12 +506,8 @@ class LiveDashboard:
 
 
 def add_routes(app: FastAPI, dashboard: LiveDashboard) -> None:
-    """Serve ``dashboard``'s pages, its read-only JSON API (:mod:`~.api`) and the sign-in
-    routes (``/login``,
+    """Serve ``dashboard``'s pages and the sign-in routes (``/login``,
     ``/login/callback``, ``/logout``: 404 while ``dashboard.signin`` is None, which may be
     set later, e.g. once the setup page stored the App) from ``app``."""
-    from bot.features.dashboard.api import Api
-
     app.include_router(dashboard.router())
-    app.include_router(Api(dashboard).router())
     app.include_router(signin_router(lambda: dashboard.signin))

@@ -99,8 +99,8 @@ def build_server(client: ApiClient) -> Any:
             "their status and next action, screens, verdicts (SUPPORTED / FAILED / "
             "INCONCLUSIVE are the verdict engine's; screening decisions are not verdicts), "
             "the queue, the budget and review findings. repo is OWNER/NAME."))
-    ro = ToolAnnotations(readOnlyHint=True, idempotentHint=True, destructiveHint=False,
-                         openWorldHint=False)
+    ro = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False,
+                         open_world_hint=False)
 
     def call(fn: Any) -> Any:
         try:
