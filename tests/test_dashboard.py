@@ -459,7 +459,6 @@ def test_a_campaign_without_receipts_yet(tmp_path: Path) -> None:
     assert track.marks == {}  # nothing to draw yet, and nothing drawn
 
 
-
 def test_p3_is_a_note_everywhere() -> None:
     """P3 findings are notes, as check's summary counts them ('4 note(s)'): the dashboard,
     its findings page and the PR summary comment say so (they said 'nit')."""
