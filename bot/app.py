@@ -105,11 +105,11 @@ def secret_values(settings: Settings) -> list[str]:
     out = [s.get_secret_value() for s in (settings.webhook_secret, settings.token)
            if s is not None]
     try:
-        pem = settings.private_key_pem()
+        got = settings.private_key_text()  # masked even when it is not a usable key
     except SettingsError:
-        pem = None
-    if pem:
-        out.append(pem)
+        got = None
+    if got and got[0]:
+        out.append(got[0])
     password = url_password(settings.database_url)
     if password:
         out.append(password)

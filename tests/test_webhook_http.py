@@ -246,6 +246,10 @@ def test_form_encoded_payload_is_accepted(service: Service) -> None:
 def test_healthz_and_metrics(service: Service) -> None:
     r = httpx.get(f"{service.base}/healthz")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
+    # a person opening the service's address learns what answers there (it was a 404)
+    r = httpx.get(f"{service.base}/")
+    assert r.status_code == 200 and r.text.startswith("campaign-bot: ")
+    assert "POST /webhook" in r.text and "GET  /healthz" in r.text
     body = fixture_bytes("issue_comment")
     post(service.base, body, headers_for(body, "issue_comment", "m-1"))
     post(service.base, body, headers_for(body, "issue_comment", "m-1"))

@@ -74,6 +74,17 @@ class Inbox:
     seconds the oldest has waited)."""
 
 
+ROOT_PAGE = (
+    "campaign-bot: the webhook service of a GitHub App for ML inference performance "
+    "campaigns.\n\n"
+    "POST /webhook    GitHub's webhook deliveries (signed with the webhook secret)\n"
+    "GET  /healthz    service health (JSON)\n"
+    "GET  /metrics    Prometheus metrics\n"
+    "GET  /c/OWNER/REPO/CAMPAIGN    live pages of a campaign\n\n"
+    "Operators: docs/deploy.md of campaign-bot; campaign owners: docs/user-guide.md.\n"
+)
+"""What ``GET /`` answers: plain text naming the service's routes."""
+
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
     """Add ``POST /webhook``, ``GET /healthz`` and ``GET /metrics`` to ``app``."""
     m = inbox.metrics
@@ -146,6 +157,11 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
             return JSONResponse({"status": "duplicate", "delivery": delivery}, status_code=200)
         m.inc_received(event)
         return JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
+
+    @app.get("/")
+    async def root() -> Response:
+        # a person who opens the service's address: what answers here, instead of a 404
+        return Response(ROOT_PAGE, media_type="text/plain; charset=utf-8")
 
     @app.get("/healthz")
     async def healthz() -> Response:
