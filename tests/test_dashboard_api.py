@@ -64,9 +64,17 @@ def test_public_campaign_answers_every_route(served: Served) -> None:
         # the same verdicts as the engine, and the same sentences as the status header
         v = c.get(_url(served, PUBLIC_REPO, f"/{CAMPAIGN}/verdicts")).json()
         served_verdicts = {(x["track"], x["candidate"]): x for x in v["verdicts"]}
-        assert served_verdicts and all(
-            x["status"] == ("provisional" if x["verdict"] == "INCONCLUSIVE" else "confirmed")
-            for x in served_verdicts.values())
+        engine = {(x.track, x.candidate): x for x in build_site(EXAMPLE).verdicts
+                  if x.candidate is not None}
+        assert served_verdicts.keys() == engine.keys() and engine
+        for key, x in served_verdicts.items():
+            want = engine[key]
+            assert (x["verdict"], x["ratio"], x["lower"], x["upper"], x["m"], x["n"]) == (
+                want.verdict, want.ratio, want.lower, want.upper, want.m, want.n)
+            assert x["status"] == (want.confirmation or "provisional"
+                                   if want.verdict == "SUPPORTED" else
+                                   "confirmed" if want.verdict in ("FAILED", "EQUIVALENT")
+                                   else "provisional")
         assert all(d["decision"] in ("PROMOTE_TO_FULL_SCREEN", "REJECT", "CONTINUE")
                    for d in v["screening"])
 

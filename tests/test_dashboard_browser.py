@@ -346,8 +346,9 @@ def test_forest_plot_marks_match_the_verdicts(browser: Any, server: str,
             v = want[mk.get_attribute("data-candidate")]
             assert mk.get_attribute("data-verdict") == v.verdict
             assert float(mk.get_attribute("data-ratio")) == pytest.approx(v.ratio, rel=1e-5)
-            assert mk.get_attribute("data-status") == (
-                "provisional" if v.verdict == "INCONCLUSIVE" else "confirmed")
+            assert mk.get_attribute("data-status") == _settled(v)
+            fill = mk.locator("circle").get_attribute("fill")
+            assert (fill == "#ffffff") == (_settled(v) != "confirmed")  # open: not settled
             if v.lower is None or v.upper is None:
                 assert mk.get_attribute("data-lower") is None
                 assert mk.locator("line").count() == 0
@@ -364,6 +365,14 @@ def test_forest_plot_marks_match_the_verdicts(browser: Any, server: str,
         assert float(target.get_attribute("data-ratio")) == pytest.approx(row.theta0)
     page.close()
     assert checked >= 4  # the plan has candidates with exact bounds on every track
+
+
+def _settled(v: Any) -> str:
+    """SUPPORTED carries the engine's confirmation state; FAILED and EQUIVALENT are
+    settled; INCONCLUSIVE and NOT SHOWN are open."""
+    if v.verdict == "SUPPORTED":
+        return v.confirmation or "provisional"
+    return "confirmed" if v.verdict in ("FAILED", "EQUIVALENT") else "provisional"
 
 
 def _forest_id(row: Any) -> str:

@@ -57,6 +57,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from bot.features.dashboard import pages
+from bot.features.dashboard.charts import verdict_status
 from bot.features.dashboard.ledger import SCREENS
 from bot.features.dashboard.live import (
     CAMPAIGN_HEADERS,
@@ -87,9 +88,10 @@ class VerdictOut(BaseModel):
 
     track: str
     candidate: str | None
-    verdict: Literal["SUPPORTED", "FAILED", "INCONCLUSIVE"] | str
-    status: Literal["confirmed", "provisional"] = Field(
-        description="confirmed: SUPPORTED or FAILED; provisional: INCONCLUSIVE")
+    verdict: Literal["SUPPORTED", "FAILED", "INCONCLUSIVE", "EQUIVALENT", "NOT SHOWN"] | str
+    status: Literal["confirmed", "provisional", "not confirmed"] | str = Field(
+        description="SUPPORTED: the engine's confirmation state; FAILED and EQUIVALENT: "
+                    "confirmed; INCONCLUSIVE and NOT SHOWN: provisional")
     ratio: float | None
     lower: float | None
     upper: float | None
@@ -260,7 +262,7 @@ def verdict_out(v: Any) -> VerdictOut:
     """The engine's verdict ``v`` (:class:`evidence.verdicts.TrackVerdict`) as an answer."""
     return VerdictOut(
         track=v.track, candidate=v.candidate, verdict=v.verdict,
-        status="provisional" if v.verdict == "INCONCLUSIVE" else "confirmed",
+        status=verdict_status(v),
         ratio=_num(v.ratio), lower=_num(v.lower), upper=_num(v.upper),
         confidence=_num(v.confidence), m=v.m, n=v.n, regression=bool(v.regression),
         summary=v.summary, screens=list(v.screens))

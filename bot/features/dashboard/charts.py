@@ -227,13 +227,28 @@ FOREST_ROW_PX = 34
 FOREST_WIDTH = 760
 
 
+SETTLED = frozenset({"FAILED", "EQUIVALENT"})
+"""Verdicts that more sessions of the same screens do not reopen."""
+
+
+def verdict_status(v: Any) -> str:
+    """How settled a verdict is: for SUPPORTED the engine's own confirmation state
+    (``provisional`` until its confirmation screen says SUPPORTED, then ``confirmed``, or
+    ``not confirmed``: :func:`evidence.verdicts.confirmation_state`); ``confirmed`` for
+    FAILED and EQUIVALENT; ``provisional`` for INCONCLUSIVE and NOT SHOWN (more sessions
+    may decide them)."""
+    if v.verdict == "SUPPORTED":
+        return getattr(v, "confirmation", None) or "provisional"
+    return "confirmed" if v.verdict in SETTLED else "provisional"
+
+
 def forest_plot(row: TrackRow, chart_id: str) -> str:
     """Every candidate's ratio (candidate / control latency) on track ``row`` with its exact
     lower and upper bounds, against the target line (``1 - target_reduction``) and the
     no-change line (1).  One ``<g class="mark">`` per candidate verdict with ``data-candidate``,
-    ``data-ratio``, ``data-lower``, ``data-upper``, ``data-verdict`` and ``data-status``:
-    ``confirmed`` when the engine decided (SUPPORTED or FAILED), ``provisional`` while it is
-    INCONCLUSIVE (open markers, dashed interval).
+    ``data-ratio``, ``data-lower``, ``data-upper``, ``data-verdict`` and ``data-status``
+    (:func:`verdict_status`): filled when ``confirmed``, open markers and a dashed interval
+    otherwise.
 
     Drawn here rather than by pygal: pygal has no interval (forest) chart.  The SVG follows
     the same rules as the other charts (role ``img``, title and description, no script,
@@ -257,8 +272,8 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
              f"target ratio {theta0:.2f}")
     desc = ("Ratio of candidate to control latency (below 1 is faster), one row per "
             "candidate; the line spans the exact distribution-free bounds; the dashed "
-            "vertical line is the target, the grey one no change (1). Filled: confirmed "
-            "verdict; open: provisional (INCONCLUSIVE).")
+            "vertical line is the target, the grey one no change (1). Filled: settled "
+            "verdict; open: provisional (not yet confirmed, or undecided).")
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="chart-{cid}" class="chart forest" '
            f'role="img" viewBox="0 0 {FOREST_WIDTH} {height}" '
            f'aria-labelledby="{cid}-title {cid}-desc">',
@@ -291,8 +306,9 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
                    'no candidate ratio yet</text>')
     for i, v in enumerate(vs):
         y = top + FOREST_ROW_PX * i + FOREST_ROW_PX / 2
-        status = "provisional" if v.verdict == "INCONCLUSIVE" else "confirmed"
-        colour = {"SUPPORTED": "#116329", "FAILED": "#a40e26"}.get(v.verdict, "#7d4e00")
+        status = verdict_status(v)
+        colour = {"SUPPORTED": "#116329", "EQUIVALENT": "#116329",
+                  "FAILED": "#a40e26"}.get(v.verdict, "#7d4e00")
         tip = (f"{v.candidate}: {v.verdict} ({status}), ratio {v.ratio:.3f}"
                + (f" [{v.lower:.3f}, {v.upper:.3f}]" if v.lower is not None
                   and v.upper is not None else " (no exact bounds)")
@@ -309,10 +325,10 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
                    f'fill="#1f2328">{escape(name if len(name) <= 26 else name[:25] + "…")}'
                    '</text>')
         if v.lower is not None and v.upper is not None:
-            dash = ' stroke-dasharray="5 3"' if status == "provisional" else ""
+            dash = ' stroke-dasharray="5 3"' if status != "confirmed" else ""
             out.append(f'<line x1="{x(v.lower)}" y1="{y}" x2="{x(v.upper)}" y2="{y}" '
                        f'stroke="{colour}" stroke-width="3"{dash}/>')
-        fill = "#ffffff" if status == "provisional" else colour
+        fill = colour if status == "confirmed" else "#ffffff"
         out.append(f'<circle cx="{x(v.ratio or 0.0)}" cy="{y}" r="7" fill="{fill}" '
                    f'stroke="{colour}" stroke-width="3"/></g>')
     out.append("</svg>")
