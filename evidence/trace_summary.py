@@ -630,7 +630,7 @@ def render_summary(doc: TraceSummary, console: Any) -> None:
     for c in ("rank", "trace", "window", "device busy", "compute", "copy", "comm",
               "comm outside compute", "copy under compute", "no device work", "kernels"):
         t.add_column(c, justify="left" if c in ("trace", "window") else "right",
-                     overflow="fold")
+                     overflow="fold", no_wrap=c not in ("trace", "window"))
     for r in doc.ranks:
         win = "—" if r.window_start_ns is None else (
             f"{r.window_source} {d((r.window_end_ns or 0) - r.window_start_ns)}")
