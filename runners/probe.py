@@ -716,7 +716,7 @@ def run_probe(
             arms["control"].samples_ms, arms["candidate"].samples_ms,
             confidence=s.confidence, min_effect=s.min_effect)
         host_ok = m.method.endswith("-events")  # host latency apart from device time
-        lb = [a for a in ("control", "candidate")
+        lb: list[Any] = [a for a in ("control", "candidate")
               if m.method != "host" and launch_bound(
                   arms[a].median_ms, arms[a].host_median_ms if host_ok else None, floor)]
         comparisons.append(RankComparison(
