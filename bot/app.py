@@ -56,6 +56,7 @@ from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
 from bot.scheduler import Job, start_scheduler
+from bot.security_headers import SecurityHeaders
 from bot.settings import (
     ENV_PREFIX,
     Settings,
@@ -431,6 +432,8 @@ def create_app(
     app = FastAPI(title="campaign-bot", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.bot = state
+    # every response: CSP, nosniff, no framing (bot/security_headers.py)
+    app.add_middleware(SecurityHeaders, github_url=settings.github_url)
     # every request: its body within a deadline, all bodies in flight within a budget
     app.add_middleware(BodyLimits, timeout_s=settings.body_timeout_s,
                        max_inflight_bytes=settings.max_inflight_body_bytes,
@@ -449,7 +452,8 @@ def create_app(
         flow = SetupFlow(token=setup_token,
                          manifest=app_manifest(settings, settings.public_url),
                          github_url=settings.github_url, api_url=settings.github_api_url,
-                         credentials_file=settings.credentials_file, on_configured=configured_as)
+                         credentials_file=settings.credentials_file, on_configured=configured_as,
+                         secure_cookie=settings.public_url.startswith("https://"))
         state["setup"] = flow
         add_setup_routes(app, flow)
     dashboard = live_dashboard(settings, lambda: state["engine"], metrics=metrics)

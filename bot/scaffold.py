@@ -215,6 +215,44 @@ class DriftReport:
         return self.state == "same" and not self.config_problems
 
 
+USES = re.compile(r"^[ \t-]*uses:[ \t]*['\"]?([^\s@'\"#]+)@([^\s'\"#]+)['\"]?"
+                  r"(?:[ \t]+#[ \t]*(\S+))?", re.M)
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def action_pins(text: str) -> dict[str, tuple[str, str | None]]:
+    """``uses: OWNER/REPO@REF  # TAG`` steps of a workflow's text: action -> (ref, tag of the
+    comment or None).  The last step of an action wins (a workflow may use one twice)."""
+    return {m.group(1): (m.group(2), m.group(3)) for m in USES.finditer(text)}
+
+
+def pin_drift(have: str, want: str) -> list[str]:
+    """One note per action whose pin in ``have`` (a repository's workflow) is not the pin of
+    ``want`` (this version's template): a tag or branch (movable by the action's owner:
+    zizmor's ``unpinned-uses``, GitHub's "Security hardening for GitHub Actions" advises a
+    full commit SHA), or another commit; and per action ``have`` runs that ``want`` does not."""
+    mine, theirs = action_pins(have), action_pins(want)
+    notes = []
+    for action, (ref, tag) in theirs.items():
+        shown = f"{ref} ({tag})" if tag else ref
+        if action not in mine:
+            continue
+        got, got_tag = mine[action]
+        if got == ref:
+            continue
+        if not FULL_SHA.match(got):
+            notes.append(f"pin drift: {action} is pinned to {got!r}, a tag or branch its owner "
+                         f"can move to other code; this version pins commit {shown}")
+        else:
+            was = f" ({got_tag})" if got_tag else ""
+            notes.append(f"pin drift: {action} is pinned to commit {got}{was}; this version "
+                         f"pins commit {shown}")
+    for action in sorted(set(mine) - set(theirs)):
+        notes.append(f"pin drift: it runs {action}@{mine[action][0]}, which this version's "
+                     "workflow does not use")
+    return notes
+
+
 def workflow_drift(text: bytes | None, workflow: str = SCREEN_WORKFLOW) -> DriftReport:
     """Compare a repository's workflow bytes (None: absent) with the template."""
     if text is None:
@@ -227,6 +265,7 @@ def workflow_drift(text: bytes | None, workflow: str = SCREEN_WORKFLOW) -> Drift
                                      f"{WORKFLOWS_DIR}/{workflow} (repository)",
                                      f"{WORKFLOWS_DIR}/{workflow} (this version)", lineterm=""))
     notes = [why for sign, why in OLD_WORKFLOW_SIGNS if sign in have]
+    notes += pin_drift(have, want.decode())
     if not re.search(r"^\s+runs_on:\s*$", have, re.M):  # the workflow_dispatch input
         notes.append("it has no runs_on input: this version's bot dispatches every screen with "
                      "runs_on (the campaign pool's runner labels), which GitHub refuses for a "

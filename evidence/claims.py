@@ -11,10 +11,21 @@ precision, to a receipt or a computed verdict:
   pairwise session changes; and the change between two traced latencies stated on the same
   line (``407.27 -> 108.12 s (73.45 % lower)``);
 - ratios: each verdict's ratio, bounds and control spread, pairwise session ratios, the
-  futility margin, and the ratio of two traced latencies on the same line.
+  futility margin, and the ratio of two traced latencies on the same line; "4x Ascend910B1"
+  (the pool's device count before its device model, "NPU", "GPU", "device" or "card") names
+  the pool.
 
 "At the stated precision" means ``|true - stated| <= 0.5 * 10**-decimals`` (plus float noise):
 ``73.45 %`` needs a source in [73.445, 73.455].
+
+A percentage or ratio equal to a scope *setting* (a track's target reduction, the futility
+margin) traces to it only when its own stretch of the sentence frames it as a setting: a
+framing word ("target", "goal", "at least", ">=", "gate", "threshold", "margin", "futility",
+"aim", "required") between the previous number (or the sentence start) and the next one.
+Otherwise the prose states a setting as a result ("tp2-sp2 cuts latency by 30%", "a 1.1x
+speedup"): a CLAIM_CITES_TARGET_AS_RESULT finding (P1), the claim a reviewer must question
+first.  A match in the evidence (a receipt, a verdict) always wins over a setting.  Track
+durations and protocol timeouts describe the workload, not a result, and trace as before.
 
 A percentage that traces to nothing but equals the sum (or the compounded product) of two
 other percentages of the text, or that follows two other percentages of its line and a
@@ -56,6 +67,11 @@ UNTRACEABLE_FIX = (
     "cite the receipt or verdict this number comes from at its precision, or remove it; a "
     "number that no receipt or computed verdict shows is not evidence"
 )
+SETTING_FIX = (
+    "quote the measured figure (the verdict's ratio or bounds, or the receipts) for a result; "
+    "a number that equals a scope setting is a target, and is written as one (\"the 30 % "
+    "target\", \"at least 30 %\")"
+)
 SUMMED_FIX = (
     "run the combination as its own direct A/B against control and quote that screen's "
     "verdict; gains of separate screens are never added or multiplied"
@@ -77,6 +93,8 @@ class Claim(BaseModel):
     decimals: int
     traced_to: str | None = None
     summed: bool = False
+    setting_as_result: str | None = None
+    """The scope setting (label) this number equals, when the prose frames it as a result."""
 
 
 def _mask(text: str) -> str:
@@ -128,13 +146,25 @@ def extract_claims(text: str) -> list[Claim]:
     return out
 
 
+_FRAMING = re.compile(
+    r"(?:\b(?:targets?|targeted|goals?|at\s+least|no\s+less\s+than|gates?|thresholds?|"
+    r"margins?|futility|aims?|aiming|required|requires?|objective|criterion|pre-registered)\b"
+    r"|>=|≥|⩾)", re.I)
+_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)")
+
+
 @dataclass
 class Sources:
-    """Traceable values: (value, label) by kind.  Latencies in seconds."""
+    """Traceable values: (value, label) by kind.  Latencies in seconds.  ``settings`` holds
+    the labels of scope settings that a result must never be traced to (see the module
+    docstring)."""
 
     latency: list[tuple[float, str]] = field(default_factory=list)
     percent: list[tuple[float, str]] = field(default_factory=list)
     ratio: list[tuple[float, str]] = field(default_factory=list)
+    settings: set[str] = field(default_factory=set)
+    device_count: tuple[int, str, re.Pattern[str]] | None = None
+    """``(count, label, device words)``: "4x Ascend910B1" names the pool, not a ratio."""
 
 
 def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
@@ -143,11 +173,17 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
     sc = ev.scope
     for t in sc.tracks:
         s.latency.append((t.duration_s, f"scope track {t.id} duration"))
-        s.percent.append((t.target_reduction * 100, f"scope track {t.id} target reduction"))
+        label = f"scope track {t.id} target reduction"
+        s.percent.append((t.target_reduction * 100, label))
+        s.settings.add(label)
     p = sc.protocol
     for name in ("request_timeout_s", "shutdown_timeout_s", "init_timeout_s", "idle_wait_s"):
         s.latency.append((getattr(p, name), f"scope protocol.{name}"))
     s.ratio.append((p.futility_ratio, "scope protocol.futility_ratio"))
+    s.settings.add("scope protocol.futility_ratio")
+    words = re.compile(rf"\s*(?:{re.escape(sc.pool.device_model)}|NPUs?|GPUs?|devices?|cards?)"
+                       r"(?![A-Za-z])", re.I)
+    s.device_count = (sc.pool.device_count, "scope pool.device_count", words)
     for it in ev.receipts:
         r = it.receipt
         where = it.path or r.session_id
@@ -186,12 +222,29 @@ def _tol(c: Claim) -> float:
     return 0.5 * 10 ** (-c.decimals) + 1e-9 * max(1.0, abs(c.value))
 
 
-def _match(c: Claim, vals: Sequence[tuple[float, str]], scale: float = 1.0) -> str | None:
+def _match(c: Claim, vals: Sequence[tuple[float, str]], scale: float = 1.0,
+           settings: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The first label of ``vals`` within the claim's precision, evidence before settings."""
     tol = _tol(c)
-    for v, label in vals:
-        if abs(v * scale - c.value) <= tol:
-            return label
-    return None
+    hits = [label for v, label in vals if abs(v * scale - c.value) <= tol]
+    return next((h for h in hits if h not in settings), hits[0] if hits else None)
+
+
+def _framed_as_setting(c: Claim, line: str, neighbours: Sequence[Claim]) -> bool:
+    """Whether the stretch of ``line`` around claim ``c`` (from the previous number or the
+    sentence start to the next number or the sentence end) holds a framing word."""
+    start = max((m.end() for m in _SENTENCE_END.finditer(line, 0, c.col)), default=0)
+    end = next((m.start() for m in _SENTENCE_END.finditer(line, c.col + len(c.text))),
+               len(line))
+    for o in neighbours:
+        if o is c:
+            continue
+        if o.col < c.col:
+            start = max(start, o.col + len(o.text))
+        elif o.col > c.col:
+            end = min(end, o.col)
+    stretch = line[start:c.col] + " " + line[c.col + len(c.text):end]
+    return _FRAMING.search(stretch) is not None
 
 
 def trace(claims: list[Claim], src: Sources, text: str = "") -> list[Claim]:
@@ -203,11 +256,21 @@ def trace(claims: list[Claim], src: Sources, text: str = "") -> list[Claim]:
     by_line: dict[int, list[Claim]] = {}
     for c in claims:
         by_line.setdefault(c.line, []).append(c)
+    lines = _mask(text).split("\n")
     for c in claims:
         if c.kind == "latency":
             continue
         pool = src.percent if c.kind == "percent" else src.ratio
-        c.traced_to = _match(c, pool)
+        c.traced_to = _match(c, pool, settings=src.settings)
+        line = lines[c.line - 1] if c.line <= len(lines) else ""
+        if c.kind == "ratio" and src.device_count and c.value == src.device_count[0] \
+                and src.device_count[2].match(line, c.col + len(c.text)):
+            c.traced_to = src.device_count[1]
+            continue
+        if c.traced_to in src.settings:
+            if not _framed_as_setting(c, line, by_line[c.line]):
+                c.setting_as_result, c.traced_to = c.traced_to, None
+            continue
         if c.traced_to:
             continue
         lat = [(x.value / (1000.0 if x.unit == "ms" else 1.0), x) for x in by_line[c.line]
@@ -223,14 +286,14 @@ def trace(claims: list[Claim], src: Sources, text: str = "") -> list[Claim]:
                 else:
                     derived.append((a / b, label))
         c.traced_to = _match(c, derived)
-    _mark_summed(claims, _mask(text).split("\n"))
+    _mark_summed(claims, lines)
     return claims
 
 
 def _mark_summed(claims: list[Claim], lines: list[str]) -> None:
     pcts = [c for c in claims if c.kind == "percent"]
     for c in pcts:
-        if c.traced_to:
+        if c.traced_to or c.setting_as_result:
             continue
         others = [o for o in pcts if o is not c]
         tol = _tol(c) + 0.01
@@ -252,13 +315,21 @@ def _mark_summed(claims: list[Claim], lines: list[str]) -> None:
 def check_claims(path: str, text: str, ev: Evidence,
                  verdicts: Sequence[TrackVerdict]) -> tuple[list[Claim], list[Finding]]:
     """Trace every claim of ``text`` (the file ``path``) and return the claims and the
-    SUMMED_GAINS / UNTRACEABLE_CLAIM findings, each at its line."""
+    SUMMED_GAINS / CLAIM_CITES_TARGET_AS_RESULT / UNTRACEABLE_CLAIM findings, each at its
+    line."""
     claims = trace(extract_claims(text), sources_from(ev, verdicts), text)
     out: list[Finding] = []
     for c in claims:
         if c.traced_to:
             continue
-        if c.summed:
+        if c.setting_as_result:
+            out.append(Finding(
+                rule="CLAIM_CITES_TARGET_AS_RESULT", severity="P1", path=path, line=c.line,
+                message=f"{c.text.strip()!r} is stated as a result but equals "
+                f"{c.setting_as_result.removeprefix('scope ')}, a setting of the scope, "
+                "and no receipt or verdict shows it",
+                resolution=SETTING_FIX))
+        elif c.summed:
             out.append(Finding(
                 rule="SUMMED_GAINS", severity="P0", path=path, line=c.line,
                 message=f"{c.text.strip()!r} is a combined gain that no direct screen measured "

@@ -21,7 +21,8 @@ Rules (severity):
   of its screen; P2 when tracks differ from each other: no duration-scaling claim).
 - ``LOSSLESS_UNPROVEN`` (P2): a lossless track whose bit-exactness or control repeatability
   is not established.
-- ``SUMMED_GAINS`` (P0) and ``UNTRACEABLE_CLAIM`` (P1): see :mod:`evidence.claims`.
+- ``SUMMED_GAINS`` (P0), ``CLAIM_CITES_TARGET_AS_RESULT`` and ``UNTRACEABLE_CLAIM`` (P1):
+  see :mod:`evidence.claims`.
 - ``PROBE_GAIN_AS_MODEL_GAIN`` and ``PROBE_NONEXACT_LOSSLESS`` (P1): see
   :mod:`evidence.operator_probe`; STALE_STATUS on untyped status files:
   :mod:`evidence.untyped_status`.
@@ -55,7 +56,8 @@ SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 REVIEW_RULES = frozenset({
     "STALE_STATUS", "FROZEN_RECEIPT_CHANGED", "LIFECYCLE_FAILED", "REQUEST_FAILED",
     "PROTOCOL_SHORTFALL", "INPUTS_DIFFER", "LOSSLESS_UNPROVEN", "SUMMED_GAINS",
-    "UNTRACEABLE_CLAIM", "PROBE_GAIN_AS_MODEL_GAIN", "PROBE_NONEXACT_LOSSLESS",
+    "UNTRACEABLE_CLAIM", "CLAIM_CITES_TARGET_AS_RESULT", "PROBE_GAIN_AS_MODEL_GAIN",
+    "PROBE_NONEXACT_LOSSLESS",
 })
 """The rule ids of the review findings (the loader's and the manifests' rules are in
 :mod:`evidence.bundle` and :mod:`evidence.manifest`)."""

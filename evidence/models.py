@@ -181,6 +181,17 @@ class Workload(Strict):
     task: str = "ref2va"
 
 
+def _allowed_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` unchanged, or ValueError listing the names a campaign may not set for the
+    server (:mod:`evidence.env_rules`: loader, interpreter and CI runner names, credentials)."""
+    from evidence.env_rules import env_problems
+
+    problems = env_problems(env)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return env
+
+
 class Serving(Strict):
     """Server command line and environment of the control arm."""
 
@@ -188,6 +199,11 @@ class Serving(Strict):
     flags: list[str] = Field(default_factory=list, description="Server flags, one per item.")
     env: dict[str, str] = Field(default_factory=dict)
     port: int = Field(default=8091, ge=1, le=65535)
+
+    @field_validator("env")
+    @classmethod
+    def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
+        return _allowed_env(v)
 
 
 class Track(Strict):
@@ -283,6 +299,11 @@ class Candidate(Strict):
     remove_flags: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     source: str | None = Field(default=None, description="Attribution: PR, commit or upstream.")
+
+    @field_validator("env")
+    @classmethod
+    def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
+        return _allowed_env(v)
 
 
 class CampaignScope(Strict):

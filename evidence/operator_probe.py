@@ -499,6 +499,7 @@ def probe_findings(
             continue
         c.traced_to = f"{hit} (operator observation)"
         c.summed = False
+        c.setting_as_result = None
         explained.add((c.line, c.text.strip()))
         line = lines[c.line - 1] if c.line <= len(lines) else ""
         if c.line in flagged:

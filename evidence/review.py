@@ -126,7 +126,8 @@ def review_full(
     res = review_evidence(ev, base_ref=base_ref, claims=claims, prior_noise=prior_noise)
     probe_fs, explained = _probe_rules(loaded, res.claims, claims)
     kept = [f for f in res.findings if not (
-        f.rule in ("UNTRACEABLE_CLAIM", "SUMMED_GAINS") and claims is not None
+        f.rule in ("UNTRACEABLE_CLAIM", "SUMMED_GAINS", "CLAIM_CITES_TARGET_AS_RESULT")
+        and claims is not None
         and f.path == claims[0] and any(f.line == ln and repr(t) in f.message
                                         for ln, t in explained))]
     res.findings = sort_findings([*kept, *_untyped_stale(loaded), *probe_fs])
@@ -262,5 +263,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         console.print("[bold]claims traced[/] (line: claim -> source)")
         for cl in claims:
             src = (escape(cl.traced_to) if cl.traced_to else
+                   f"[red]setting stated as result[/] ({escape(cl.setting_as_result)})"
+                   if cl.setting_as_result else
                    "[red]summed gain[/]" if cl.summed else "[red]untraceable[/]")
             console.print(f"  line {cl.line}: {escape(cl.text.strip())} -> {src}", soft_wrap=True)

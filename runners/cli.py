@@ -148,6 +148,9 @@ def resolve_host_options(*, out: Path | None, bundle_name: str | None, campaign_
         "media_device": media_device or cfg.media.device,
         "lpips_weights": lpips_weights or cfg.media.lpips_weights,
         "lpips_sha256": lpips_sha256 or cfg.media.lpips_sha256,
+        "server_user": cfg.isolation.user,
+        "server_pass_env": list(cfg.server.pass_env),
+        "server_env": dict(cfg.server.env),
     }
 
 

@@ -46,7 +46,7 @@ collectives stay in step.  Exactness is judged on the last measured outputs of e
 per rank.
 
 Exit codes of the command: 0 written (whatever the probe found: a probe is an observation),
-2 bad usage, torch missing, or an arm that raised.
+2 bad usage, torch missing (one line naming the extra), or an arm that raised.
 
 The probe models (:mod:`evidence.operator_probe`, pydantic) and torch are imported by the
 functions that use them, not at module level: ``campaign-bot --help`` imports this module
@@ -60,7 +60,6 @@ import importlib.util
 import math
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,10 +80,6 @@ if TYPE_CHECKING:
 HOST_SYNC_TIMER = ("time.perf_counter_ns around each call, with a device synchronize before "
                    "and after (none on the CPU); warmups of both arms first, measured calls "
                    "alternating control and candidate")
-INSTALL_HINT = ("cannot probe: torch is not installed; install the extra that brings it: "
-                "pip install 'campaign-bot[media]' (Ascend NPUs also need "
-                "'campaign-bot[npu]')")
-"""The one line ``probe run`` prints when torch cannot be imported."""
 FLUSH_MIN_BYTES = 256 << 20
 """Smallest L2 flush buffer: Triton's ``do_bench`` zeroes 256 MB between calls."""
 NPU_FLUSH_BYTES = 512 << 20
@@ -845,11 +840,6 @@ def register(app: Any) -> None:
 
         err = Console(stderr=True)
         try:
-            import torch  # noqa: F401
-        except ImportError:
-            sys.stderr.write(INSTALL_HINT + "\n")
-            raise typer.Exit(2) from None
-        try:
             settings = ProbeSettings(
                 timer=timer, warmups=warmups, repeats=repeats, budget_s=budget_s or None,
                 max_repeats=max_repeats, flush=flush, flush_bytes=flush_bytes, graph=graph,
@@ -870,6 +860,14 @@ def register(app: Any) -> None:
                             claims_lossless=claims_lossless, **meta)
         except (ProbeError, ValidationError) as exc:
             err.print(f"[red]cannot probe:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        except ImportError as exc:  # torch (the [media] extra), or a module the arms import
+            name = getattr(exc, "name", None) or str(exc)
+            hint = (": probes time tensors with torch; install the [media] extra "
+                    "(pip install 'campaign-bot[media]'), or [npu] as well on Ascend"
+                    if str(name).split(".")[0] in ("torch", "torch_npu") else "")
+            err.print(f"[red]error:[/] cannot import {escape(str(name))}{escape(hint)}",
+                      soft_wrap=True)
             raise typer.Exit(2) from None
         except (RuntimeError, AttributeError, TypeError, ValueError) as exc:  # device, inputs
             err.print(f"[red]cannot probe:[/] {type(exc).__name__}: {escape(str(exc))}")

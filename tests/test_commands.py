@@ -191,3 +191,18 @@ async def test_spoofed_marker_in_user_comment_is_not_edited(repo) -> None:
     repo.add_comment(REPO, 2, "<!-- campaign-bot:reply comment=555 line=1 --> mine", "eve")
     await router.dispatch(comment_event("/campaign help"), port(repo), RepoConfig())
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
+
+
+@pytest.mark.parametrize("action", ["created", "edited"])
+async def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
+                                                                           action) -> None:
+    """GitHub's schema allows ``comment.user: null`` (a deleted account): the delivery passes
+    the worker's shape check and ends without running a command (nobody to authorise)."""
+    from bot.inbox.payloads import check_shape
+
+    ev = comment_event("/campaign help", action=action, previous="")
+    ev.payload["comment"]["user"] = None
+    check_shape(ev.name, ev.payload)  # raised PayloadShapeError: comment.user
+    results = await router.dispatch(ev, port(repo), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert repo.write_summary() == []

@@ -126,6 +126,13 @@ def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Pa
                    or re.sub(r"\.\d+\.", ".", f["field"]) == b.key for b in named), f
     fill(camp)
     assert blanks((camp / "campaign.toml").read_text()) == []
+    # the skeleton's trusted-keys.pem holds no key yet: the bot would refuse every bundle
+    rep = json.loads(cli("check", str(camp), "--json").stdout)
+    assert [(f["rule"], f["severity"]) for f in rep["findings"] if f["severity"] != "P3"] \
+        == [("TRUSTED_KEYS_UNUSABLE", "P1")]
+    assert cli("keygen", str(tmp_path / "runner.key")).returncode == 0
+    with (camp / "trusted-keys.pem").open("a") as fh:
+        fh.write((tmp_path / "runner.key.pub").read_text())
     res = cli("check", str(camp))
     assert res.returncode == 0, res.stdout
     again = cli("init", str(tmp_path), "--campaign", "h3")
@@ -263,3 +270,26 @@ def test_check_of_a_fresh_skeleton_lists_its_blanks_from_the_top(tmp_path: Path)
     requesters = next(i for i, t in enumerate(text, 1) if t.startswith("requesters"))
     assert requesters in lines
     assert lines == sorted(lines)
+
+
+def test_check_reports_pin_drift_of_each_action(tmp_path: Path) -> None:
+    """A repository whose screen workflow runs an action by tag, or by another commit, is told
+    which action and what this version pins (the template pins every action by commit)."""
+    from bot.scaffold import action_pins
+
+    init_repository(tmp_path, "h3")
+    template = workflow_template().decode()
+    pins = action_pins(template)
+    assert set(pins) == {"actions/checkout", "actions/upload-artifact"}
+    (co_sha, co_tag), (up_sha, _) = pins["actions/checkout"], pins["actions/upload-artifact"]
+    other = "0" * 40
+    drifted = (template.replace(f"actions/checkout@{co_sha} # {co_tag}", "actions/checkout@v5")
+               .replace(f"actions/upload-artifact@{up_sha}",
+                        f"actions/upload-artifact@{other}"))
+    (tmp_path / ".github/workflows/screen.yml").write_text(drifted)
+    res = cli("init", str(tmp_path), "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1
+    assert (f"pin drift: actions/checkout is pinned to 'v5', a tag or branch its owner can move "
+            f"to other code; this version pins commit {co_sha} ({co_tag})") in out
+    assert f"pin drift: actions/upload-artifact is pinned to commit {other}" in out

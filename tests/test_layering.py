@@ -266,8 +266,8 @@ def test_the_state_finder_finds_state(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_the_screen_workflow_has_one_name() -> None:
-    from bot.features.screen.flow import ScreenOptions
     from bot.features.screen.queue import Screen
+    from bot.features.screen.runtime import ScreenOptions
     from bot.repo_config import SCREEN_WORKFLOW, RepoConfig
 
     shipped = [p for p in (ROOT / ".github" / "workflows" / "screen.yml",

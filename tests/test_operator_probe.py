@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ from typer.testing import CliRunner
 from evidence.check import check_campaign
 from evidence.operator_probe import OperatorProbe, compare_samples, launch_bound, quartiles
 from runners.probe import (
-    INSTALL_HINT,
     ProbeError,
     ProbeSettings,
     block_order,
@@ -407,20 +407,17 @@ def test_v1_document_with_v2_fields_is_refused() -> None:
         OperatorProbe.model_validate(_probe(versions={"torch": "2.11"}))
 
 
-def test_probe_run_without_torch_prints_one_line(tmp_path: Path) -> None:
-    """With torch missing, ``probe run`` prints which extra to install, one line, no
-    traceback, exit 2 (torch is hidden from a real subprocess of the console script)."""
-    import subprocess
-    import sys
-
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from evidence.launch import main\n"
-            "sys.argv = ['campaign-bot', 'probe', 'run', '--control', 'm:f', '--candidate',"
-            " 'm:g', '--inputs', 'm:i', '--probe-id', 'x', '--revision', 'r', '--out',"
-            f" {str(tmp_path / 'p.json')!r}]\n"
-            "main()\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.splitlines() == [INSTALL_HINT] and "campaign-bot[media]" in r.stderr
-    assert "Traceback" not in r.stderr and not (tmp_path / "p.json").exists()
+def test_cli_probe_run_without_torch_says_which_extra(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch (the base install), ``probe run`` names the extra to install in one
+    line and exits 2, instead of a traceback."""
+    mod = tmp_path / "plain_ops.py"
+    mod.write_text("def inputs():\n    return [1.0]\ndef f(x):\n    return x\n")
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    r = CliRunner().invoke(_APP, [
+        "probe", "run", "--control", f"{mod}:f", "--candidate", f"{mod}:f",
+        "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
+        str(tmp_path / "p.json")], terminal_width=80)
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: cannot import torch: ") and "[media]" in r.output
+    assert "Traceback" not in r.output and r.output.count("\n") == 1, r.output

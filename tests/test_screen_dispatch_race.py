@@ -18,8 +18,9 @@ from webhook_helpers import DB_KINDS, database_url
 
 from bot.database import make_engine, migrate
 from bot.features.screen import queue as screens
-from bot.features.screen.flow import Runtime, ScreenOptions, dispatch_pool
+from bot.features.screen.dispatch import dispatch_pool
 from bot.features.screen.queue import Screen
+from bot.features.screen.runtime import Runtime, ScreenOptions
 from bot.github.pygithub import PyGithubPort, make_client
 
 REPO = "octo/campaign"

@@ -17,14 +17,10 @@ from sqlalchemy import select
 from bot.database import make_engine, migrate
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
-from bot.features.screen.flow import (
-    CommentContext,
-    Runtime,
-    ScreenOptions,
-    on_workflow_job,
-    run_command,
-)
+from bot.features.screen.commands import run_command
 from bot.features.screen.queue import Screen
+from bot.features.screen.results import on_workflow_job
+from bot.features.screen.runtime import CommentContext, Runtime, ScreenOptions
 from bot.github.pygithub import PyGithubPort, make_client
 
 REPO = "octo/campaign"
@@ -119,7 +115,7 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
                                "workflow_job": {"run_id": run["id"], "runner_name": "ascend-7",
                                                 "started_at": "2026-12-01T10:00:05Z"}})
     assert len(d.writes()) == n  # deferred by the debounce
-    from bot.features.screen.flow import flush_statuses
+    from bot.features.screen.watchdog import flush_statuses
 
     clock.t += timedelta(seconds=10)
     assert flush_statuses(rt) == 1
@@ -254,7 +250,7 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
     with rt.db() as db:
         s1 = db.get(Screen, 1)
         s1.state = screens.FINISHED
-    from bot.features.screen.flow import dispatch_pool
+    from bot.features.screen.dispatch import dispatch_pool
 
     assert dispatch_pool(rt, "pool-4x910b1") is None
     with rt.db() as db:
@@ -288,7 +284,7 @@ def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
 
 
 def test_authorisation_is_checked_again_at_dispatch(env) -> None:
-    from bot.features.screen.flow import dispatch_pool
+    from bot.features.screen.dispatch import dispatch_pool
 
     d, port, rt, clock = env
     d.set_permission(REPO, "maint2", "write")
@@ -316,7 +312,7 @@ def test_bundle_documents_come_from_the_signed_manifest_only(tmp_path: Path) -> 
     in the tree."""
     from hostile.corpus import RECEIPTS, clean_bundle, forged_receipt
 
-    from bot.features.screen.flow import read_bundle, verify_bundle
+    from bot.features.screen.bundle import read_bundle, verify_bundle
     from runners.signer import generate_key
 
     key = tmp_path / "runner.key"

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from test_screen_flow import REPO, comments, env, say  # noqa: F401 - env is a fixture
 
 from bot.features.screen import jobs
-from bot.features.screen.flow import watchdog_pass
 from bot.features.screen.queue import Screen
+from bot.features.screen.results import on_workflow_job
+from bot.features.screen.watchdog import watchdog_pass
 from bot.scheduler import add_jobs
 
 
 def test_jobs_register_once_under_stable_ids(tmp_path) -> None:
     from bot.database import make_engine
-    from bot.features.screen.flow import Runtime
+    from bot.features.screen.runtime import Runtime
 
     rt = Runtime(make_engine(f"sqlite:///{tmp_path / 'x.sqlite3'}"))
     sched = BackgroundScheduler(timezone="UTC")
@@ -57,7 +59,6 @@ def test_lost_completion_webhook_is_recovered_from_github(env) -> None:  # noqa:
     d, port, rt, clock = env
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
     run = next(iter(d.repo(REPO).runs.values()))
-    from bot.features.screen.flow import on_workflow_job
 
     on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
                                "workflow_job": {"run_id": run["id"], "runner_name": "r1",
@@ -83,7 +84,6 @@ def test_silent_run_is_cancelled_charged_and_reported(env) -> None:  # noqa: F81
     d, port, rt, clock = env
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
     run = next(iter(d.repo(REPO).runs.values()))
-    from bot.features.screen.flow import on_workflow_job
 
     on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
                                "workflow_job": {"run_id": run["id"], "runner_name": "r1",
@@ -128,3 +128,52 @@ def test_dispatch_answered_5xx_holds_the_pool_until_the_run_is_found(env) -> Non
         assert s1.check_run_id is not None
     (check,) = d.repo(REPO).check_runs.values()
     assert (check["external_id"], check["status"]) == (rid, "in_progress")
+
+
+@pytest.mark.parametrize("commit_bundles", [False, True])
+def test_recovered_completion_obeys_the_repository_screen_settings(
+        env, tmp_path, commit_bundles: bool) -> None:  # noqa: F811
+    """A completion whose webhook was lost is processed as the webhook would have been:
+    under the repository's ``[screen]`` settings.  With ``commit_bundles = false`` the
+    verified bundle stays in its artifact (nothing pushed); with another ``evidence_path``
+    it lands there."""
+    from test_screen_evidence_commit import make_bundle
+
+    from bot.github.git import GitMirrors
+    from runners.signer import generate_key
+
+    d, port, rt, clock = env
+    key = tmp_path / "runner.key"
+    generate_key(key)
+    d.set_branch(REPO, "main", {
+        "campaigns/h3/trusted-keys.pem": key.with_name("runner.key.pub").read_bytes(),
+        ".github/campaign-bot.toml": "[campaigns]\npaths = [\"campaigns/h3\"]\n[screen]\n"
+        f"commit_bundles = {str(commit_bundles).lower()}\nevidence_path = \"proof\"\n",
+    }, parent="main")
+    rt.git = GitMirrors(tmp_path / "mirrors")
+    say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)
+    run = next(iter(d.repo(REPO).runs.values()))
+    on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
+                               "workflow_job": {"run_id": run["id"], "runner_name": "r1",
+                                                "started_at": "2026-12-01T10:00:00Z"}})
+    bundle = make_bundle(tmp_path / "bundle", key, b"video bytes")
+    d.add_artifact(REPO, run["id"], f"screen-bundle-{run['inputs']['request_id']}",
+                   {p.relative_to(bundle).as_posix(): p.read_bytes()
+                    for p in bundle.rglob("*") if p.is_file()})
+    d.set_run(REPO, run["id"], status="completed", conclusion="success",
+              run_started_at="2026-12-01T10:00:00Z", updated_at="2026-12-01T11:00:00Z")
+    head0 = d.repo(REPO).pulls[5].head_sha
+    clock.t += timedelta(hours=9)
+    assert watchdog_pass(rt) == ["S1: completion recovered from GitHub (success)"]
+    with rt.db() as db:
+        s1 = db.get(Screen, 1)
+        assert (s1.state, s1.verdict) == ("finished", "INCONCLUSIVE")
+        evidence = s1.summary["evidence"]
+    head = d.repo(REPO).pulls[5].head_sha
+    if commit_bundles:
+        assert evidence["state"] == "committed" and head != head0
+        assert "proof/S1/attestation.dsse.json" in {
+            p.removeprefix("campaigns/h3/") for p in d.repo(REPO).trees[head]}
+    else:
+        assert evidence["state"] == "off" and head == head0
+        assert "Evidence committed" not in comments(d)[-1]

@@ -8,6 +8,6 @@
 - :mod:`.cli`: ``campaign-bot report DIR --out SITE [--database URL]``.
 
 Depends on ``evidence`` (and SQLAlchemy for the ledger), never on another bot feature.  The
-charting library is the optional ``[report]`` extra (``pip install '.[report]'`` in a
-checkout: campaign-bot is not on PyPI).
+charting library (pygal) is a base dependency: ``serve`` draws the same charts on its live
+pages, so the base install must have it.
 """

@@ -55,11 +55,10 @@ def report(
     try:  # before the pages module, which imports the charts and so pygal
         import pygal  # noqa: F401
     except ImportError:
-        err.print("[red]the report needs its charting library (pygal), the [report] extra:[/] "
-                  + escape("in a checkout of campaign-bot, pip install '.[report]'; else "
-                           "pip install 'campaign-bot[report] @ git+https://github.com/"
-                           "OWNER/campaign-bot@REF' with the repository and tag you install "
-                           "from"))
+        err.print("error: the report's charting library (pygal, a dependency of campaign-bot) "
+                  "cannot be imported: the install is incomplete; "
+                  + escape("reinstall campaign-bot (in a checkout: pip install --force-reinstall "
+                           "'.'), or pip install 'pygal>=3.0'"), soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from None
 
     from bot.features.dashboard.model import CampaignUnreadable, build_site

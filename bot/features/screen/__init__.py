@@ -1,8 +1,22 @@
 """The /screen feature: A/B screens of a campaign's candidates on self-hosted runners.
 
 ``/screen`` on a PR queues screens per hardware pool, dispatches the screen workflow when the
-pool is free, follows the run and reports verdicts (:mod:`.flow`); ``/campaign budget extend``
-raises a campaign's budget (:mod:`.budget`).  Parts: command grammar (:mod:`.grammar`), tables
+pool is free, follows the run and reports verdicts; ``/campaign budget extend`` raises a
+campaign's budget.  The flow, module by module in the order a screen lives it:
+
+1. :mod:`.commands`: ``/screen candidate|control|status|cancel`` and ``/campaign budget
+   extend``: authorise and pin the head (:mod:`.campaign`), estimate and check the budget
+   (:mod:`.budget`), enqueue one screen per track, one status comment each (:mod:`.writes`).
+2. :mod:`.dispatch`: when the pool is free, claim its next screen, authorise again, dispatch
+   the default branch's screen workflow, create the check run; PR pushes and closes move or
+   cancel queued screens.
+3. :mod:`.results`: ``workflow_job`` (running on a runner) and ``workflow_run`` completed:
+   charge, fetch and verify the bundle (:mod:`.bundle`), judge it, commit it as evidence
+   (:mod:`.evidence`), post the result (:mod:`.report`), dispatch the pool's next screen.
+4. :mod:`.watchdog`: dispatches that never started and runs that never reported.
+
+What all steps share (options, runtime, the repository's settings, the requester's errors):
+:mod:`.runtime`.  Parts: command grammar (:mod:`.grammar`), tables
 (:mod:`.queue`, :mod:`.budget`), bundle checks (:mod:`.bundle`), result view (:mod:`.report`),
 handlers (:mod:`.handlers`),
 periodic jobs (:mod:`.jobs`), settings section (:mod:`.settings`,
@@ -28,20 +42,21 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     flush jobs, all on one runtime over ``app``'s database and GitHub access."""
     import asyncio
 
-    from bot.features.screen import flow, jobs
+    from bot.features.screen import jobs
     from bot.features.screen.handlers import BUDGET_SPEC, SCREEN_SPEC, ScreenHandlers
+    from bot.features.screen.runtime import Runtime, ScreenOptions
     from bot.github.artifacts import Limits
 
-    options = flow.ScreenOptions(
+    options = ScreenOptions(
         debounce_s=settings.debounce_s, dispatch_timeout_s=settings.dispatch_timeout_s,
         silence_factor=settings.silence_factor, silence_margin_s=settings.silence_margin_s,
         limits=Limits(max_compressed=settings.max_artifact_bytes,
                       max_uncompressed=settings.max_unpacked_bytes),
         public_url=app.public_url,
     )
-    rt = flow.Runtime(app.engine, options,
-                      gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)),
-                      git=app.git)
+    rt = Runtime(app.engine, options,
+                 gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)),
+                 git=app.git, configs=app.configs)
     h = ScreenHandlers(rt)
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)

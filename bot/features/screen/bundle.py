@@ -3,7 +3,7 @@
 signature against the campaign's trusted keys), read (:func:`read_bundle`: only the JSON
 documents the signed payload manifest lists, through :mod:`evidence.safejson`) and judged
 (:func:`judge_screen`, by :mod:`evidence.verdicts`).  The caller
-(:func:`bot.features.screen.flow.finish_screen`) turns any exception raised while downloading,
+(:func:`bot.features.screen.results.finish_screen`) turns any exception raised while downloading,
 unpacking, verifying or judging into a REFUSED result; see docs/security.md."""
 
 from __future__ import annotations
@@ -110,6 +110,11 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
         for f in res.findings[:5]:
             if f.severity in ("P0", "P1"):
                 problems.append(f"{f.path}: {f.message}")
+    from evidence.signing import files_with_private_keys
+
+    problems += [f"{rel}: holds private-key material; a bundle never carries a key (a "
+                 "leaked runner key signs anything), refused" for rel in
+                 files_with_private_keys(root)]
     sig_text = "signature not checked"
     documents: list[str] = []
     if trusted_keys is None:

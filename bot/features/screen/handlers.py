@@ -1,4 +1,4 @@
-"""The /screen feature's handlers and commands, bound to one :class:`flow.Runtime`.
+"""The /screen feature's handlers and commands, bound to one :class:`.runtime.Runtime`.
 
 Commands (grammar in :mod:`bot.features.screen.grammar` and :mod:`bot.features.screen.budget`):
 ``/screen candidate|control|status|cancel ...`` and ``/campaign budget extend ...``.  Events:
@@ -11,13 +11,17 @@ screen).  The flow blocks on the database, so each runs in a thread.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from bot.commands import CommandContext, CommandSpec, Who
-from bot.features.screen import flow
 from bot.features.screen.budget import EXTEND_USAGE
+from bot.features.screen.commands import run_from_command
+from bot.features.screen.dispatch import on_pr_closed, on_push
 from bot.features.screen.grammar import USAGE
+from bot.features.screen.results import on_workflow_job, on_workflow_run_completed
+from bot.features.screen.runtime import Runtime, screen_section
+from bot.github import GitHubPort
 from bot.inbox.router import Event
+from bot.repo_config import RepoConfig
 
 SCREEN_SPEC = CommandSpec(
     verb="screen",
@@ -49,7 +53,7 @@ BUDGET_SPEC = CommandSpec(
         "only the campaign's requesters may, and every change is recorded."
     ),
     examples=("/campaign budget extend device-hours=16 wall-hours=4 reason=second round",),
-    who=Who.CAMPAIGN_REQUESTERS,  # checked against the named campaign: flow.extend_budget
+    who=Who.CAMPAIGN_REQUESTERS,  # checked against the named campaign: commands.extend_budget
     pull_only=False,
     needs_config=True,
 )
@@ -59,39 +63,43 @@ BUDGET_SPEC = CommandSpec(
 class ScreenHandlers:
     """Handlers and command functions of the flow on runtime ``rt``."""
 
-    def __init__(self, rt: flow.Runtime) -> None:
+    def __init__(self, rt: Runtime) -> None:
         self.rt = rt
 
     async def screen_command(self, ctx: CommandContext) -> None:
         """``/screen ...``: run the flow in a thread (replies through ``ctx``)."""
-        await flow.run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
+        await run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
 
     async def budget_command(self, ctx: CommandContext) -> None:
         """``/campaign budget extend ...``: one ledger entry by a requester."""
-        await flow.run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
+        await run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
 
-    async def handle_push(self, event: Event, gh: Any, config: Any) -> None:
+    async def handle_push(self, event: Event, gh: GitHubPort | None,
+                          config: RepoConfig | None) -> None:
         """A new push: a fork PR's queued screens are cancelled (approval was for the old
         head), a same-repository PR's are re-pinned to the new head."""
         if gh is None:
             return
-        await asyncio.to_thread(flow.on_push, self.rt, gh, event.payload)
+        await asyncio.to_thread(on_push, self.rt, gh, event.payload)
 
-    async def handle_closed(self, event: Event, gh: Any, config: Any) -> None:
+    async def handle_closed(self, event: Event, gh: GitHubPort | None,
+                            config: RepoConfig | None) -> None:
         """A closed PR's queued screens are cancelled."""
         if gh is None:
             return
-        await asyncio.to_thread(flow.on_pr_closed, self.rt, gh, event.payload)
+        await asyncio.to_thread(on_pr_closed, self.rt, gh, event.payload)
 
-    async def handle_job(self, event: Event, gh: Any, config: Any) -> None:
+    async def handle_job(self, event: Event, gh: GitHubPort | None,
+                         config: RepoConfig | None) -> None:
         """``workflow_job`` progress of a screen's run."""
         if gh is None:
             return
-        await asyncio.to_thread(flow.on_workflow_job, self.rt, gh, event.payload)
+        await asyncio.to_thread(on_workflow_job, self.rt, gh, event.payload)
 
-    async def handle_run(self, event: Event, gh: Any, config: Any) -> None:
+    async def handle_run(self, event: Event, gh: GitHubPort | None,
+                         config: RepoConfig | None) -> None:
         """``workflow_run`` completed: report the screen."""
         if gh is None:
             return
-        await asyncio.to_thread(flow.on_workflow_run_completed, self.rt, gh, event.payload,
-                                config)
+        await asyncio.to_thread(on_workflow_run_completed, self.rt, gh, event.payload,
+                                screen_section(config))

@@ -1,0 +1,371 @@
+"""The commands: ``/screen candidate|control|status|cancel ...`` and ``/campaign budget
+extend ...``.
+
+``/screen candidate NAME`` on a PR (:func:`request_screens`): authorise (``write``/``admin``
+on the repository, asked of GitHub, never read from ``author_association``, or a requester
+of the campaign; on a PR from a fork the command names the full 40-digit head it approves,
+``sha=``), budget (the screen's device time estimated from the protocol,
+:func:`bot.features.screen.budget.estimate_screen`; refused with the numbers when
+directions, wall-hours or device-hours do not cover it), enqueue one screen per track in the
+pool's queue with one status comment each, then dispatch the pool if it is free
+(:mod:`.dispatch`).  A command is run once per comment, however often it is delivered
+(:func:`resume_command`).  Grammar: :mod:`.grammar`; reply text: ``screen_reply.md.j2``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.features.screen import budget
+from bot.features.screen import queue as screens
+from bot.features.screen.campaign import authorise, find_campaign, load_campaign, pin_head
+from bot.features.screen.dispatch import dispatch_pool
+from bot.features.screen.grammar import (
+    USAGE,
+    ScreenCancel,
+    ScreenRequest,
+    ScreenStatus,
+    ScreenUsageError,
+    check_against_scope,
+    parse_screen,
+)
+from bot.features.screen.queue import Screen
+from bot.features.screen.runtime import (
+    WRITE_PERMISSIONS,
+    CommentContext,
+    Replier,
+    Runtime,
+    ScreenConfig,
+    UserError,
+    wait,
+)
+from bot.features.screen.writes import port_replier, refresh_pool, refresh_status, reply_context
+from bot.github import GitHubPort
+from bot.render import utc
+from bot.repo_config import find_campaign_dirs
+
+if TYPE_CHECKING:
+    from bot.commands import CommandContext
+
+
+def request_screens(
+    rt: Runtime, gh: GitHubPort, ctx: CommentContext, req: ScreenRequest, config: ScreenConfig,
+    say: Replier, authorised: bool = False, command: str | None = None,
+) -> list[Screen]:
+    """Handle ``/screen candidate|control``: authorise, budget, enqueue, reply; then try to
+    dispatch the pool.  Returns the queued screens (empty for a dry run).
+
+    ``authorised``: the command framework already admitted the commenter (write
+    permission, ``[screen] allowed`` or a requester); otherwise :func:`authorise` asks.
+    ``command``: the command's normalised text; with ``ctx.comment_id`` it is recorded with
+    the screens, in one transaction (:func:`bot.features.screen.queue.claim_command`).
+    Raises :class:`UserError` for anything the requester must fix, :class:`CommandSeen`
+    when this command of this comment was already run.
+    """
+    if not ctx.is_pr:
+        raise UserError("message", message="/screen works on pull requests only")
+    ref = wait(gh.get_default_branch())
+    camp = find_campaign(gh, ctx.repo, ref, config, req.campaign)
+    scope = camp.scope
+    if authorised:
+        # admitted by the command framework: note how, for the re-check at dispatch
+        perm = wait(gh.get_permission(ctx.login))
+        how = "write" if perm in WRITE_PERMISSIONS else (
+            "requester" if ctx.login.lower() in {r.lower() for r in scope.requesters}
+            else "allowed")
+    else:
+        how = authorise(gh, ctx.repo, ctx.login, scope)
+    try:
+        chk = check_against_scope(req, scope)
+    except ScreenUsageError as exc:
+        raise UserError("usage", message=exc.message, valid=exc.valid, usage=USAGE) from None
+    pr = wait(gh.get_pull(ctx.number))
+    if pr.state != "open":
+        raise UserError("message", message="this PR is closed")
+    head = pin_head(pr, req)
+    now = rt.now()
+    with rt.db() as db:
+        est = [
+            budget.estimate_screen(db, scope, t, len(chk.order), scope.pool.device_count)
+            for t in chk.tracks
+        ]
+        total = budget.Estimate(
+            sum(e.wall_s for e in est), sum(e.device_s for e in est),
+            sum(e.sessions for e in est), est[0].per_session_s, est[0].basis,
+        )
+        st = budget.state(db, ctx.repo, scope)
+        new_dir = req.kind == "candidate" and budget.uses_new_direction(
+            db, ctx.repo, scope.id, req.name
+        ) and not _direction_reserved(db, ctx.repo, scope.id, req.name)
+        refusals = budget.refusal(st, total, new_dir)
+        if req.dry_run:
+            plans = [
+                {"track": t, "order": chk.order, "wall_h": e.wall_hours, "device_h": e.device_hours}
+                for t, e in zip(chk.tracks, est, strict=True)
+            ]
+            say("dry-run", name=req.name, plans=plans, basis=total.basis, budget=st,
+                refusals=refusals)
+            return []
+        if refusals:
+            raise UserError(
+                "budget", campaign=scope.id, reasons=refusals, device_h=total.device_hours,
+                wall_h=total.wall_hours, basis=total.basis,
+            )
+        if ctx.comment_id is not None and command is not None and not screens.claim_command(
+                db, ctx.repo, ctx.comment_id, command, now):
+            raise CommandSeen(command)
+        queued: list[Screen] = []
+        for t, e in zip(chk.tracks, est, strict=True):
+            s = Screen(
+                request_id=screens.new_request_id(), repo=ctx.repo, pr_number=ctx.number,
+                installation_id=ctx.installation_id, campaign=scope.id,
+                campaign_path=camp.path, kind=req.kind, candidate=req.name, track=t,
+                session_order=chk.order, pool=scope.pool.name,
+                workflow=config.workflow,
+                device_count=scope.pool.device_count, head_sha=head, head_repo=pr.head_repo,
+                from_fork=pr.is_fork, requested_by=ctx.login, authorised_as=how,
+                requested_at=now,
+                source_comment_id=ctx.comment_id, state=screens.QUEUED,
+                estimate_wall_s=e.wall_s, estimate_device_s=e.device_s,
+            )
+            db.add(s)
+            db.flush()
+            queued.append(s)
+        pool = scope.pool.name
+    # the screens and the command's record are committed: from here a failure (GitHub down)
+    # leaves the delivery to be retried, and the retry resumes (resume_command)
+    for q in queued:
+        with rt.db() as db:
+            cur = db.get(Screen, q.id)
+            if cur is not None and cur.status_comment_id is None:
+                refresh_status(db, gh, cur, now, rt.options, force=True)
+    dispatch_pool(rt, pool, default_gh=gh)
+    return queued
+
+
+class CommandSeen(Exception):
+    """This command of this comment was already run (a second delivery of the comment, or an
+    edit that kept the command): nothing is queued again."""
+
+
+def resume_command(rt: Runtime, gh: GitHubPort, ctx: CommentContext) -> None:
+    """A command already run from comment ``ctx.comment_id``: finish what a failed first
+    attempt may have left (status comments not yet posted, a pool not yet dispatched), and
+    queue, charge and reply nothing new."""
+    now = rt.now()
+    pools: set[str] = set()
+    with rt.db() as db:
+        mine = list(db.scalars(select(Screen).where(
+            Screen.repo == ctx.repo, Screen.source_comment_id == ctx.comment_id)))
+        for s in mine:
+            if s.state == screens.QUEUED:
+                pools.add(s.pool)
+                if s.status_comment_id is None:
+                    refresh_status(db, gh, s, now, rt.options, force=True)
+    for pool in sorted(pools):
+        dispatch_pool(rt, pool, default_gh=gh)
+
+
+def _direction_reserved(db: Session, repo: str, campaign: str, candidate: str) -> bool:
+    """True when an open screen of ``candidate`` already holds a (not yet recorded)
+    direction, so a second track of the same candidate does not count another one."""
+    return any(
+        s.candidate == candidate and s.kind == "candidate"
+        for s in screens.open_screens(db, repo)
+        if s.campaign == campaign
+    )
+
+
+def cancel_screen(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenCancel,
+                  say: Replier | None = None) -> Screen:
+    """``/screen cancel ID``: a queued screen leaves the queue (record kept); a dispatched or
+    running one has its workflow run cancelled.  Then the pool's next screen is dispatched."""
+    now = rt.now()
+    with rt.db() as db:
+        s = screens.by_label(db, ctx.repo, cmd.screen_id)
+        if s is None:
+            open_ids = [x.label for x in screens.open_screens(db, ctx.repo, ctx.number)]
+            raise UserError("usage", message=f"no screen S{cmd.screen_id} in this repository",
+                            valid=open_ids or ["(no open screen on this PR)"], usage=USAGE)
+        if s.state in screens.TERMINAL_STATES or s.state == screens.CANCELLING:
+            raise UserError("message", message=f"{s.label} is already {s.state}")
+        scope_requesters: list[str] = []
+        perm = wait(gh.get_permission(ctx.login))
+        if perm not in WRITE_PERMISSIONS and ctx.login != s.requested_by:
+            try:
+                ref = wait(gh.get_default_branch())
+                scope_requesters = list(
+                    load_campaign(gh, ctx.repo, ref, s.campaign_path).scope.requesters
+                )
+            except UserError:
+                scope_requesters = []
+            if ctx.login.lower() not in {r.lower() for r in scope_requesters}:
+                raise UserError("unauthorised", who_login=ctx.login,
+                                message=f"repository permission is {perm!r}",
+                                requesters=scope_requesters)
+        if s.state == screens.QUEUED:
+            screens.cancel_queued(db, s, ctx.login, now)
+            s.detail = None
+            refresh_status(db, gh, s, now, rt.options, force=True)
+            refresh_pool(db, gh, s.pool, now, rt.options)
+        else:
+            s.cancelled_by = ctx.login
+            s.cancelled_at = now
+            if s.run_id is not None:
+                wait(gh.cancel_workflow_run(s.run_id))
+            s.state = screens.CANCELLING
+            refresh_status(db, gh, s, now, rt.options, force=True)
+        pool = s.pool
+    dispatch_pool(rt, pool, default_gh=gh)
+    return s
+
+
+def status_reply(rt: Runtime, gh: GitHubPort, ctx: CommentContext, say: Replier) -> None:
+    """``/screen status``: the PR's open screens with positions, and each campaign's budget."""
+    now = rt.now()
+    with rt.db() as db:
+        rows = []
+        campaigns: dict[str, Screen] = {}
+        for s in screens.open_screens(db, ctx.repo, ctx.number):
+            pl = screens.place(db, s, now)
+            rows.append({
+                "label": s.label, "name": s.name, "track": s.track, "state": s.state,
+                "pool": s.pool, "position": pl.position if s.state == screens.QUEUED else "-",
+                "start": utc(pl.estimated_start) if s.state == screens.QUEUED else "-",
+            })
+        for s in screens.recent_screens(db, ctx.repo, ctx.number):
+            campaigns.setdefault(s.campaign, s)
+        budgets = []
+        if campaigns:
+            ref = wait(gh.get_default_branch())
+            for name, s in sorted(campaigns.items()):
+                try:
+                    scope = load_campaign(gh, ctx.repo, ref, s.campaign_path).scope
+                except UserError:
+                    continue
+                budgets.append({"campaign": name, "state": budget.state(db, ctx.repo, scope)})
+        say("status", rows=rows, budgets=budgets)
+
+
+def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
+                  config: ScreenConfig, say: Replier) -> None:
+    """``/campaign budget extend ...`` by a requester of the campaign: one ledger entry."""
+    ext_args = args
+    want = None
+    m = re.search(r"(?:^|\s)campaign=([A-Za-z0-9._-]+)", ext_args)
+    if m:
+        want = m.group(1)
+        ext_args = (ext_args[: m.start()] + " " + ext_args[m.end():]).strip()
+    try:
+        ext = budget.parse_extend(ext_args)
+    except ValueError as exc:
+        raise UserError("message", message=str(exc)) from None
+    ref = wait(gh.get_default_branch())
+    camp = find_campaign(gh, ctx.repo, ref, config, want)
+    if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
+        raise UserError("unauthorised", who_login=ctx.login,
+                        message="only the campaign's requesters may extend its budget",
+                        requesters=list(camp.scope.requesters), requesters_only=True)
+    with rt.db() as db:
+        text = " ".join(["/campaign budget extend", args]).strip()
+        if ctx.comment_id is not None and not screens.claim_command(
+                db, ctx.repo, ctx.comment_id, text, rt.now()):
+            return  # a second delivery of the same comment: extended once already
+        budget.record(
+            db, ctx.repo, camp.scope.id, "extend", ctx.login, ext.reason or "(no reason given)",
+            directions=ext.directions, wall_hours=ext.wall_hours,
+            device_hours=ext.device_hours, at=rt.now(),
+        )
+        db.flush()
+        st = budget.state(db, ctx.repo, camp.scope)
+        say("budget-extended", campaign=camp.scope.id, who_login=ctx.login, ext=ext, state=st)
+
+
+# ----------------------------------------------------------------------- workflow events
+
+
+def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, ...],
+             config: ScreenConfig, say: Replier, authorised: bool = False) -> None:
+    """Run one ``/screen`` command (its arguments after ``/screen``); a :class:`UserError`
+    becomes the one reply through ``say``.  Blocking (call it in a thread)."""
+    try:
+        try:
+            cmd = parse_screen(" ".join(args))
+        except ScreenUsageError as exc:
+            raise UserError("usage", message=exc.message, valid=exc.valid) from None
+        if isinstance(cmd, ScreenRequest):
+            text = " ".join(["/screen", *args])
+            if not cmd.dry_run and ctx.comment_id is not None:
+                with rt.db() as db:
+                    seen = screens.command_seen(db, ctx.repo, ctx.comment_id, text)
+                if seen:
+                    resume_command(rt, gh, ctx)
+                    return
+            try:
+                request_screens(rt, gh, ctx, cmd, config, say, authorised=authorised,
+                                command=text)
+            except CommandSeen:
+                resume_command(rt, gh, ctx)
+        elif isinstance(cmd, ScreenCancel):
+            cancel_screen(rt, gh, ctx, cmd, say)
+        elif isinstance(cmd, ScreenStatus):
+            status_reply(rt, gh, ctx, say)
+    except UserError as exc:
+        say(exc.kind, **exc.ctx)
+
+
+def run_budget_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, ...],
+                    config: ScreenConfig, say: Replier) -> None:
+    """Run ``/campaign budget extend ...`` (``args`` after ``budget``)."""
+    try:
+        if not args or args[0] != "extend":
+            raise UserError("message", message=f"usage: {budget.EXTEND_USAGE}")
+        extend_budget(rt, gh, ctx, " ".join(args[1:]), config, say)
+    except UserError as exc:
+        say(exc.kind, **exc.ctx)
+
+
+async def run_command(
+    rt: Runtime, gh: GitHubPort, ctx: CommentContext, command: str, args: str,
+    config: ScreenConfig | None = None,
+) -> None:
+    """Run one command line without the command framework (tests, replay): ``command`` is
+    ``screen`` or ``campaign``, ``args`` the rest of the line.  Replies go through ``gh``;
+    ``config`` None: :meth:`ScreenConfig.from_options`."""
+    config = config or ScreenConfig.from_options(rt.options)
+    say = port_replier(gh, ctx.repo, ctx.number, ctx.comment_id)
+    toks = tuple(args.split())
+    if command == "campaign":
+        if toks[:1] == ("budget",):
+            await asyncio.to_thread(run_budget_sync, rt, gh, ctx, toks[1:], config, say)
+        return
+    await asyncio.to_thread(run_sync, rt, gh, ctx, toks, config, say)
+
+
+async def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
+                           budget: bool) -> None:
+    """Entry from the command framework (:mod:`bot.commands`): resolve the repository's
+    campaign directories and workflow, then run the command in a thread, replying through
+    the framework's one-reply-per-command plumbing."""
+    repo_config = cmd_ctx.config
+    assert repo_config is not None  # both commands are ``needs_config``: never None here
+    ref = await cmd_ctx.gh.get_default_branch()
+    dirs = await find_campaign_dirs(cmd_ctx.gh, repo_config, ref)
+    cfg = ScreenConfig(tuple(dirs), repo_config.screen)
+    loop = asyncio.get_running_loop()
+
+    def say(kind: str, **kw: Any) -> None:
+        coro = cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
+        asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
+                         cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
+    if budget:
+        await asyncio.to_thread(run_budget_sync, rt, cmd_ctx.gh, ctx, args, cfg, say)
+    else:
+        await asyncio.to_thread(run_sync, rt, cmd_ctx.gh, ctx, args, cfg, say, True)
