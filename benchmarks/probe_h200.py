@@ -226,11 +226,13 @@ def probe(p: dict[str, Any], device: str, **kw: Any) -> dict[str, Any]:
     }
 
 
-def run_pairs(device: str, quick: bool) -> list[dict[str, Any]]:
+def run_pairs(device: str, quick: bool, only: set[str]) -> list[dict[str, Any]]:
     import torch
 
     rows = []
     for p in pairs(device, quick):
+        if only and p["id"] not in only:
+            continue
         p["inputs"] = [t.to(device) for t in p["inputs"]]
         args = p["inputs"]
         t0 = time.perf_counter()
@@ -478,6 +480,7 @@ def main() -> int:
     ap.add_argument("--analyse", type=Path)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated pair ids (default: all)")
     a = ap.parse_args()
     if a.analyse:
         print(json.dumps(analyse(a.analyse), indent=1))
@@ -501,9 +504,10 @@ def main() -> int:
             pass
     print(json.dumps(info), flush=True)
     t0 = time.perf_counter()
-    rows = run_pairs(a.device, a.quick)
-    trace_pairs(a.device, a.quick, a.out / "trace_pairs.json")
-    trace_two_stream(a.device, a.quick, a.out / "trace_two_stream.json")
+    rows = run_pairs(a.device, a.quick, set(filter(None, a.only.split(","))))
+    if not a.only:
+        trace_pairs(a.device, a.quick, a.out / "trace_pairs.json")
+        trace_two_stream(a.device, a.quick, a.out / "trace_two_stream.json")
     doc = {"info": info, "pairs": rows, "seconds": time.perf_counter() - t0}
     (a.out / "probe_h200.json").write_text(json.dumps(doc, indent=2) + "\n")
     try:

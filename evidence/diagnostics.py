@@ -1,5 +1,6 @@
 """Rows that ``campaign-bot check`` lists for diagnostic documents: operator probes
-(``campaign-bot/probe@1``) and profiler trace summaries (``campaign-bot/trace-summary@1``).
+(``campaign-bot/probe@1``/``@2``) and profiler trace summaries
+(``campaign-bot/trace-summary@1``/``@2``).
 
 Both are evidence for choosing candidates, never inputs to a verdict and never a speedup:
 the tables say so in their titles.  Each row carries the SHA-256 of the document's bytes, so

@@ -121,9 +121,12 @@ ProbeFinding = Literal["faster", "slower", "no material difference", "too few sa
 
 MIN_EFFECT = 0.02
 """Default materiality threshold: a candidate/control ratio within 2 % of 1 is ``no material
-difference`` even when its interval excludes 1.  The size of the run-to-run drift of
-device-timed medians of one operator measured on an H200 (docs/probes-and-traces.md): a
-smaller "gain" is not reproducible, whatever its interval."""
+difference`` even when its interval excludes 1.  The interval holds only the sampling noise
+of one run; on an H200 (docs/probes-and-traces.md) the probe ratio of memory- and
+launch-bound pairs moved at most about 2 % between runs, so a smaller "gain" is not
+reproducible.  Compute-bound pairs near the card's power cap moved up to 6 % between runs
+(the fused QKV pair: 0.992 to 1.050; two ``do_bench`` runs of one of its arms differed by
+5.5 %): raise ``--min-effect`` or repeat the probe for those."""
 CONFIDENCE = 0.95
 """Default confidence level of the ratio's interval."""
 RESAMPLES = 2000

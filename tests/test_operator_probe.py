@@ -284,9 +284,9 @@ def test_host_sync_timer_and_budget_on_the_cpu() -> None:
 
 def test_repeats_for_budget() -> None:
     s = ProbeSettings(repeats=10, budget_s=1.0, max_repeats=500)
-    assert repeats_for([2.0, 3.0], s) == 200  # 1000 ms / 5 ms a pair
+    assert repeats_for([4.0, 8.0], s) == 250  # 1000 ms of the cheaper arm
     assert repeats_for([0.001, 0.001], s) == 500  # capped
-    assert repeats_for([400.0, 400.0], s) == 10  # at least repeats
+    assert repeats_for([400.0, 800.0], s) == 10  # at least repeats
     assert repeats_for([None, 1.0], s) == 10  # no warmups, no estimate
     assert repeats_for([2.0, 3.0], ProbeSettings(repeats=4, budget_s=None)) == 4
     assert repeats_for([0.0, 0.0], s) == 500
@@ -400,6 +400,21 @@ def test_probe_v2_and_v1_documents() -> None:
 def test_invalid_v2_documents(change: dict, words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         OperatorProbe.model_validate(_v2(**change))
+
+
+def test_check_lists_a_v2_probe_with_its_findings(tmp_path: Path) -> None:
+    rep = check_campaign(_campaign_with(tmp_path, _v2()))
+    (row,) = rep.probes
+    assert row.findings == ["faster", "faster"]
+    assert not [f for f in rep.findings if f.path == "results/probe-fused-proj.json"]
+    from rich.console import Console
+
+    from evidence.check import render
+
+    con = Console(record=True, width=250)
+    render(rep, con, details=True)
+    shown = con.export_text()
+    assert "35.4 ms" in shown and "faster" in shown
 
 
 def test_v1_document_with_v2_fields_is_refused() -> None:
