@@ -130,6 +130,9 @@ class CheckReport(BaseModel):
     schema_: str = Field(default="campaign-bot/check-report@1", alias="schema")
     root: str
     campaign: str | None = None
+    campaign_file: bool = Field(
+        False, description="The checked directory holds a campaign.toml (valid or not): a "
+                           "campaign directory, not a bundle.")
     documents: dict[str, int] = Field(
         default_factory=dict,
         description="campaign, receipts, statuses, media_reports, json_files validated.")
@@ -314,19 +317,14 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
                                 message="the directory holds no files: nothing to check",
                                 resolution="point check at a campaign or bundle directory"))
-    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses:
-        if "campaign.toml" in idx.files:  # present but unreadable or invalid: say so
-            findings.append(Finding(
-                rule="EMPTY_BUNDLE", severity="P1", path="campaign.toml",
-                message="campaign.toml is not valid (see its findings) and there are no "
-                        "receipts, status or manifest: nothing else was checked",
-                resolution="fix the campaign.toml findings, then check again"))
-        else:
-            findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
-                                    message="no campaign.toml, no receipts, no status and no "
-                                            "manifest found: nothing was checked",
-                                    resolution="point check at a campaign or bundle "
-                                               "directory"))
+    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses \
+            and "campaign.toml" not in idx.files:
+        # (a campaign.toml present but invalid is a campaign directory: its own findings
+        # say what is wrong, not EMPTY_BUNDLE)
+        findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
+                                message="no campaign.toml, no receipts, no status and no "
+                                        "manifest found: nothing was checked",
+                                resolution="point check at a campaign or bundle directory"))
     if lc.scope is None and "campaign.toml" not in idx.files and lc.receipts and \
             "bagit.txt" not in idx.files:
         findings.append(Finding(rule="SCOPE_MISSING", severity="P2", path="campaign.toml",
@@ -355,6 +353,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     rep = CheckReport(
         root=str(root),
         campaign=lc.scope.model.id if lc.scope else None,
+        campaign_file="campaign.toml" in idx.files,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
                    "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
@@ -529,6 +528,22 @@ def _result_line(rep: CheckReport) -> str:
     return f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)"
 
 
+def _title(rep: CheckReport) -> str:
+    """The first word of the summary: ``campaign ID``; ``campaign (campaign.toml invalid)``
+    for a campaign directory whose campaign.toml does not load; else ``bundle``."""
+    from rich.markup import escape
+
+    if rep.campaign:
+        return f"campaign [bold]{escape(rep.campaign)}[/]"
+    return "campaign (campaign.toml invalid)" if rep.campaign_file else "bundle"
+
+
+def _toml_state(rep: CheckReport) -> str:
+    """``valid``, ``invalid`` or ``absent``: the checked directory's campaign.toml."""
+    return "valid" if rep.documents.get("campaign") else (
+        "invalid" if rep.campaign_file else "absent")
+
+
 def render(rep: CheckReport, console: Any, *, details: bool = False) -> None:
     """Print ``rep`` with rich: by default the one-screen summary (:func:`render_summary`),
     with ``details`` every table and every finding (:func:`render_details`)."""
@@ -559,13 +574,12 @@ def render_summary(rep: CheckReport, console: Any) -> None:
         _line(console, text, crop=crop)
         used += 1
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    line(f"{title}  ({escape(rep.root)})")
+    line(f"{_title(rep)}  ({escape(rep.root)})")
     line(f"integrity: {_integrity_counts(rep)}; {rep.external_digests} external unverifiable")
     for sig_line in rep.signatures.lines():
         line(escape(sig_line))
     d = rep.documents
-    line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+    line(f"documents: campaign.toml {_toml_state(rep)}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
          f"{d.get('media_reports', 0)} media reports"
          + (f", {d['probes']} operator probes" if d.get("probes") else "")
@@ -594,7 +608,7 @@ def render_summary(rep: CheckReport, console: Any) -> None:
             more = len(dict.fromkeys(v.codes)) - 1
             why = (dec.code if dec else "") + (f" +{more}" if dec and more > 0 else "")
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"),
-                      f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]",
+                      f"[{VERDICT_STYLE[v.verdict]}]{v.shown}[/]",
                       "—" if v.ratio is None else f"{v.ratio:.3f}", f"{v.m} v {v.n}",
                       escape(why))
         console.print(t, no_wrap=True, overflow="ellipsis", crop=True)
@@ -639,11 +653,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    console.print(f"{title}  ({escape(rep.root)})")
+    console.print(f"{_title(rep)}  ({escape(rep.root)})")
     d = rep.documents
     console.print(
-        f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+        f"documents: campaign.toml {_toml_state(rep)}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
         f"{d.get('media_reports', 0)} media reports valid"
         + (f", {d['probes']} operator probes" if d.get("probes") else "")

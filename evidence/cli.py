@@ -101,10 +101,18 @@ app = typer.Typer(
 
 @functools.cache
 def _stderr() -> Console:
-    """The rich console on stderr, made on first use (``check --json`` never imports rich)."""
+    """The rich console on stderr, made on first use (``check --json`` never imports rich).
+    Soft wrap: a message is one line, folded by a terminal, whole in a pipe or a log (copy
+    and paste work)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def print_error(message: str) -> None:
+    """Print ``error: MESSAGE`` on stderr as one line (markup in ``message`` is shown as
+    text): the one error style of every ``campaign-bot`` command."""
+    _stderr().print(f"[red]error:[/] {escape(message)}")
 
 
 def escape(text: str) -> str:
@@ -150,7 +158,7 @@ def schema_cmd(
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        _stderr().print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
+        print_error(f"unknown schema {name!r}; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -251,8 +259,7 @@ def check_cmd(
     from evidence.keyfile import campaign_keys_file
 
     if no_signatures and trusted_keys is not None:
-        _stderr().print("[red]bad usage:[/] --no-signatures and --trusted-keys exclude "
-                        "each other")
+        print_error("--no-signatures and --trusted-keys exclude each other")
         raise typer.Exit(EXIT_USAGE)
     found_keys = None if no_signatures or trusted_keys is not None else \
         campaign_keys_file(directory)
@@ -295,7 +302,8 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     from evidence.models import Finding
 
     if claims is not None and not claims.is_file():
-        _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
+        why = "not a regular file" if claims.exists() else "no such file"
+        print_error(f"--claims {claims}: {why}")
         raise typer.Exit(EXIT_USAGE)
     from evidence.signing import KeyFileError, load_trusted_keys
 
@@ -306,7 +314,7 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            print_error(f"--trusted-keys: {e}")
             raise typer.Exit(EXIT_USAGE) from None
         summary = SignatureSummary(source="--trusted-keys", keys_file=str(trusted_keys))
     elif found_keys is not None:
@@ -335,18 +343,18 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     except BaseRefError as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
+        print_error(f"--base {base}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]cannot check:[/] {escape(str(e))}")
+        print_error(f"cannot check {directory}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        _stderr().print(f"[red]cannot read[/] {escape(why)}")
+        print_error(f"cannot read {why}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()

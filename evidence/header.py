@@ -79,6 +79,13 @@ class TrackVerdict:
     m: int = 0
     n: int = 0
     regression: bool = False
+    confirmation: str | None = None
+    """``provisional``, ``confirmed`` or ``not confirmed`` for a SUPPORTED verdict."""
+
+    @property
+    def shown(self) -> str:
+        """``SUPPORTED (provisional)`` and the like, else the verdict."""
+        return f"{self.verdict} ({self.confirmation})" if self.confirmation else self.verdict
     summary: str = ""
 
 
@@ -406,7 +413,7 @@ def build_header(
         board.append(
             BoardRow(
                 t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, v.candidate,
-                v.verdict + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
+                v.shown + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
                 f"{v.m} vs {v.n}", s.pr, reason,
             )
         )
@@ -424,7 +431,7 @@ def build_header(
             screening = "; ".join(f"{d.track}: {d.decision}" for d in screens) or "-"
             verdicts = {
                 tid: next(
-                    (v.verdict for v in s.verdicts if v.candidate == name and v.track == tid),
+                    (v.shown for v in s.verdicts if v.candidate == name and v.track == tid),
                     "-",
                 )
                 for tid in track_ids
@@ -639,7 +646,7 @@ def _next_action(
             + _mention(scope.requesters)
             + "."
         )
-    open_tracks = [r.track for r in board if not r.verdict.startswith("SUPPORTED")]
+    open_tracks = [r.track for r in board if r.verdict != "SUPPORTED (confirmed)"]
     if open_tracks:
         known = "unknown queue; " if queue is None else ""
         return (
@@ -674,6 +681,7 @@ def track_verdict_from(v: Any) -> TrackVerdict | None:
         m=v.m,
         n=v.n,
         regression=bool(v.regression),
+        confirmation=getattr(v, "confirmation", None),
         summary=v.summary,
     )
 

@@ -306,6 +306,13 @@ class Candidate(Strict):
         return _allowed_env(v)
 
 
+DEFAULT_EVIDENCE_PATHS = ("results", "receipts", "screens")
+"""The evidence folders of a campaign unless its campaign.toml names others: status snapshots,
+receipts, and ``screens``, where the bot commits each verified screen bundle (the default
+``[screen] evidence_path`` of the repository config).  ``campaign-bot init`` writes the same
+list into a new campaign.toml."""
+
+
 class CampaignScope(Strict):
     """``campaign.toml``: the frozen RunSpec of one campaign."""
 
@@ -327,8 +334,9 @@ class CampaignScope(Strict):
     requesters: list[str] = Field(min_length=1, description="GitHub logins.")
     candidates: list[Candidate] = Field(default_factory=list)
     evidence_paths: list[str] = Field(
-        default_factory=lambda: ["results", "receipts"],
-        description="Directories (relative) that hold this campaign's evidence.",
+        default_factory=lambda: list(DEFAULT_EVIDENCE_PATHS),
+        description="Directories (relative) that hold this campaign's evidence; a pull "
+                    "request touching them is a candidate on the status header.",
     )
 
     @field_validator("schema_")

@@ -838,7 +838,7 @@ def register(app: Any) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         try:
             settings = ProbeSettings(
                 timer=timer, warmups=warmups, repeats=repeats, budget_s=budget_s or None,
@@ -859,7 +859,7 @@ def register(app: Any) -> None:
                             candidate_kernels=split_names(candidate_kernels),
                             claims_lossless=claims_lossless, **meta)
         except (ProbeError, ValidationError) as exc:
-            err.print(f"[red]cannot probe:[/] {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot probe: {escape(str(exc))}")
             raise typer.Exit(2) from None
         except ImportError as exc:  # torch (the [media] extra), or a module the arms import
             name = getattr(exc, "name", None) or str(exc)
@@ -870,7 +870,7 @@ def register(app: Any) -> None:
                       soft_wrap=True)
             raise typer.Exit(2) from None
         except (RuntimeError, AttributeError, TypeError, ValueError) as exc:  # device, inputs
-            err.print(f"[red]cannot probe:[/] {type(exc).__name__}: {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot probe: {type(exc).__name__}: {escape(str(exc))}")
             raise typer.Exit(2) from None
         text = doc.model_dump_json(indent=2, by_alias=True) + "\n"
         try:
@@ -878,7 +878,7 @@ def register(app: Any) -> None:
 
             write_atomic(out, text)
         except OSError as exc:
-            err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(str(exc))}")
             raise typer.Exit(2) from None
         con = Console(highlight=False)
         if not con.is_terminal:
