@@ -62,7 +62,9 @@ from evidence.models import (
 if TYPE_CHECKING:
     from evidence.bundle import LoadedCampaign
 
-VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE"]
+VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE", "EQUIVALENT", "NOT SHOWN"]
+"""SUPPORTED / FAILED / INCONCLUSIVE on a speedup track; EQUIVALENT / NOT SHOWN on a
+no-regression track (:class:`evidence.models.Track`)."""
 Gate = Literal["validity", "quality", "design", "decision"]
 
 PRIOR_NOISE_MIN_DIFFS = 10
@@ -752,13 +754,14 @@ def decide(control: Sequence[float], candidate: Sequence[float], theta0: float,
     """The exact distribution-free decision on pairwise ratios ``t_j / c_i``.
 
     ``control``/``candidate`` are session medians in seconds (finite, positive); ``theta0``
-    is ``1 - target_reduction``.  Raises ValueError for empty arms or non-finite values.
+    is ``1 - target_reduction`` (above 1 for a no-regression track: ``1 + max_slowdown``).
+    Raises ValueError for empty arms, non-finite values or ``theta0`` outside (0, 2).
     """
     m, n = len(control), len(candidate)
     if m < 1 or n < 1:
         raise ValueError(f"need at least one session per arm, got m={m}, n={n}")
-    if not 0 < theta0 <= 1:
-        raise ValueError(f"theta0 must be in (0, 1], got {theta0}")
+    if not 0 < theta0 < 2:
+        raise ValueError(f"theta0 must be in (0, 2), got {theta0}")
     ratios = stats.pairwise_ratios(control, candidate)
     hl = stats.hodges_lehmann(ratios)
     above = stats.count_at_or_above(ratios, theta0)
@@ -1187,7 +1190,10 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             v.verdict = dec.verdict
         # REGRESSION flags a FAILED verdict whose valid evidence is significantly slower
         v.regression = bool(v.verdict == "FAILED" and dec is not None and dec.regression)
-        if v.verdict == "SUPPORTED" and v.theta0 is not None:
+        if track is not None and track.kind == "no-regression" and g.candidate is not None:
+            # non-inferiority: the same exact bound, read as "no slower than 1 + margin"
+            v.verdict = "EQUIVALENT" if v.verdict == "SUPPORTED" else "NOT SHOWN"
+        elif v.verdict == "SUPPORTED" and v.theta0 is not None:
             v.confirmation, v.confirmation_text = confirmation_state(rs, v.theta0, alpha)
         if dec is not None and v.verdict != dec.verdict:
             # the decision gate was not reached: its outcome is not a reason (the statistics
