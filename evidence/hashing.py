@@ -99,6 +99,12 @@ def chunk_bytes(workers: int) -> int:
     return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, BUFFER_BUDGET_BYTES // max(1, workers)))
 
 
+def _as_path(p: str | os.PathLike[str]) -> Path:
+    """``p`` as a :class:`~pathlib.Path`, itself when it is one (``Path(path)`` parses the
+    path again: ``check`` passes each of its files several times)."""
+    return p if isinstance(p, Path) else Path(p)
+
+
 def inside(real: str, real_root: str) -> bool:
     """True when the resolved path ``real`` is ``real_root`` or lies below it (both
     absolute, symlinks resolved)."""
@@ -172,11 +178,10 @@ def digest_file(path: str | os.PathLike[str], algorithms: Iterable[str] = SHA256
     with open(_open_regular(path, beneath), "rb", buffering=0, closefd=True) as f:
         if hasattr(os, "posix_fadvise"):  # cold cache: ask for aggressive read-ahead
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        while True:
-            n = f.readinto(view)
-            if not n:
-                break
-            part = view[:n]
+        read = f.readinto
+        full = len(view)
+        while n := read(view):
+            part = view if n == full else view[:n]  # no new view for a full read
             for h in hs:
                 h.update(part)
             size += n
@@ -243,7 +248,7 @@ class HashPool:
         """Queue ``path`` for the digests of ``algorithms`` (default SHA-256; ``size`` in
         bytes orders the queue, default from ``stat``).  Raises ``ValueError`` for an
         algorithm not in :data:`ALGORITHMS`, RuntimeError after :meth:`close`."""
-        path = Path(path)
+        path = _as_path(path)
         algs = set(algorithms)
         unknown = sorted(algs - ALGORITHMS.keys())
         if unknown:
@@ -306,7 +311,7 @@ class HashPool:
         (a bug, not a bad file), instead of waiting for ever; ``ValueError`` for an unknown
         algorithm.
         """
-        plist = [Path(p) for p in todo]
+        plist = [_as_path(p) for p in todo]
         for p, algs in zip(plist, todo.values(), strict=True):
             self.submit(p, algorithms=algs)
         with self._cv:
@@ -341,6 +346,7 @@ class HashPool:
 
     def _work(self) -> None:
         buf = bytearray(self.chunk)  # this thread's one buffer, for every file it hashes
+        tick = self._tick if self._progress is not None else None  # no call per read if None
         while True:
             with self._cv:
                 while not self._heap and not self._closed:
@@ -360,7 +366,7 @@ class HashPool:
                     continue
             result: DigestResult
             try:
-                result = digest_file(path, algs, on_bytes=self._tick, buffer=buf,
+                result = digest_file(path, algs, on_bytes=tick, buffer=buf,
                                      stop=self._stop, beneath=self.beneath)
             except OSError as e:
                 result = e
