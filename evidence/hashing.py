@@ -48,15 +48,13 @@ ProgressFn = Callable[[int, int], None]
 ``bytes_total`` grows as files are submitted."""
 
 CHUNK_BYTES = 64 << 10
-"""Read size (64 KiB), chosen by measurement in a fresh process (the buffer-size sweep of
-``benchmarks/verify.py``; figures per machine in docs/benchmarks.md).  On a 2-core AMD EPYC
-virtual machine, two threads reading 2 GiB from the page cache into 256 KiB to 4 MiB buffers
-spent 1.3 to 1.5 s of system time, into 64 KiB buffers 0.27 s (two ``openssl dgst`` processes:
-0.28 s), and were faster than the OpenSSL pair; on a 2-core Intel Xeon machine 64 KiB to 4 MiB
-cost the same when it was idle, and 4 MiB buffers 0.6 s more CPU when it was loaded.  A read
-and the digest of it stay in the core's own cache: the kernel's copy into a buffer larger
-than that cache, and the digest's second pass over it, go to memory.  Smaller reads cost
-more system calls (16 KiB: +0.1 s of CPU per 2 GiB)."""
+"""Read size (64 KiB), chosen by measurement in a new process (the read-size sweep of
+``benchmarks/verify.py``; machines and figures in docs/benchmarks.md).  On a 2-core AMD EPYC
+virtual machine two threads reading 2 GiB from the page cache into 256 KiB to 4 MiB buffers
+spent 1.3 to 1.5 s of system time and 1.5 s of wall, into 64 KiB buffers 0.27 s and 1.04 s,
+less than two ``openssl dgst`` processes; on a 2-core Intel Xeon machine 256 KiB to 1 MiB
+were best and 64 KiB cost 0.06 to 0.1 CPU s more per 2 GiB.  16 KiB costs more everywhere
+(system calls).  64 KiB is the least worst on both."""
 
 MIN_CHUNK_BYTES = 16 << 10
 """Smallest read size (16 KiB), reached only on machines with more than 128 cores."""
