@@ -614,3 +614,11 @@ def test_no_regression_track_is_a_non_inferiority_verdict(candidate: list[float]
 def test_track_kind_fields_are_checked(track: dict[str, Any], error: str) -> None:
     with pytest.raises(ValidationError, match=error):
         scope(tracks=[track])
+
+
+def test_screen_check_run_conclusion_of_a_no_regression_verdict() -> None:
+    from bot.features.screen.results import check_conclusion
+
+    assert check_conclusion("success", "EQUIVALENT") == "success"
+    assert check_conclusion("success", "NOT SHOWN") == "neutral"
+    assert check_conclusion("success", "SUPPORTED") == "success"
