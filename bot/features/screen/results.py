@@ -23,11 +23,13 @@ from sqlalchemy.orm import Session
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
+    BundleCheck,
     BundleDocuments,
     FetchedBundle,
     fetch_bundle,
     judge_screen,
     read_bundle,
+    scope_problems,
     verify_bundle,
 )
 from bot.features.screen.campaign import Campaign, load_campaign
@@ -268,6 +270,11 @@ def _judge_bundle(
     may be committed as evidence)."""
     failed_run = conclusion != "success"
     chk = verify_bundle(root, camp.trusted_keys)
+    if chk.ok:  # signed, but is it the screen that was asked for, on the frozen scope?
+        wrong = scope_problems(chk.predicate, camp.blob,
+                               s.candidate if s.kind == "candidate" else None)
+        if wrong:
+            chk = BundleCheck(False, chk.summary, wrong)
     docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
     if not chk.ok:
         reasons = [*reasons, "the bundle did not verify", *chk.problems]
