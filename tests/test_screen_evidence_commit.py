@@ -242,3 +242,19 @@ def test_a_bundle_holding_a_private_key_is_refused(tmp_path: Path, key: Path) ->
         assert not res.ok and res.documents == []
         assert any("data/outputs/candidate.mp4: holds private-key material" in p
                    for p in res.problems), res.problems
+
+
+def test_a_name_with_a_line_break_is_refused_before_git(setup: tuple[Any, GitMirrors],
+                                                        tmp_path: Path, key: Path) -> None:
+    """``x.log\\r`` beside ``x.log`` was committed with ``x.log``'s content (paths went to
+    ``git hash-object --stdin-paths`` one per line): now nothing is committed."""
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, b"x")
+    (bundle / "data" / "x.log").write_text("honest\n")
+    (bundle / "data" / "x.log\r").write_text("other\n")
+    head = d.repo(REPO).refs["topic"]
+    out = run(git, port(d), screen(), bundle)
+    assert out.state == "failed" and "a control character" in out.message, out.message
+    assert d.repo(REPO).refs["topic"] == head
+    with pytest.raises(ValueError, match="a line break in a file name"):
+        git.blob_shas(REPO, [bundle / "data" / "x.log\r"])

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.github import GitHubPort, PullInfo, run_blocking
-from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file
+from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file, unsafe_path
 from bot.render import render
 from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
 
@@ -96,7 +96,9 @@ def target_dir(campaign_path: str, evidence_path: str, label: str) -> str:
 def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict[str, Any]]:
     """The bundle's regular files: ``(committed: rel -> path, external: rel -> {sha256,
     size})``; a file over ``max_file_bytes`` is external unless it is a JSON document.
-    Raises ValueError for a link or special file (a verified bundle has none)."""
+    Raises ValueError for a link or special file (a verified bundle has none) and for a name
+    git must not be given (:func:`bot.github.git.unsafe_path`: CR/LF and other control or
+    bidirectional characters, over-long names), before any git call."""
     committed: dict[str, Path] = {}
     external: dict[str, Any] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -107,6 +109,9 @@ def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict
             rel = p.relative_to(root).as_posix()
             if p.is_symlink() or not p.is_file():
                 raise ValueError(f"{rel}: not a regular file")
+            why = unsafe_path(rel)
+            if why is not None:
+                raise ValueError(f"{rel!r}: {why}")
             size = p.stat().st_size
             if size > max_file_bytes and not rel.endswith(".json"):
                 external[rel] = {"sha256": sha256_file(p), "size": size}
