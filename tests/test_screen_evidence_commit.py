@@ -258,3 +258,21 @@ def test_a_name_with_a_line_break_is_refused_before_git(setup: tuple[Any, GitMir
     assert d.repo(REPO).refs["topic"] == head
     with pytest.raises(ValueError, match="a line break in a file name"):
         git.blob_shas(REPO, [bundle / "data" / "x.log\r"])
+
+
+def test_a_bundle_over_the_commit_caps_is_not_committed(setup: tuple[Any, GitMirrors],
+                                                       tmp_path: Path, key: Path) -> None:
+    """More files, or more bytes, to commit than ``[screen] max_committed_files`` /
+    ``max_committed_bytes``: refused, nothing pushed (9,015 files and 60 MiB each went into
+    one commit before the caps)."""
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, b"x")
+    for i in range(30):
+        (bundle / "data" / f"f{i}.txt").write_text("y" * 1000)
+    head = d.repo(REPO).refs["topic"]
+    out = run(git, port(d), screen(), bundle, max_files=20)
+    assert out.state == "refused" and "over the caps of 20 files" in out.message, out.message
+    out = run(git, port(d), screen(), bundle, max_bytes=10_000)
+    assert out.state == "refused" and "10,000 bytes" in out.message
+    assert d.repo(REPO).refs["topic"] == head
+    assert run(git, port(d), screen(), bundle).state == "committed"  # the defaults hold it

@@ -324,7 +324,9 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
         out = commit_screen(rt.git, gh, s, bundle.root, verdict, pr=pr,
                             evidence_path=cfg.evidence_path,
                             max_file_bytes=cfg.max_committed_file_bytes,
-                            run_url=s.run_url or "", artifact=bundle.artifact)
+                            run_url=s.run_url or "", artifact=bundle.artifact,
+                            max_files=cfg.max_committed_files,
+                            max_bytes=cfg.max_committed_bytes)
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the artifact keeps the bundle
         log.exception("screen %s: the verified bundle could not be committed", s.label)
         return CommitOutcome("failed", f"the bundle could not be committed: "
