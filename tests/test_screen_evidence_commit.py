@@ -276,3 +276,22 @@ def test_a_bundle_over_the_commit_caps_is_not_committed(setup: tuple[Any, GitMir
     assert out.state == "refused" and "10,000 bytes" in out.message
     assert d.repo(REPO).refs["topic"] == head
     assert run(git, port(d), screen(), bundle).state == "committed"  # the defaults hold it
+
+
+def test_a_signed_receipt_with_a_duplicate_key_is_refused_as_check_refuses_it(
+        tmp_path: Path) -> None:
+    """One reader for signed documents: the bot read ``{"x": 1, "x": 2}`` as 2 (last wins)
+    where ``campaign-bot check`` reports JSON_INVALID; now both refuse it."""
+    from bot.features.screen.bundle import read_bundle
+    from evidence.bundle import load_campaign
+
+    d = tmp_path / "b" / "data" / "receipts"
+    d.mkdir(parents=True)
+    (d / "r.json").write_text('{"schema": "campaign-bot/receipt@1", "arm": "control",\n'
+                              ' "arm": "candidate"}\n')
+    docs = read_bundle(tmp_path / "b", ["data/receipts/r.json"])
+    assert docs.receipts == [] and docs.unreadable == [
+        "data/receipts/r.json: not readable JSON: duplicate key 'arm' in one object: readers "
+        "disagree on which value wins"]
+    found = load_campaign(tmp_path / "b").findings
+    assert any(f.rule == "JSON_INVALID" and "duplicate key 'arm'" in f.message for f in found)

@@ -208,8 +208,10 @@ def read_bundle(root: Path, documents: list[str],
     """Receipts and media reports among ``documents`` (bundle-relative paths the signature
     covers, :attr:`BundleCheck.documents`; nothing else under ``root`` is opened), told apart
     by their ``schema`` field.  Each document is read whole only when it is a regular file
-    of at most ``max_document_bytes``, and parsed with :func:`evidence.safejson.loads`
-    (nesting limit :data:`evidence.safejson.MAX_JSON_DEPTH`)."""
+    of at most ``max_document_bytes``, and parsed with
+    :func:`evidence.safejson.loads_document` (nesting limit
+    :data:`evidence.safejson.MAX_JSON_DEPTH`; a key twice in one object is refused, as
+    ``campaign-bot check`` refuses it)."""
     from evidence import safejson
 
     out = BundleDocuments()
@@ -224,11 +226,11 @@ def read_bundle(root: Path, documents: list[str],
                 out.unreadable.append(f"{rel}: {st.st_size} bytes, over the "
                                       f"{max_document_bytes}-byte document limit; not read")
                 continue
-            obj = safejson.loads(p.read_bytes())
+            obj = safejson.loads_document(p.read_bytes())
         except OSError as exc:
             out.unreadable.append(f"{rel}: cannot read: {exc.strerror or exc}")
             continue
-        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply, a duplicate key
             out.unreadable.append(f"{rel}: not readable JSON: {str(exc)[:200]}")
             continue
         if not isinstance(obj, dict):

@@ -270,12 +270,13 @@ def _judge_bundle(
     may be committed as evidence)."""
     failed_run = conclusion != "success"
     chk = verify_bundle(root, camp.trusted_keys)
-    if chk.ok:  # signed, but is it the screen that was asked for, on the frozen scope?
+    docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
+    if chk.ok and not docs.unreadable:
+        # signed and readable, but is it the screen that was asked for, on the frozen scope?
         wrong = scope_problems(chk.predicate, camp.blob,
                                s.candidate if s.kind == "candidate" else None)
         if wrong:
-            chk = BundleCheck(False, chk.summary, wrong)
-    docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
+            chk, docs = BundleCheck(False, chk.summary, wrong), BundleDocuments()
     if not chk.ok:
         reasons = [*reasons, "the bundle did not verify", *chk.problems]
         decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
