@@ -122,7 +122,8 @@ class ScreenSection(_Strict):
             "the run's artifact)."))
     max_committed_bytes: int = Field(
         default=DEFAULT_MAX_COMMITTED_BYTES, ge=0, description=(
-            "Nor one whose files to commit add up to more bytes than this."))
+            "A verified bundle whose files to commit add up to more bytes than this is not "
+            "committed (it stays the run's artifact)."))
 
     @field_validator("evidence_path")
     @classmethod
