@@ -40,6 +40,7 @@ from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
+from bot.features.screen import queue as screen_queues
 from bot.features.screen.campaign_state import campaign_state
 from bot.github.git import GitMirrors
 from bot.inbox import recovery, store
@@ -104,11 +105,11 @@ def secret_values(settings: Settings) -> list[str]:
     out = [s.get_secret_value() for s in (settings.webhook_secret, settings.token)
            if s is not None]
     try:
-        pem = settings.private_key_pem()
+        got = settings.private_key_text()  # masked even when it is not a usable key
     except SettingsError:
-        pem = None
-    if pem:
-        out.append(pem)
+        got = None
+    if got and got[0]:
+        out.append(got[0])
     password = url_password(settings.database_url)
     if password:
         out.append(password)
@@ -242,6 +243,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     header.register(app, queue=campaign_state)
     for register in extra_features(settings.extra_handler_modules):
         register(app)
+    if metrics is not None:  # a series per subscribed event from the start, at 0
+        metrics.init_series(app.router.subscriptions())
     return app
 
 
@@ -444,6 +447,7 @@ def create_app(
         queue_counts=lambda: store.status_counts(state["engine"]),
         secret_source=lambda: state["secret"],
         redelivery_counts=lambda: recovery.redelivery_counts(state["engine"]),
+        pool_queues=lambda: screen_queues.pool_waits(state["engine"]),
     ))
     if not configured:
         from bot.setup import SetupFlow, add_setup_routes
@@ -605,7 +609,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     # The worker's own commits (claims, done marks) need not survive a power loss: losing
     # one means re-processing a delivery, never losing it; only the inbox insert is FULL.
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
-    metrics = Metrics(rate_limit_unknown=False)
+    metrics = Metrics()
     bot = compose(settings, engine, metrics=metrics)
     leader = database.JobLeader(engine)
     scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)], leader)

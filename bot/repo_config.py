@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evidence.repository import DEFAULT_CAMPAIGN_PATHS
+
 if TYPE_CHECKING:
     from bot.github.port import GitHubPort
 
@@ -90,7 +92,8 @@ def _relative_glob(v: str) -> str:
 class CampaignsSection(_Strict):
     """Where campaigns live: each directory matching one of ``paths`` holds a campaign.toml."""
 
-    paths: list[str] = Field(default_factory=lambda: ["campaigns/*"], min_length=1)
+    paths: list[str] = Field(default_factory=lambda: list(DEFAULT_CAMPAIGN_PATHS),
+                             min_length=1)
 
     @field_validator("paths")
     @classmethod

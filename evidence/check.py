@@ -19,6 +19,7 @@ import contextlib
 import re
 import statistics
 import time
+import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidence.bundle import LoadedCampaign, load_campaign
+from evidence.bundle import Doc, LoadedCampaign, load_campaign, validation_findings
 from evidence.claims import Claim
 from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
 from evidence.hashing import HashPool
@@ -41,7 +42,7 @@ from evidence.manifest import (
     index_tree,
     verify_tree,
 )
-from evidence.models import Finding
+from evidence.models import CampaignScope, Finding
 from evidence.screening import ScreeningDecision
 from evidence.verdicts import TrackVerdict
 
@@ -130,6 +131,9 @@ class CheckReport(BaseModel):
     schema_: str = Field(default="campaign-bot/check-report@1", alias="schema")
     root: str
     campaign: str | None = None
+    campaign_file: bool = Field(
+        False, description="The checked directory holds a campaign.toml (valid or not): a "
+                           "campaign directory, not a bundle.")
     documents: dict[str, int] = Field(
         default_factory=dict,
         description="campaign, receipts, statuses, media_reports, json_files validated.")
@@ -229,8 +233,13 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    setup_findings: Sequence[Finding] = (),
                    loaded: LoadedCampaign | None = None,
                    hasher: HashPool | None = None,
-                   external_files: dict[str, Any] | None = None) -> CheckReport:
+                   external_files: dict[str, Any] | None = None,
+                   campaign_dir: Path | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
+
+    ``campaign_dir``: the campaign whose campaign.toml judges ``root``, a bundle kept outside
+    it (a run's artifact, a runner's output folder); raises ValueError when that
+    campaign.toml cannot be read or validated, or when ``root`` holds its own.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
     findings; with ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the
@@ -302,6 +311,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                        json_docs=docs, max_document_bytes=max_document_bytes,
                                        hasher=pool, external_files=external_files)
     lc = got[0]
+    if campaign_dir is not None:
+        if lc.scope is not None or "campaign.toml" in idx.files:
+            raise ValueError(f"{root} holds its own campaign.toml; --campaign is for a bundle "
+                             "outside its campaign")
+        lc.scope = _outside_scope(campaign_dir, min(max_file_bytes, max_document_bytes))
     findings = [*setup_findings, *cap_findings(sig_findings)]
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:
@@ -314,26 +328,21 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
                                 message="the directory holds no files: nothing to check",
                                 resolution="point check at a campaign or bundle directory"))
-    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses:
-        if "campaign.toml" in idx.files:  # present but unreadable or invalid: say so
-            findings.append(Finding(
-                rule="EMPTY_BUNDLE", severity="P1", path="campaign.toml",
-                message="campaign.toml is not valid (see its findings) and there are no "
-                        "receipts, status or manifest: nothing else was checked",
-                resolution="fix the campaign.toml findings, then check again"))
-        else:
-            findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
-                                    message="no campaign.toml, no receipts, no status and no "
-                                            "manifest found: nothing was checked",
-                                    resolution="point check at a campaign or bundle "
-                                               "directory"))
+    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses \
+            and "campaign.toml" not in idx.files:
+        # (a campaign.toml present but invalid is a campaign directory: its own findings
+        # say what is wrong, not EMPTY_BUNDLE)
+        findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
+                                message="no campaign.toml, no receipts, no status and no "
+                                        "manifest found: nothing was checked",
+                                resolution="point check at a campaign or bundle directory"))
     if lc.scope is None and "campaign.toml" not in idx.files and lc.receipts and \
             "bagit.txt" not in idx.files:
         findings.append(Finding(rule="SCOPE_MISSING", severity="P2", path="campaign.toml",
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
-    if lc.scope is not None:
+    if lc.scope is not None and campaign_dir is None:  # the inputs live beside campaign.toml
         from evidence.input_rules import input_findings
         from evidence.reference_rules import reference_findings
 
@@ -355,6 +364,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     rep = CheckReport(
         root=str(root),
         campaign=lc.scope.model.id if lc.scope else None,
+        campaign_file="campaign.toml" in idx.files,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
                    "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
@@ -529,6 +539,49 @@ def _result_line(rep: CheckReport) -> str:
     return f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)"
 
 
+def _outside_scope(campaign_dir: Path, limit: int) -> Doc[CampaignScope]:
+    """The validated campaign.toml of ``campaign_dir`` as a document (its path as given),
+    for judging a bundle outside its campaign.  Raises ValueError naming the file, and the
+    field and line of its first problem."""
+    from pydantic import ValidationError
+
+
+    toml = campaign_dir / "campaign.toml"
+    try:
+        if toml.stat().st_size > limit:
+            raise ValueError(f"--campaign {toml}: larger than {limit} bytes")
+        text = toml.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"--campaign {toml}: {why}") from None
+    try:
+        data = tomllib.loads(text)
+        scope = CampaignScope.model_validate(data, strict=True)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"--campaign {toml}: not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        first = validation_findings(exc, "campaign.toml", text, fmt="toml")[0]
+        raise ValueError(f"--campaign {toml}:{first.line or '-'}: {first.message} (check the "
+                         "campaign itself for every problem)") from None
+    return Doc(str(toml), scope, text)
+
+
+def _title(rep: CheckReport) -> str:
+    """The first word of the summary: ``campaign ID``; ``campaign (campaign.toml invalid)``
+    for a campaign directory whose campaign.toml does not load; else ``bundle``."""
+    from rich.markup import escape
+
+    if rep.campaign:
+        return f"campaign [bold]{escape(rep.campaign)}[/]"
+    return "campaign (campaign.toml invalid)" if rep.campaign_file else "bundle"
+
+
+def _toml_state(rep: CheckReport) -> str:
+    """``valid``, ``invalid`` or ``absent``: the checked directory's campaign.toml."""
+    return "valid" if rep.documents.get("campaign") else (
+        "invalid" if rep.campaign_file else "absent")
+
+
 def render(rep: CheckReport, console: Any, *, details: bool = False) -> None:
     """Print ``rep`` with rich: by default the one-screen summary (:func:`render_summary`),
     with ``details`` every table and every finding (:func:`render_details`)."""
@@ -559,13 +612,12 @@ def render_summary(rep: CheckReport, console: Any) -> None:
         _line(console, text, crop=crop)
         used += 1
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    line(f"{title}  ({escape(rep.root)})")
+    line(f"{_title(rep)}  ({escape(rep.root)})")
     line(f"integrity: {_integrity_counts(rep)}; {rep.external_digests} external unverifiable")
     for sig_line in rep.signatures.lines():
         line(escape(sig_line))
     d = rep.documents
-    line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+    line(f"documents: campaign.toml {_toml_state(rep)}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
          f"{d.get('media_reports', 0)} media reports"
          + (f", {d['probes']} operator probes" if d.get("probes") else "")
@@ -594,7 +646,7 @@ def render_summary(rep: CheckReport, console: Any) -> None:
             more = len(dict.fromkeys(v.codes)) - 1
             why = (dec.code if dec else "") + (f" +{more}" if dec and more > 0 else "")
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"),
-                      f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]",
+                      f"[{VERDICT_STYLE[v.verdict]}]{v.shown}[/]",
                       "—" if v.ratio is None else f"{v.ratio:.3f}", f"{v.m} v {v.n}",
                       escape(why))
         console.print(t, no_wrap=True, overflow="ellipsis", crop=True)
@@ -639,11 +691,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    console.print(f"{title}  ({escape(rep.root)})")
+    console.print(f"{_title(rep)}  ({escape(rep.root)})")
     d = rep.documents
     console.print(
-        f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+        f"documents: campaign.toml {_toml_state(rep)}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
         f"{d.get('media_reports', 0)} media reports valid"
         + (f", {d['probes']} operator probes" if d.get("probes") else "")

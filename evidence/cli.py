@@ -101,10 +101,18 @@ app = typer.Typer(
 
 @functools.cache
 def _stderr() -> Console:
-    """The rich console on stderr, made on first use (``check --json`` never imports rich)."""
+    """The rich console on stderr, made on first use (``check --json`` never imports rich).
+    Soft wrap: a message is one line, folded by a terminal, whole in a pipe or a log (copy
+    and paste work)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def print_error(message: str) -> None:
+    """Print ``error: MESSAGE`` on stderr as one line (markup in ``message`` is shown as
+    text): the one error style of every ``campaign-bot`` command."""
+    _stderr().print(f"[red]error:[/] {escape(message)}")
 
 
 def escape(text: str) -> str:
@@ -150,7 +158,7 @@ def schema_cmd(
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        _stderr().print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
+        print_error(f"unknown schema {name!r}; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -237,12 +245,18 @@ def check_cmd(
         help="Do not verify signatures (by default the campaign folder's trusted-keys.pem, "
              "found as the bot finds it, verifies every signed bundle, and each unsigned "
              "bundle is a P1 finding).")] = False,
+    campaign: Annotated[Path | None, typer.Option(
+        "--campaign", metavar="DIR",
+        help="The campaign whose campaign.toml and trusted-keys.pem judge DIRECTORY, a "
+             "bundle kept outside it (a run's artifact, a runner's output folder).")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
 
     Prints a summary that fits an 80x24 terminal; --details prints everything, --json one
-    JSON document.
+    JSON document.  DIRECTORY may also be a repository root (it holds
+    .github/campaign-bot.toml): each campaign its [campaigns] paths name is checked in turn
+    (--json: a JSON array), and the exit status is the worst.
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
@@ -251,11 +265,27 @@ def check_cmd(
     from evidence.keyfile import campaign_keys_file
 
     if no_signatures and trusted_keys is not None:
-        _stderr().print("[red]bad usage:[/] --no-signatures and --trusted-keys exclude "
-                        "each other")
+        print_error("--no-signatures and --trusted-keys exclude each other")
         raise typer.Exit(EXIT_USAGE)
+    if campaign is not None and not (campaign / "campaign.toml").is_file():
+        print_error(f"--campaign {campaign}: no campaign.toml there")
+        raise typer.Exit(EXIT_USAGE)
+    if campaign is None and not (directory / "campaign.toml").exists():
+        from evidence.repository import RepositoryError, campaign_dirs
+
+        try:
+            found = campaign_dirs(directory)
+        except RepositoryError as exc:
+            print_error(str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        if found is not None:  # a repository root: every campaign in turn
+            _check_repository(directory, found, as_json, dict(
+                details=details, max_file_bytes=max_file_bytes,
+                max_document_bytes=max_document_bytes, base=base, claims=claims,
+                prior_noise=prior_noise, trusted_keys=trusted_keys,
+                no_signatures=no_signatures))
     found_keys = None if no_signatures or trusted_keys is not None else \
-        campaign_keys_file(directory)
+        campaign_keys_file(campaign if campaign is not None else directory)
     verify = trusted_keys is not None or found_keys is not None
 
     # The hashing threads start on a bag's payload before the document models are imported
@@ -276,16 +306,52 @@ def check_cmd(
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
                max_document_bytes, base, claims, prior_noise, trusted_keys,
-               found_keys, no_signatures)
+               found_keys, no_signatures, campaign)
     finally:
         sys.setswitchinterval(switch)
         pool.close(cancel=True)
 
 
+def _check_repository(root: Path, campaigns: list[Path], as_json: bool,
+                      options: dict[str, Any]) -> None:
+    """``check`` of each campaign of the repository at ``root`` in turn (as
+    ``check CAMPAIGN``), each under a ``== path`` line, or one JSON array with ``--json``;
+    raises ``typer.Exit`` with the worst exit status (2 when there is no campaign)."""
+    import contextlib
+    import io
+    import json
+
+    if not campaigns:
+        print_error(f"{root}: no campaign directory (a folder with campaign.toml) matches the "
+                    "[campaigns] paths of .github/campaign-bot.toml")
+        raise typer.Exit(EXIT_USAGE)
+    worst, docs = 0, []
+    for n, camp in enumerate(campaigns):
+        rel = camp.relative_to(root).as_posix()
+        buf = io.StringIO()
+        if not as_json:
+            print(f"{chr(10) if n else ''}== {rel}", flush=True)
+        try:
+            with contextlib.redirect_stdout(buf) if as_json else contextlib.nullcontext():
+                check_cmd(directory=camp, as_json=as_json, campaign=None, **options)
+            code = EXIT_OK
+        except typer.Exit as exc:
+            code = exc.exit_code
+        worst = max(worst, code)
+        if as_json and buf.getvalue().strip():
+            docs.append(json.loads(buf.getvalue()))
+    if as_json:
+        sys.stdout.write(json.dumps(docs, indent=2) + "\n")
+    else:
+        print(f"\nrepository {root}: {len(campaigns)} campaign(s) checked, exit {worst}")
+    raise typer.Exit(worst)
+
+
 def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_json: bool,
            details: bool, max_file_bytes: int, max_document_bytes: int, base: str | None,
            claims: Path | None, prior_noise: bool, trusted_keys: Path | None,
-           found_keys: Path | None, no_signatures: bool) -> None:
+           found_keys: Path | None, no_signatures: bool, campaign: Path | None = None
+           ) -> None:
     """The body of ``campaign-bot check`` once the hashing pool runs: raises
     ``typer.Exit`` with the exit code.  ``found_keys``: the campaign folder's keys file
     (:func:`evidence.signing.campaign_keys_file`); an empty or unparsable one is a P1
@@ -295,7 +361,8 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     from evidence.models import Finding
 
     if claims is not None and not claims.is_file():
-        _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
+        why = "not a regular file" if claims.exists() else "no such file"
+        print_error(f"--claims {claims}: {why}")
         raise typer.Exit(EXIT_USAGE)
     from evidence.signing import KeyFileError, load_trusted_keys
 
@@ -306,7 +373,7 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            print_error(f"--trusted-keys: {e}")
             raise typer.Exit(EXIT_USAGE) from None
         summary = SignatureSummary(source="--trusted-keys", keys_file=str(trusted_keys))
     elif found_keys is not None:
@@ -331,22 +398,22 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
                              trusted_keys=keys, hasher=pool, signatures=summary,
                              require_signed=trusted_keys is not None,
-                             setup_findings=setup)
+                             setup_findings=setup, campaign_dir=campaign)
     except BaseRefError as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
+        print_error(f"--base {base}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]cannot check:[/] {escape(str(e))}")
+        print_error(f"cannot check {directory}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        _stderr().print(f"[red]cannot read[/] {escape(why)}")
+        print_error(f"cannot read {why}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from evidence.models import CampaignScope, Finding, Receipt
 
-VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE"]
+VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE", "EQUIVALENT", "NOT SHOWN"]
 ScreenValue = Literal["PROMOTE_TO_FULL_SCREEN", "REJECT", "CONTINUE"]
 
 LIFECYCLE_FIX = (
@@ -79,6 +79,13 @@ class TrackVerdict:
     m: int = 0
     n: int = 0
     regression: bool = False
+    confirmation: str | None = None
+    """``provisional``, ``confirmed`` or ``not confirmed`` for a SUPPORTED verdict."""
+
+    @property
+    def shown(self) -> str:
+        """``SUPPORTED (provisional)`` and the like, else the verdict."""
+        return f"{self.verdict} ({self.confirmation})" if self.confirmation else self.verdict
     summary: str = ""
 
 
@@ -223,7 +230,8 @@ class HeaderContent:
 
 # ------------------------------------------------------------------------------ helpers
 
-_VERDICT_RANK = {"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2}
+_VERDICT_RANK = {"SUPPORTED": 0, "EQUIVALENT": 0, "INCONCLUSIVE": 1, "NOT SHOWN": 1,
+                 "FAILED": 2}
 
 
 def short_sha(sha: str) -> str:
@@ -396,7 +404,7 @@ def build_header(
         if best is None:
             board.append(
                 BoardRow(
-                    t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, None,
+                    t.id, t.target_text, t.quality_mode, base, None,
                     "no verdict", "-", "-", None, "no candidate screened on this track",
                 )
             )
@@ -405,8 +413,8 @@ def build_header(
         reason = v.summary or (v.reasons[0].text if v.reasons else "")
         board.append(
             BoardRow(
-                t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, v.candidate,
-                v.verdict + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
+                t.id, t.target_text, t.quality_mode, base, v.candidate,
+                v.shown + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
                 f"{v.m} vs {v.n}", s.pr, reason,
             )
         )
@@ -424,7 +432,7 @@ def build_header(
             screening = "; ".join(f"{d.track}: {d.decision}" for d in screens) or "-"
             verdicts = {
                 tid: next(
-                    (v.verdict for v in s.verdicts if v.candidate == name and v.track == tid),
+                    (v.shown for v in s.verdicts if v.candidate == name and v.track == tid),
                     "-",
                 )
                 for tid in track_ids
@@ -639,7 +647,8 @@ def _next_action(
             + _mention(scope.requesters)
             + "."
         )
-    open_tracks = [r.track for r in board if not r.verdict.startswith("SUPPORTED")]
+    open_tracks = [r.track for r in board
+                   if r.verdict not in ("SUPPORTED (confirmed)", "EQUIVALENT")]
     if open_tracks:
         known = "unknown queue; " if queue is None else ""
         return (
@@ -674,6 +683,7 @@ def track_verdict_from(v: Any) -> TrackVerdict | None:
         m=v.m,
         n=v.n,
         regression=bool(v.regression),
+        confirmation=getattr(v, "confirmation", None),
         summary=v.summary,
     )
 

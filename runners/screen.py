@@ -853,6 +853,11 @@ class _Screen:
         for n in self.notes:
             self.console.print(f"note: {n}")
         self.console.print(f"bundle written and signed: {self.out}")
+        from runners.judge import judgement_lines
+
+        for line in judgement_lines(self.out, self.opts.campaign, self.track,
+                                    self.cand.name if self.cand else None):
+            self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _own_version() -> str:

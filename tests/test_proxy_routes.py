@@ -134,6 +134,6 @@ def test_every_public_route_of_serve_is_forwarded_and_nothing_else(
             # redirect to GitHub's sign-in) is what the proxy returns
             assert through[0] == _answer(direct, method, path)[0], (method, path, through)
     # nothing beyond them: unknown paths, a prefix look-alike, the private metrics
-    for path in ("/", "/metrics", "/setupx", "/loginx", "/docs", "/openapi.json", "/c",
+    for path in ("/metrics", "/setupx", "/loginx", "/docs", "/openapi.json", "/c",
                  "/webhook/x", "/.git/config"):
         assert _answer(proxy, "GET", path) == (404, REFUSED_BODY.encode()), path

@@ -111,9 +111,10 @@ def _figures(root: Path, live_site: LiveSite) -> None:
             table = html.split("<caption>Server and worker lifecycle", 1)[1].split("</table>")[0]
             assert table.count("<td>yes</td>") == check_screen[s.screen_id], s.screen_id
     # verdicts: check, header source and the site give the same verdict per (track, candidate)
-    want_v = {(v.track, v.candidate): v.verdict for v in rep.verdicts if v.candidate}
-    assert {(v.track, v.candidate): v.verdict for v in site.verdicts if v.candidate} == want_v
-    assert {(v.track, v.candidate): v.verdict for v in src.verdicts} == want_v
+    # (shown: with the provisional / confirmed state of a SUPPORTED)
+    want_v = {(v.track, v.candidate): v.shown for v in rep.verdicts if v.candidate}
+    assert {(v.track, v.candidate): v.shown for v in site.verdicts if v.candidate} == want_v
+    assert {(v.track, v.candidate): v.shown for v in src.verdicts} == want_v
 
 
 def test_the_example_campaign_views_agree(live_site: LiveSite) -> None:

@@ -328,6 +328,9 @@ class Worker:
             self._missed.add(key)
             return
         self._claimed.add(seq)  # until finished; a cancelled one is released on stop
+        received = _utc(d.received_at)
+        if received is not None:
+            self.metrics.delivery_started(received, d.attempts)
         try:
             await self._process_claimed(d)
             self._claimed.discard(seq)

@@ -46,9 +46,10 @@ from evidence.verdicts import (
 
 SEVERITIES = ("P0", "P1", "P2", "P3")
 SEVERITY_TEXT = MappingProxyType({"P0": "blocks", "P1": "wrong evidence",
-                                  "P2": "ambiguous evidence", "P3": "nit"})
+                                  "P2": "ambiguous evidence", "P3": "note"})
 """Finding severities as the review defines them (:class:`evidence.models.Finding`)."""
-VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2})
+VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "EQUIVALENT": 0, "INCONCLUSIVE": 1,
+                                 "NOT SHOWN": 1, "FAILED": 2})
 """Best candidate on a track: SUPPORTED first, then INCONCLUSIVE, then FAILED; within a rank
 the lowest ratio (the campaign status header ranks the same way)."""
 EVIDENCE_DIR = "evidence"

@@ -338,14 +338,16 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:
     """Check-run conclusion: a cancelled run is ``cancelled``; a refused bundle or failed run
-    ``failure``; then SUPPORTED ``success``, FAILED/REJECTED ``failure``, else ``neutral``."""
+    ``failure``; then SUPPORTED and EQUIVALENT (a no-regression track) ``success``,
+    FAILED/REJECTED ``failure``, else ``neutral``."""
     if run_conclusion == "cancelled":
         return "cancelled"
     if run_conclusion == "timed_out":
         return "timed_out"
     if verdict == "REFUSED" or run_conclusion != "success":
         return "failure"
-    return {"SUPPORTED": "success", "FAILED": "failure", "REJECTED": "failure"}.get(
+    return {"SUPPORTED": "success", "EQUIVALENT": "success", "FAILED": "failure",
+            "REJECTED": "failure"}.get(
         verdict, "neutral"
     )
 
