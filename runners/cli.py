@@ -293,7 +293,7 @@ def register(app: typer.Typer) -> None:
     app.command("screen")(screen_cmd)
     app.command("keygen")(keygen_cmd)
     runner = typer.Typer(help="Runner-side checks against the pinned vLLM-Omni.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)
     runner.command("check-flags")(check_flags_cmd)
     app.add_typer(runner, name="runner")
     command_group(app, "doctor", DOCTOR_HELP).command("runner")(doctor_runner_cmd)
