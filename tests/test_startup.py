@@ -240,6 +240,11 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, eps: list[_EP]) -> typer.Typer:
 
     monkeypatch.setattr(cli, "app", app)
     monkeypatch.setattr(cli, "_plugin_problems", None)
+    # pydantic's plug-in loader binds importlib.metadata.entry_points when first imported
+    # (typer imports pydantic for its options): imported under this patch, it would keep
+    # these fake entry points as pydantic plug-ins for every later test of the session.
+    import pydantic.plugin._loader  # noqa: F401
+
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: eps)
     return app
 
