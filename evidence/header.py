@@ -693,8 +693,14 @@ def screen_decisions_from(ev: Any) -> list[ScreenDecision]:
     ``evidence.verdicts.Evidence``: the last screen's decision per (candidate, track)."""
     from evidence.screening import screen_decisions
 
+    return latest_screen_decisions(screen_decisions(ev))
+
+
+def latest_screen_decisions(decisions: Iterable[Any]) -> list[ScreenDecision]:
+    """The last of ``decisions`` (:class:`evidence.screening.ScreeningDecision`, in the
+    engine's order) per (candidate, track), as the header shows them."""
     latest: dict[tuple[str, str], ScreenDecision] = {}
-    for d in screen_decisions(ev):
+    for d in decisions:
         latest[(d.candidate, d.track)] = ScreenDecision(d.candidate, d.track, d.decision, d.reason)
     return list(latest.values())
 
