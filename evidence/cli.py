@@ -14,8 +14,8 @@ SQLAlchemy, FastAPI or PyGithub; ``check`` and ``schema`` load no plug-in at all
 are reserved); ``check`` imports scipy only when a verdict needs it
 (``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).  The console
 script enters through :mod:`evidence.launch`, which starts hashing a bag for ``check
-DIRECTORY`` before this module (and typer) is imported.  Help texts are escaped for rich
-markup only when help is shown (:func:`escape_help_on_demand`), so ``check --json`` never
+DIRECTORY`` before this module (and typer) is imported.  Help texts are prepared only when
+help is shown (:func:`escape_help_on_demand`), so ``check --json`` never
 imports rich; every evidence model is declared with pydantic's ``defer_build``, so a model's
 validator is built the first time it is used, and a check builds only those it needs.
 
@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -95,7 +96,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
+    # click's plain help: names are never cut, help texts wrap to the terminal (escape_help)
+    rich_markup_mode=None,
+    # every command inherits these: -h, and help as wide as the terminal (click's default
+    # stops at 80 columns)
+    context_settings={"help_option_names": ["-h", "--help"],
+                      "max_content_width": shutil.get_terminal_size((80, 24)).columns},
 )
 
 
@@ -471,7 +477,8 @@ def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer
         if info.name == name and info.typer_instance is not None:
             return info.typer_instance
     group = typer.Typer(name=name, help=help_text, no_args_is_help=True,
-                        add_completion=False, pretty_exceptions_enable=False)
+                        add_completion=False, pretty_exceptions_enable=False,
+                        rich_markup_mode=None)
     parent.add_typer(group, name=name)
     return group
 
@@ -590,17 +597,19 @@ def plain_rst(text: str) -> str:
 
 def escape_help(cmd: Any) -> Any:
     """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
-    (command help, short help, epilog, option and argument help) escaped for rich markup, so
-    bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
-    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``),
-    reStructuredText literals made plain (:func:`plain_rst`), command help :func:`reflow`-ed,
-    and on/off flags shown without a value placeholder.  Returns ``cmd``."""
+    (command help, short help, epilog, option and argument help) made plain:
+    reStructuredText literals as backticks (:func:`plain_rst`), command help
+    :func:`reflow`-ed, and on/off flags shown without a value placeholder.  Help is click's
+    plain text (the app's ``rich_markup_mode=None``): bracketed text such as ``[default:
+    ...]`` needs no escaping, option names are never cut to fit a narrow terminal (rich's
+    option table cut them at 80 columns: ``--idle-timeout…``), and only the help texts
+    wrap.  Returns ``cmd``."""
     for attr in ("help", "short_help", "epilog"):
         if isinstance(getattr(cmd, attr, None), str):
-            setattr(cmd, attr, escape(reflow(plain_rst(getattr(cmd, attr)))))
+            setattr(cmd, attr, reflow(plain_rst(getattr(cmd, attr))))
     for param in getattr(cmd, "params", ()):
         if isinstance(getattr(param, "help", None), str):
-            param.help = escape(plain_rst(param.help))
+            param.help = plain_rst(param.help)
         if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
             param.metavar = ""  # an on/off flag takes no value: show none (typer shows <bool>)
     for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands

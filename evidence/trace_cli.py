@@ -21,7 +21,7 @@ def register(app: Any) -> None:
     """Add ``trace summarize`` to the ``campaign-bot`` typer app."""
     trace_app = typer.Typer(name="trace", help="Profiler trace summaries (diagnostic, never a "
                             "speedup).", no_args_is_help=True, add_completion=False,
-                            pretty_exceptions_enable=False)
+                            pretty_exceptions_enable=False, rich_markup_mode=None)
 
     @trace_app.command("summarize")
     def summarize_cmd(

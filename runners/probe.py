@@ -777,7 +777,7 @@ def register(app: Any) -> None:
     probe_app = typer.Typer(name="probe", help="Operator probes: time a candidate operator "
                             "against control on actual shapes (never a model gain).",
                             no_args_is_help=True, add_completion=False,
-                            pretty_exceptions_enable=False)
+                            pretty_exceptions_enable=False, rich_markup_mode=None)
 
     @probe_app.command("run")
     def run_cmd(

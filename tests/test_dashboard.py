@@ -388,7 +388,12 @@ def test_budget_comes_from_the_bots_ledger_with_database(bot_db: str, tmp_path: 
     res = run_report(plan.root, "--out", out, "--database", bot_db)
     assert res.returncode == 0, res.stderr  # four clean screens: no finding
     budget = Page((out / "budget.html").read_text())
-    assert budget.marks == {"receipts": 3 * 4, "ledger": 3 * n["entries"]}
+    # the forecast: what the queued screen leaves once charged (hours only: a queued screen
+    # reserves no candidate direction)
+    assert budget.marks == {"receipts": 3 * 4, "ledger": 3 * n["entries"], "forecast": 2}
+    html = (out / "budget.html").read_text()
+    assert "(4.00 h estimated): 66.00 h left of 80.00 h" in html
+    assert "(1.00 h estimated): 16.50 h left of 20.00 h" in html
     text = " ".join(" ".join(budget.text).split())
     # used 8 + 2 device-hours (the failed screen charged too), 4 reserved by the queued
     # screen, allowed 64 + 16 extended

@@ -104,7 +104,7 @@ def test_check_of_the_example_imports_only_what_it_needs(tmp_path: Path) -> None
 
 
 def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
-    """Help texts are escaped for rich markup only when help is formatted, and a docstring's
+    """Help texts are prepared (plain, reflowed) only when help is formatted, and a docstring's
     hard line breaks do not reach the terminal."""
     res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
                           "check", "--help"], cwd=ROOT, capture_output=True, text=True,

@@ -358,10 +358,14 @@ BUDGET_DIMENSIONS: Mapping[str, tuple[str, str, Callable[[BudgetPoint], float],
 
 
 def budget_chart(dimension: str, from_receipts: Sequence[BudgetPoint],
-                 from_ledger: Sequence[BudgetPoint] | None, chart_id: str) -> str:
+                 from_ledger: Sequence[BudgetPoint] | None, chart_id: str,
+                 reserved: float | None = None) -> str:
     """Burn-down of one budget ``dimension`` (``directions``, ``wall`` or ``device``): what
     is left (allowed - used) after each screen (from receipts, failed sessions included) and,
-    with the bot's database, after each ledger entry.  One mark per point."""
+    with the bot's database, after each ledger entry.  One mark per point.  ``reserved``
+    (the estimates of queued and running screens, from the ledger) adds the forecast: one
+    mark of series ``forecast``, what will be left once the queued work is charged, at the
+    last ledger entry's time."""
     name, unit, used, allowed = BUDGET_DIMENSIONS[dimension]
     fmt = (lambda y: f"{y:.2f} h") if unit == "h" else (lambda y: f"{y:g}")
     pts = [*from_receipts, *(from_ledger or [])]
@@ -379,6 +383,15 @@ def budget_chart(dimension: str, from_receipts: Sequence[BudgetPoint],
         _point(p.at, allowed(p) - used(p), "receipts",
                f"after {p.label} ({_when(p.at)}): {fmt(allowed(p) - used(p))} left of "
                f"{fmt(allowed(p))}", screen=p.label) for p in from_receipts])
+    if from_ledger and reserved:
+        last = from_ledger[-1]
+        after = allowed(last) - used(last) - reserved
+        lefts.append(after)
+        c.range = (min(0.0, min(lefts)), max(top, max(lefts), 1.0))
+        c.add("forecast: left after the queued and running screens", [
+            _point(last.at, after, "forecast",
+                   f"once the queued and running screens are charged ({fmt(reserved)} "
+                   f"estimated): {fmt(after)} left of {fmt(allowed(last))}")])
     if from_ledger is not None:
         c.add("left, from the budget ledger", [
             _point(p.at, allowed(p) - used(p), "ledger",

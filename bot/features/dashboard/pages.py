@@ -269,8 +269,9 @@ def render_budget(site: Site, links: Links) -> str:
     wall-hours and device-hours (failures included), from receipts and, when read, from
     the bot's budget ledger."""
     b = site.budget
+    reserved = {line.name: line.reserved for line in b.lines}
     chart_list = [(v[0], Markup(charts.budget_chart(  # noqa: S704
-        k, b.from_receipts, b.from_ledger, f"budget-{k}")))
+        k, b.from_receipts, b.from_ledger, f"budget-{k}", reserved.get(v[0]))))
         for k, v in charts.BUDGET_DIMENSIONS.items()]
     screens = {s.screen_id: s for s in site.screens}
     return _page("budget.html.j2", site, links, charts=chart_list, screens=screens)
