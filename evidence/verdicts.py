@@ -724,15 +724,16 @@ def unequal_spread(control: Sequence[float], candidate: Sequence[float], theta0:
 
     The Mann-Whitney rule is exact when both arms' log session medians have the same shape
     under the null; a candidate noisier than control (the Behrens-Fisher problem) inflates
-    its false SUPPORTED rate: 7.0 % at 3 and 7.3 % at 6 sessions per arm with a candidate 3x
-    as noisy (``benchmarks/verdict_error_rates.py``, docs/verdict-statistics.md).
+    its false SUPPORTED rate: 7.3 % at 3 and 6.6 % at 6 sessions per arm with a candidate 3x
+    as noisy, 5.1 % and 4.6 % with this guard (``benchmarks/verdict_error_rates.py``,
+    docs/verdict-statistics.md).
     So when both arms have at least 2 sessions and the candidate's sample standard deviation
     of log session medians exceeds :data:`SPREAD_RATIO` times control's, a SUPPORTED
     (``direction="less"``: log t - log theta0 below log c) or FAILED (``"greater"``) also
     needs Welch's unequal-variance t-test on the log session medians to reject at ``alpha``
     (Welch, *Biometrika* 34 (1947) 28-35, with Satterthwaite's degrees of freedom; computed
     by ``scipy.stats.ttest_ind(equal_var=False, alternative=direction)``).  The guard can
-    only turn a decision into INCONCLUSIVE, never make one; measured cost: at most 3.6 points
+    only turn a decision into INCONCLUSIVE, never make one; measured cost: at most 3.5 points
     of power at a true 35 % reduction against a 30 % target, equal noise.
     """
     m, n = len(control), len(candidate)
