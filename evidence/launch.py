@@ -4,11 +4,14 @@ before typer and the command modules are imported.
 ``check`` on a bag is bound by hashing (``benchmarks/verify.py``: two ``openssl dgst -sha256``
 processes are the machine's floor).  Everything else it does (the interpreter, typer, the
 document models, parsing every JSON document) runs on one thread; started first, it would
-leave the other core idle for a fifth of a second.  So :func:`main` queues the payload files
-of a bag at DIRECTORY (:func:`evidence.hashing.prefetch_bag`) on a hashing pool before
-anything else is imported, and ``check`` (:func:`evidence.cli.check_cmd`) takes that pool
-over; typer still parses and validates the whole command line, and every digest is verified
-as if nothing had been prefetched.
+leave the other core idle for a fifth of a second.  So :func:`main` lists the payload files
+of a bag at DIRECTORY (:func:`evidence.hashing.prefetch_bag`) before anything else is
+imported and hands them to a hashing pool, which hashes them in a process of its own
+(:meth:`evidence.hashing.HashPool.hash_in_child`: threads of this process would wait for the
+interpreter lock while this one imports and parses) or, with a progress bar to feed, in
+threads here; ``check`` (:func:`evidence.cli.check_cmd`) takes that pool over.  typer still
+parses and validates the whole command line, and every digest is verified as if nothing had
+been prefetched.
 
 This module imports only the standard library at module level.
 """
@@ -83,11 +86,15 @@ def start_check_hashing(directory: Path, progress: Any = None) -> None:
     :data:`early_hashing` until ``check`` takes it over (:func:`take_check_hashing`).
     ``progress(done, total)``: the pool's byte counter (a progress bar), or None."""
     global early_hashing
-    from evidence.hashing import HashPool, prefetch_bag
+    from evidence.hashing import FileList, HashPool, prefetch_bag
 
     pool = HashPool(progress=progress, beneath=directory)
     early_hashing = (directory, pool, progress)
-    prefetch_bag(directory, pool)
+    files = FileList()
+    prefetch_bag(directory, files)
+    if not pool.hash_in_child(files.todo):  # a process of its own, else threads here
+        for path, size, algorithms in files.todo:
+            pool.submit(path, size, algorithms)
 
 
 def take_check_hashing(directory: Path) -> tuple[HashPool, Any] | None:
@@ -131,4 +138,6 @@ def main() -> None:
             sys.stderr.write(e.code + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
+        if early_hashing is not None:  # check never took it (a usage error): stop its process
+            early_hashing[1].close(cancel=True)
         os._exit(code)
