@@ -34,10 +34,25 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def tree_peak_rss_mib(pid: int) -> float:
-    """``VmHWM`` of ``pid`` plus that of every process below it, MiB (an upper bound of the
-    tree's peak: the peaks need not coincide), e.g. ``check`` and its hashing process."""
-    return peak_rss_mib(pid) + sum(peak_rss_mib(k) for k in descendants(pid))
+def private_mib(pid: int) -> float:
+    """Memory of process ``pid`` that no other process shares (``Private_Clean`` +
+    ``Private_Dirty`` of ``/proc/PID/smaps_rollup``), MiB; 0.0 when it has gone."""
+    kib = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    kib += int(line.split()[1])
+    except (OSError, ValueError):
+        return 0.0
+    return kib / 1024
+
+
+def tree_rss_mib(pid: int) -> float:
+    """``VmHWM`` of ``pid`` plus what its descendants hold privately now (:func:`private_mib`:
+    a forked child shares the rest with ``pid``, which ``VmHWM`` already counts), MiB; e.g.
+    ``check`` and its hashing processes.  Polled, its maximum is the tree's peak."""
+    return peak_rss_mib(pid) + sum(private_mib(k) for k in descendants(pid))
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -57,7 +72,7 @@ class Usage(NamedTuple):
 
     peak_mib: float
     """``VmHWM`` of the largest child together with the processes it started, MiB
-    (:func:`tree_peak_rss_mib`)."""
+    (:func:`tree_rss_mib`)."""
     code: int
     """Exit status of the first child that failed, else 0 (``os.waitstatus_to_exitcode``'s:
     negative when killed by that signal)."""
@@ -77,7 +92,7 @@ def wait_usage(pids: list[int]) -> Usage:
     live = set(pids)
     while live:
         for p in list(live):
-            peak[p] = max(peak[p], tree_peak_rss_mib(p))
+            peak[p] = max(peak[p], tree_rss_mib(p))
             done, status, usage = os.wait4(p, os.WNOHANG)
             if done:
                 live.discard(p)

@@ -244,9 +244,9 @@ class HashPool:
         self._bytes_done = 0
         self._bytes_total = 0
         self._count_lock = threading.Lock()
-        self._child: int | None = None  # the hashing process (hash_in_child) while it runs
-        self._child_done = 0  # bytes it has hashed, as it last reported
-        self._adopter: threading.Thread | None = None
+        self._children: dict[int, int] = {}  # hashing processes (hash_in_child) still running
+        self._child_done: dict[int, int] = {}  # bytes each has hashed, as it last reported
+        self._adopters: list[threading.Thread] = []
 
     # -- queueing
     def submit(self, path: Path, size: int | None = None,
@@ -350,7 +350,7 @@ class HashPool:
             return
         with self._count_lock:
             self._bytes_done += n
-            done = self._bytes_done + self._child_done
+            done = self._bytes_done + sum(self._child_done.values())
         total = self._fixed_total if self._fixed_total is not None else self._bytes_total
         self._progress(done, max(total, done))
 
@@ -399,20 +399,21 @@ class HashPool:
         self._jobs -= 1
         self._cv.notify_all()
 
-    # -- a hashing process
+    # -- hashing processes
     def hash_in_child(self, todo: list[tuple[Path, int, tuple[str, ...]]]) -> bool:
-        """Hash the files of ``todo`` (``(path, size in bytes, algorithms)``) in a child
-        process (``os.fork``) with a pool of its own, as if this pool's threads hashed them:
-        :meth:`submit` and :meth:`digests` see them queued, and their results arrive when the
-        child has hashed them all; the progress callback (if any) sees the child's bytes as
-        it hashes them.  Returns False, doing nothing, where a process cannot be forked
-        safely (no ``os.fork``, a thread already running in this process) or the pool is
-        already hashing.
+        """Hash the files of ``todo`` (``(path, size in bytes, algorithms)``) in child
+        processes (``os.fork``), one per worker, each reading its share of the files in turn,
+        as if this pool's threads hashed them: :meth:`submit` and :meth:`digests` see them
+        queued, and the results of a process arrive when it has hashed its share; the
+        progress callback (if any) sees their bytes as they hash them.  Returns False, doing
+        nothing, where a process cannot be forked safely (no ``os.fork``, a thread already
+        running in this process) or the pool is already hashing.
 
-        Why: while this process's main thread runs Python code (imports, parsing), hashing
-        threads in the same process wait for the interpreter lock twice per read; a process
-        of its own hashes at its full speed on the other cores (``benchmarks/verify.py``,
-        docs/benchmarks.md).  The child only hashes (``beneath`` applies there too) and sends
+        Why: threads hashing in one process wait for the interpreter lock twice per read,
+        for each other and for a main thread that imports and parses; a process per core
+        with one reading thread each hashes as two ``openssl dgst`` processes do
+        (``benchmarks/verify.py``, docs/benchmarks.md).  The shares are balanced by size,
+        largest file first.  A child only hashes (``beneath`` applies there too) and sends
         the results back through a pipe; a file whose result does not come back (the child
         died) is hashed here instead.
         """
@@ -423,40 +424,71 @@ class HashPool:
                 return False
             forked: dict[Path, tuple[set[str], int]] = {}
             for path, size, algs in todo:
-                want = self._want.setdefault(path, set())
-                want |= set(algs)
+                self._want.setdefault(path, set()).update(algs)
                 self._busy.setdefault(path, set()).update(algs)
-                got = forked.setdefault(path, (set(), size))
-                got[0].update(algs)
+                forked.setdefault(path, (set(), size))[0].update(algs)
             self._jobs += len(forked)
             self._bytes_total += sum(size for _, size in forked.values())
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: hash, send, and leave without running anything else
-            code = 1
-            try:
-                os.close(read_fd)
-                with open(write_fd, "wb", closefd=True) as out:
-                    send = _Sender(out)
-                    with HashPool(self.workers, chunk=self.chunk, beneath=self.beneath,
-                                  progress=send.progress if self._progress else None) as pool:
-                        for path, (asked, size) in forked.items():
-                            pool.submit(path, size, asked)
-                        send.message(("digests", pool.digests(
-                            {p: a for p, (a, _) in forked.items()})))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        self._child = pid
-        self._adopter = threading.Thread(target=self._adopt, args=(read_fd, pid, forked),
-                                         name="hash-adopt", daemon=True)
-        self._adopter.start()
+        shares: list[dict[Path, tuple[set[str], int]]] = [
+            {} for _ in range(min(self.workers, len(forked)))]
+        load = [0] * len(shares)
+        for path, (asked, size) in sorted(forked.items(), key=lambda kv: -kv[1][1]):
+            k = load.index(min(load))
+            shares[k][path] = (asked, size)
+            load[k] += size
+        started: list[tuple[int, int, dict[Path, tuple[set[str], int]]]] = []
+        for share in shares:  # every process is forked before any thread starts here
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    for other, _, _ in started:
+                        os.close(other)
+                    os.close(read_fd)
+                    self._hash_share(share, write_fd)
+                    code = 0
+                finally:
+                    os._exit(code)  # nothing else of this process runs in the child
+            os.close(write_fd)
+            started.append((read_fd, pid, share))
+        for index, (read_fd, pid, share) in enumerate(started):
+            self._children[index] = pid
+            self._child_done[index] = 0
+            t = threading.Thread(target=self._adopt, args=(read_fd, pid, share, index),
+                                 name=f"hash-adopt-{index}", daemon=True)
+            self._adopters.append(t)
+            t.start()
         return True
 
-    def _adopt(self, read_fd: int, pid: int, forked: dict[Path, tuple[set[str], int]]) -> None:
-        """Read the child's results to the end, reap it, and record them; a file without a
-        result is queued here (hashed by this pool's threads) unless the pool is closing."""
+    def _hash_share(self, share: dict[Path, tuple[set[str], int]], write_fd: int) -> None:
+        """In a child process: hash ``share`` in turn, one buffer, and send the messages of
+        :class:`_Sender` on ``write_fd``."""
+        with open(write_fd, "wb", closefd=True) as out:
+            send = _Sender(out)
+            buf = bytearray(self.chunk)
+            done = 0
+
+            def tick(n: int) -> None:
+                nonlocal done
+                done += n
+                send.progress(done, 0)
+
+            results: dict[Path, DigestResult] = {}
+            for path, (algs, _) in share.items():
+                try:
+                    results[path] = digest_file(
+                        path, sorted(algs), buffer=buf, beneath=self.beneath,
+                        on_bytes=tick if self._progress is not None else None)
+                except OSError as e:
+                    results[path] = e
+            send.message(("digests", results))
+
+    def _adopt(self, read_fd: int, pid: int, share: dict[Path, tuple[set[str], int]],
+               index: int) -> None:
+        """Read a hashing process's messages to the end, reap it, and record its results;
+        a file without a result is queued here (hashed by this pool's threads) unless the
+        pool is closing."""
         got: dict[Path, DigestResult] = {}
         with open(read_fd, "rb", closefd=True) as f:
             while True:
@@ -466,17 +498,18 @@ class HashPool:
                     break  # the end, or a child that died mid-message
                 if kind == "progress":
                     with self._count_lock:
-                        self._child_done = value
+                        self._child_done[index] = value
                     self._tick(0)
                 elif kind == "digests":
                     got = value
         os.waitpid(pid, 0)
         with self._count_lock:  # every byte it hashed, whatever its last report said
-            self._child_done = sum(r[1] for r in got.values() if not isinstance(r, OSError))
+            self._child_done[index] = sum(r[1] for r in got.values()
+                                          if not isinstance(r, OSError))
         self._tick(0)
         with self._cv:
-            self._child = None
-            for path, (algs, size) in forked.items():
+            self._children.pop(index, None)
+            for path, (algs, size) in share.items():
                 result = got.get(path)
                 if result is not None:
                     self._finish(path, algs, result)
@@ -499,15 +532,15 @@ class HashPool:
             if cancel:
                 self._heap.clear()
                 self._stop.set()
-                if self._child is not None:
+                for pid in self._children.values():
                     with contextlib.suppress(OSError):
-                        os.kill(self._child, signal.SIGKILL)
+                        os.kill(pid, signal.SIGKILL)
             else:
                 self._cv.wait_for(lambda: self._jobs == 0 or self._failed is not None)
             self._closed = True
             self._cv.notify_all()
-        if self._adopter is not None:
-            self._adopter.join()
+        for t in self._adopters:
+            t.join()
         for t in self._threads:
             t.join()
 

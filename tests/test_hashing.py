@@ -373,13 +373,15 @@ pool = HashPool(workers=2, beneath=root,
 started = pool.hash_in_child(todo)
 if mode == "cancel":
     t0 = time.monotonic()
-    child = pool._child
+    children = list(pool._children.values())
     pool.close(cancel=True)
-    try:
-        os.waitpid(child, os.WNOHANG)
-        reaped = False
-    except ChildProcessError:
-        reaped = True
+    reaped = len(children) == 2
+    for child in children:
+        try:
+            os.waitpid(child, os.WNOHANG)
+            reaped = False
+        except ChildProcessError:
+            pass
     print(json.dumps({"started": started, "close_s": time.monotonic() - t0, "reaped": reaped}))
     sys.exit(0)
 got = pool.digests({p: algs for p, _, algs in todo})
