@@ -247,6 +247,8 @@ class HashPool:
         self._children: dict[int, int] = {}  # hashing processes (hash_in_child) still running
         self._child_done: dict[int, int] = {}  # bytes each has hashed, as it last reported
         self._adopters: list[threading.Thread] = []
+        self._pending: set[Path] = set()  # files given to hashing processes, no result yet
+        self._live = 0  # hashing processes not yet reaped
 
     # -- queueing
     def submit(self, path: Path, size: int | None = None,
@@ -402,22 +404,24 @@ class HashPool:
     # -- hashing processes
     def hash_in_child(self, todo: list[tuple[Path, int, tuple[str, ...]]]) -> bool:
         """Hash the files of ``todo`` (``(path, size in bytes, algorithms)``) in child
-        processes (``os.fork``), one per worker, each reading its share of the files in turn,
-        as if this pool's threads hashed them: :meth:`submit` and :meth:`digests` see them
-        queued, and the results of a process arrive when it has hashed its share; the
-        progress callback (if any) sees their bytes as they hash them.  Returns False, doing
-        nothing, where a process cannot be forked safely (no ``os.fork``, a thread already
-        running in this process) or the pool is already hashing.
+        processes (``os.fork``), one per worker, each taking the largest file left from a
+        shared queue and reading it in turn, as if this pool's threads hashed them:
+        :meth:`submit` and :meth:`digests` see them queued, each result arrives as soon as it
+        is hashed, and the progress callback (if any) sees the processes' bytes.  Returns
+        False, doing nothing, where a process cannot be forked safely (no ``os.fork``, a
+        thread already running in this process), the pool is already hashing, or ``todo``
+        holds more than :data:`MAX_FORKED_FILES` files.
 
         Why: threads hashing in one process wait for the interpreter lock twice per read,
         for each other and for a main thread that imports and parses; a process per core
         with one reading thread each hashes as two ``openssl dgst`` processes do
-        (``benchmarks/verify.py``, docs/benchmarks.md).  The shares are balanced by size,
-        largest file first.  A child only hashes (``beneath`` applies there too) and sends
+        (``benchmarks/verify.py``, docs/benchmarks.md); taking the largest file left, they
+        end together.  A child only hashes (``beneath`` applies there too) and sends
         the results back through a pipe; a file whose result does not come back (the child
         died) is hashed here instead.
         """
-        if not hasattr(os, "fork") or threading.active_count() > 1 or self._threads or not todo:
+        if (not hasattr(os, "fork") or threading.active_count() > 1 or self._threads
+                or not todo or len(todo) > MAX_FORKED_FILES):
             return False
         with self._cv:
             if any(self._want.get(path) for path, _, _ in todo):
@@ -429,41 +433,45 @@ class HashPool:
                 forked.setdefault(path, (set(), size))[0].update(algs)
             self._jobs += len(forked)
             self._bytes_total += sum(size for _, size in forked.values())
-        shares: list[dict[Path, tuple[set[str], int]]] = [
-            {} for _ in range(min(self.workers, len(forked)))]
-        load = [0] * len(shares)
-        for path, (asked, size) in sorted(forked.items(), key=lambda kv: -kv[1][1]):
-            k = load.index(min(load))
-            shares[k][path] = (asked, size)
-            load[k] += size
-        started: list[tuple[int, int, dict[Path, tuple[set[str], int]]]] = []
-        for share in shares:  # every process is forked before any thread starts here
+        order = sorted(forked, key=lambda path: -forked[path][1])  # largest first
+        work_r, work_w = os.pipe()  # the queue: each process takes the next index from it
+        try:
+            os.write(work_w, b"".join(i.to_bytes(4, "little") for i in range(len(order))))
+        finally:  # it all fits: MAX_FORKED_FILES indexes are far below a pipe's 64 KiB
+            os.close(work_w)
+        self._pending = set(order)
+        started: list[tuple[int, int]] = []
+        for _ in range(min(self.workers, len(order))):  # all forked before a thread starts
             read_fd, write_fd = os.pipe()
             pid = os.fork()
             if pid == 0:
                 code = 1
                 try:
-                    for other, _, _ in started:
+                    for other, _ in started:
                         os.close(other)
                     os.close(read_fd)
-                    self._hash_share(share, write_fd)
+                    self._hash_queue(order, forked, work_r, write_fd)
                     code = 0
                 finally:
                     os._exit(code)  # nothing else of this process runs in the child
             os.close(write_fd)
-            started.append((read_fd, pid, share))
-        for index, (read_fd, pid, share) in enumerate(started):
+            started.append((read_fd, pid))
+        os.close(work_r)
+        self._live = len(started)
+        for index, (read_fd, pid) in enumerate(started):
             self._children[index] = pid
             self._child_done[index] = 0
-            t = threading.Thread(target=self._adopt, args=(read_fd, pid, share, index),
+            t = threading.Thread(target=self._adopt, args=(read_fd, pid, forked, index),
                                  name=f"hash-adopt-{index}", daemon=True)
             self._adopters.append(t)
             t.start()
         return True
 
-    def _hash_share(self, share: dict[Path, tuple[set[str], int]], write_fd: int) -> None:
-        """In a child process: hash ``share`` in turn, one buffer, and send the messages of
-        :class:`_Sender` on ``write_fd``."""
+    def _hash_queue(self, order: list[Path], forked: dict[Path, tuple[set[str], int]],
+                    work_r: int, write_fd: int) -> None:
+        """In a child process: hash the files whose indexes (in ``order``) it takes from the
+        queue ``work_r`` until it is empty, in one buffer, and send each result and its
+        progress (:class:`_Sender`) on ``write_fd``."""
         with open(write_fd, "wb", closefd=True) as out:
             send = _Sender(out)
             buf = bytearray(self.chunk)
@@ -474,22 +482,24 @@ class HashPool:
                 done += n
                 send.progress(done, 0)
 
-            results: dict[Path, DigestResult] = {}
-            for path, (algs, _) in share.items():
+            while len(item := os.read(work_r, 4)) == 4:  # 4 bytes: one atomic pipe read
+                path = order[int.from_bytes(item, "little")]
+                result: DigestResult
                 try:
-                    results[path] = digest_file(
-                        path, sorted(algs), buffer=buf, beneath=self.beneath,
-                        on_bytes=tick if self._progress is not None else None)
+                    result = digest_file(path, sorted(forked[path][0]), buffer=buf,
+                                         beneath=self.beneath,
+                                         on_bytes=tick if self._progress is not None else None)
                 except OSError as e:
-                    results[path] = e
-            send.message(("digests", results))
+                    result = e
+                send.message(("digest", (path, result)))
 
-    def _adopt(self, read_fd: int, pid: int, share: dict[Path, tuple[set[str], int]],
+    def _adopt(self, read_fd: int, pid: int, forked: dict[Path, tuple[set[str], int]],
                index: int) -> None:
-        """Read a hashing process's messages to the end, reap it, and record its results;
-        a file without a result is queued here (hashed by this pool's threads) unless the
-        pool is closing."""
-        got: dict[Path, DigestResult] = {}
+        """Read a hashing process's messages to the end and record each digest as it comes,
+        then reap the process; once the last one has ended, a file without a result (a
+        process died) is queued here (hashed by this pool's threads) unless the pool is
+        closing."""
+        done = 0
         with open(read_fd, "rb", closefd=True) as f:
             while True:
                 try:
@@ -500,21 +510,26 @@ class HashPool:
                     with self._count_lock:
                         self._child_done[index] = value
                     self._tick(0)
-                elif kind == "digests":
-                    got = value
+                elif kind == "digest":
+                    path, result = value
+                    with self._cv:
+                        if path in self._pending:
+                            self._pending.discard(path)
+                            self._finish(path, forked[path][0], result)
+                            if not isinstance(result, OSError):
+                                done += result[1]
         os.waitpid(pid, 0)
         with self._count_lock:  # every byte it hashed, whatever its last report said
-            self._child_done[index] = sum(r[1] for r in got.values()
-                                          if not isinstance(r, OSError))
+            self._child_done[index] = done
         self._tick(0)
         with self._cv:
             self._children.pop(index, None)
-            for path, (algs, size) in share.items():
-                result = got.get(path)
-                if result is not None:
-                    self._finish(path, algs, result)
-                    continue
-                self._busy[path] -= algs  # the child did not hash it: hash it here
+            self._live -= 1
+            if self._live:
+                return
+            for path in self._pending:  # no process hashed it: hash it here
+                algs, size = forked[path]
+                self._busy[path] -= algs
                 if self._closed or self._stop.is_set():
                     self._jobs -= 1
                     continue
@@ -522,6 +537,7 @@ class HashPool:
                 self._seq += 1
                 heapq.heappush(self._heap, (-size, self._seq, path))
                 self._start_thread()
+            self._pending = set()
             self._cv.notify_all()
 
     # -- lifetime
@@ -608,6 +624,11 @@ class _Sender:
             self.last = now
             self.message(("progress", done))
 
+
+MAX_FORKED_FILES = 8192
+"""Most files :meth:`HashPool.hash_in_child` gives to hashing processes (their 4-byte indexes
+fill at most 32 KiB of the queue pipe, written before the processes start); a larger set is
+hashed by threads."""
 
 PROGRESS_EVERY_S = 0.1
 """How often a hashing process reports its progress when there is a progress bar (seconds)."""
