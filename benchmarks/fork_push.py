@@ -91,8 +91,9 @@ def main() -> None:
     double = GitHubDouble(OpenAPISubset(default_openapi_path()))
     double.start()
     try:
-        files = {f"campaigns/h3/{p.relative_to(EXAMPLE).as_posix()}": p.read_bytes()
-                 for p in sorted(EXAMPLE.rglob("*")) if p.is_file()}
+        files: dict[str, bytes | str] = {
+            f"campaigns/h3/{p.relative_to(EXAMPLE).as_posix()}": p.read_bytes()
+            for p in sorted(EXAMPLE.rglob("*")) if p.is_file()}
         double.add_repo(REPO, files)
         lines = int(a.mib * 2**20 / 65)
         blob = "".join(secrets.token_hex(32) + "\n" for _ in range(lines))
