@@ -22,9 +22,10 @@ logged with the delivery id by the router and never shown raw.
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,20 +107,20 @@ class CommandContext:
     comment_id: int
     extra: dict[str, Any] = field(default_factory=dict)
 
-    async def reply(self, template: str, **context: Any) -> str:
+    def reply(self, template: str, **context: Any) -> str:
         """Post (or edit, on a retried delivery) this command's one reply, rendered from
         ``templates/TEMPLATE``; returns ``created``, ``edited`` or ``unchanged``."""
         keys = {"comment": self.comment_id, "line": self.command.line}
         body = render(template, marker_text=marker("reply", **keys), login=self.login,
                       command=self.command.text, **context)
-        return await upsert_comment(self.gh, self.number, body, "reply", **keys)
+        return upsert_comment(self.gh, self.number, body, "reply", **keys)
 
-    async def say(self, message: str) -> str:
+    def say(self, message: str) -> str:
         """Reply with one plain sentence (``templates/reply.md.j2``)."""
-        return await self.reply("reply.md.j2", message=message)
+        return self.reply("reply.md.j2", message=message)
 
 
-CommandFn = Callable[[CommandContext], Awaitable[None]]
+CommandFn = Callable[[CommandContext], None]
 
 
 @dataclass(frozen=True)
@@ -130,16 +131,16 @@ class Decision:
     reason: str
 
 
-async def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
-                              dirs: list[str] | None = None) -> set[str]:
+def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
+                        dirs: list[str] | None = None) -> set[str]:
     """Logins in ``requesters`` of the campaign.toml files under ``config.campaigns.paths``
     (or only ``dirs``) at ``ref``.  Call it with the default branch: requesters read from a
     PR head would let a PR authorize itself."""
     if dirs is None:
-        dirs = await find_campaign_dirs(gh, config, ref)
+        dirs = find_campaign_dirs(gh, config, ref)
     out: set[str] = set()
     for d in dirs:
-        raw = await gh.get_file(f"{d}/campaign.toml" if d != "." else "campaign.toml", ref)
+        raw = gh.get_file(f"{d}/campaign.toml" if d != "." else "campaign.toml", ref)
         if raw is None:
             continue
         try:
@@ -153,9 +154,9 @@ async def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
     return out
 
 
-async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *,
-                    pr_author: str | None = None,
-                    requesters: set[str] | None = None) -> Decision:
+def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *,
+              pr_author: str | None = None,
+              requesters: set[str] | None = None) -> Decision:
     """May ``login`` use a command guarded by ``who``?
 
     Asks GitHub for the login's permission (``admin``/``write`` pass; 404 is ``none``);
@@ -169,7 +170,7 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
         return Decision(True, "anyone may")
     if who is Who.CAMPAIGN_REQUESTERS:
         return Decision(True, "the command checks the campaign's requesters itself")
-    perm = await gh.get_permission(login)
+    perm = gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
         return Decision(True, f"permission {perm}")
     lower = login.lower()
@@ -181,8 +182,8 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
             return Decision(True, "listed in [screen] allowed")
         if config.screen.allow_requesters or who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
             if requesters is None:
-                ref = await gh.get_default_branch()
-                requesters = await campaign_requesters(gh, config, ref)
+                ref = gh.get_default_branch()
+                requesters = campaign_requesters(gh, config, ref)
             if lower in requesters:
                 return Decision(True, "campaign requester")
     return Decision(False, f"permission {perm}")
@@ -269,12 +270,15 @@ class Commands:
     def add(self, spec: CommandSpec, fn: CommandFn) -> None:
         """Make ``fn`` the implementation of ``spec.verb`` and put its handler on the router.
 
-        Raises ValueError when the verb is taken."""
+        Raises ValueError when the verb is taken, TypeError for a coroutine function
+        (command functions are synchronous, like handlers)."""
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(f"{fn.__qualname__}: command functions are synchronous")
         if spec.verb in self._specs:
             raise ValueError(f"command {spec.verb!r} is already added")
         self._specs[spec.verb] = spec
 
-        async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
             target, cmds = self._commands_of(event, gh.bot_login)
             if target is None:
                 return
@@ -283,42 +287,42 @@ class Commands:
                 if cmd.verb != spec.verb:
                     continue
                 ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
-                await self._run(ctx, fn)
+                self._run(ctx, fn)
 
         handle.__name__ = handle.__qualname__ = f"command_{spec.verb.replace(' ', '_')}"
         handle.__module__ = fn.__module__
         self.router.on("issue_comment", "created", "edited")(handle)
 
-    async def _run(self, ctx: CommandContext, fn: CommandFn) -> None:
+    def _run(self, ctx: CommandContext, fn: CommandFn) -> None:
         spec, cmd = ctx.spec, ctx.command
         if cmd.error:
-            await ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
+            ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
             return
         if spec.pull_only and not ctx.is_pull:
-            await ctx.say(f"`/{spec.verb}` works on pull requests only.")
+            ctx.say(f"`/{spec.verb}` works on pull requests only.")
             return
         if spec.needs_config and ctx.config is None:
-            loaded = await self.configs.load(ctx.gh)
+            loaded = self.configs.load(ctx.gh)
             if loaded.config is None:
-                await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                                problems=loaded.problems)
+                ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
+                          problems=loaded.problems)
                 return
             ctx.config = loaded.config
         pr_author = None
         if ctx.is_pull and spec.who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
             pr_author = ((ctx.event.payload.get("issue") or {}).get("user") or {}).get("login")
-        decision = await authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
+        decision = authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
         if not decision.allowed:
             log.info("delivery %s: %s refused for %s (%s)", ctx.event.delivery_id, cmd.text,
                      ctx.login, decision.reason)
-            await ctx.reply("refused.md.j2", who=spec.who.value)
+            ctx.reply("refused.md.j2", who=spec.who.value)
             return
         try:
-            await fn(ctx)
+            fn(ctx)
         except UserError as exc:
-            await ctx.say(str(exc))
+            ctx.say(str(exc))
 
-    async def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
+    def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
         """Handler: answer ``/campaign SUB`` and ``/screen`` lines that no command implements
         (the reply lists the known ones)."""
         target, cmds = self._commands_of(event, gh.bot_login)
@@ -331,7 +335,7 @@ class Commands:
             spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)
             ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
             known = ", ".join(f"`/{v}`" for v in sorted(self._specs))
-            await ctx.reply("unknown.md.j2", known=known)
+            ctx.reply("unknown.md.j2", known=known)
 
 
 __all__ = [

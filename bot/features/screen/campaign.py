@@ -21,7 +21,6 @@ from bot.features.screen.runtime import (
     WRITE_PERMISSIONS,
     ScreenConfig,
     UserError,
-    wait,
 )
 from bot.github import GitHubNotFound, GitHubPort, PullInfo
 from evidence.models import CampaignScope
@@ -30,7 +29,7 @@ from evidence.models import CampaignScope
 def read_file(gh: GitHubPort, path: str, ref: str) -> bytes | None:
     """The bytes of ``path`` at ``ref``, None when absent."""
     try:
-        return wait(gh.get_file(path, ref))
+        return gh.get_file(path, ref)
     except GitHubNotFound:
         return None
 
@@ -105,7 +104,7 @@ def authorise(gh: GitHubPort, repo: str, login: str, scope: CampaignScope) -> st
 
     Raises :class:`UserError` (kind ``unauthorised``) otherwise.
     """
-    perm = wait(gh.get_permission(login))
+    perm = gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
         return "write"
     if login.lower() in {r.lower() for r in scope.requesters}:
@@ -155,7 +154,7 @@ def recheck(gh: GitHubPort, s: Screen, ref: str) -> None:
     default branch.  ``[screen] allowed`` logins are not re-read
     here.  Raises :class:`UserError` naming what changed."""
     if s.authorised_as == "write":
-        perm = wait(gh.get_permission(s.requested_by))
+        perm = gh.get_permission(s.requested_by)
         if perm not in WRITE_PERMISSIONS:
             raise UserError("message", message=f"{s.requested_by} no longer has write "
                             f"permission (now {perm!r}); ask again")

@@ -14,7 +14,6 @@ pool's queue with one status comment each, then dispatch the pool if it is free
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,6 @@ from bot.features.screen.runtime import (
     Runtime,
     ScreenConfig,
     UserError,
-    wait,
 )
 from bot.features.screen.writes import port_replier, refresh_pool, refresh_status, reply_context
 from bot.github import GitHubPort
@@ -69,12 +67,12 @@ def request_screens(
     """
     if not ctx.is_pr:
         raise UserError("message", message="/screen works on pull requests only")
-    ref = wait(gh.get_default_branch())
+    ref = gh.get_default_branch()
     camp = find_campaign(gh, ctx.repo, ref, config, req.campaign)
     scope = camp.scope
     if authorised:
         # admitted by the command framework: note how, for the re-check at dispatch
-        perm = wait(gh.get_permission(ctx.login))
+        perm = gh.get_permission(ctx.login)
         how = "write" if perm in WRITE_PERMISSIONS else (
             "requester" if ctx.login.lower() in {r.lower() for r in scope.requesters}
             else "allowed")
@@ -84,7 +82,7 @@ def request_screens(
         chk = check_against_scope(req, scope)
     except ScreenUsageError as exc:
         raise UserError("usage", message=exc.message, valid=exc.valid, usage=USAGE) from None
-    pr = wait(gh.get_pull(ctx.number))
+    pr = gh.get_pull(ctx.number)
     if pr.state != "open":
         raise UserError("message", message="this PR is closed")
     head = pin_head(pr, req)
@@ -195,10 +193,10 @@ def cancel_screen(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenC
         if s.state in screens.TERMINAL_STATES or s.state == screens.CANCELLING:
             raise UserError("message", message=f"{s.label} is already {s.state}")
         scope_requesters: list[str] = []
-        perm = wait(gh.get_permission(ctx.login))
+        perm = gh.get_permission(ctx.login)
         if perm not in WRITE_PERMISSIONS and ctx.login != s.requested_by:
             try:
-                ref = wait(gh.get_default_branch())
+                ref = gh.get_default_branch()
                 scope_requesters = list(
                     load_campaign(gh, ctx.repo, ref, s.campaign_path).scope.requesters
                 )
@@ -217,7 +215,7 @@ def cancel_screen(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenC
             s.cancelled_by = ctx.login
             s.cancelled_at = now
             if s.run_id is not None:
-                wait(gh.cancel_workflow_run(s.run_id))
+                gh.cancel_workflow_run(s.run_id)
             s.state = screens.CANCELLING
             refresh_status(db, gh, s, now, rt.options, force=True)
         pool = s.pool
@@ -242,7 +240,7 @@ def status_reply(rt: Runtime, gh: GitHubPort, ctx: CommentContext, say: Replier)
             campaigns.setdefault(s.campaign, s)
         budgets = []
         if campaigns:
-            ref = wait(gh.get_default_branch())
+            ref = gh.get_default_branch()
             for name, s in sorted(campaigns.items()):
                 try:
                     scope = load_campaign(gh, ctx.repo, ref, s.campaign_path).scope
@@ -265,7 +263,7 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
         ext = budget.parse_extend(ext_args)
     except ValueError as exc:
         raise UserError("message", message=str(exc)) from None
-    ref = wait(gh.get_default_branch())
+    ref = gh.get_default_branch()
     camp = find_campaign(gh, ctx.repo, ref, config, want)
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
         raise UserError("unauthorised", who_login=ctx.login,
@@ -330,7 +328,7 @@ def run_budget_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tupl
         say(exc.kind, **exc.ctx)
 
 
-async def run_command(
+def run_command(
     rt: Runtime, gh: GitHubPort, ctx: CommentContext, command: str, args: str,
     config: ScreenConfig | None = None,
 ) -> None:
@@ -342,30 +340,28 @@ async def run_command(
     toks = tuple(args.split())
     if command == "campaign":
         if toks[:1] == ("budget",):
-            await asyncio.to_thread(run_budget_sync, rt, gh, ctx, toks[1:], config, say)
+            run_budget_sync(rt, gh, ctx, toks[1:], config, say)
         return
-    await asyncio.to_thread(run_sync, rt, gh, ctx, toks, config, say)
+    run_sync(rt, gh, ctx, toks, config, say)
 
 
-async def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
-                           budget: bool) -> None:
+def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
+                     budget: bool) -> None:
     """Entry from the command framework (:mod:`bot.commands`): resolve the repository's
-    campaign directories and workflow, then run the command in a thread, replying through
-    the framework's one-reply-per-command plumbing."""
+    campaign directories and ``[screen]`` settings, then run the command, replying through
+    the framework's one-reply-per-command plumbing (:meth:`CommandContext.reply`)."""
     repo_config = cmd_ctx.config
     assert repo_config is not None  # both commands are ``needs_config``: never None here
-    ref = await cmd_ctx.gh.get_default_branch()
-    dirs = await find_campaign_dirs(cmd_ctx.gh, repo_config, ref)
-    cfg = ScreenConfig(tuple(dirs), repo_config.screen)
-    loop = asyncio.get_running_loop()
+    ref = cmd_ctx.gh.get_default_branch()
+    cfg = ScreenConfig(tuple(find_campaign_dirs(cmd_ctx.gh, repo_config, ref)),
+                       repo_config.screen)
 
     def say(kind: str, **kw: Any) -> None:
-        coro = cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
-        asyncio.run_coroutine_threadsafe(coro, loop).result()
+        cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
 
     ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
                          cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
     if budget:
-        await asyncio.to_thread(run_budget_sync, rt, cmd_ctx.gh, ctx, args, cfg, say)
+        run_budget_sync(rt, cmd_ctx.gh, ctx, args, cfg, say)
     else:
-        await asyncio.to_thread(run_sync, rt, cmd_ctx.gh, ctx, args, cfg, say, True)
+        run_sync(rt, cmd_ctx.gh, ctx, args, cfg, say, True)

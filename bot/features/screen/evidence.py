@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.github import GitHubPort, PullInfo, run_blocking
+from bot.github import GitHubPort, PullInfo
 from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file
 from bot.render import render
 from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
@@ -166,7 +166,7 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
         files = {f"{path}/{rel}": p for rel, p in committed.items()}
         out.files = len(files)
         try:
-            remote = run_blocking(gh.git_remote(push=True))
+            remote = gh.git_remote(push=True)
         except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
             out.message = f"no git access: {exc}"
             return out

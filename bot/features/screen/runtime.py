@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from bot.features.screen import queue as screens
 from bot.features.screen.queue import Screen
-from bot.github import GitHubPort, run_blocking
+from bot.github import GitHubPort
 from bot.github.artifacts import Limits
 from bot.github.git import GitMirrors
 from bot.repo_config import SCREEN_WORKFLOW, RepoConfig, RepoConfigs, ScreenSection
@@ -33,10 +33,6 @@ CHECK_PREFIX = "campaign-bot/screen: "
 CAMPAIGN_FILE = "campaign.toml"
 WRITE_PERMISSIONS = ("admin", "write")
 """Repository permissions that may screen without being a requester of the campaign."""
-
-wait = run_blocking
-"""Each GitHub port call of the flow (which runs in a thread without an event loop)."""
-
 
 @dataclass
 class ScreenOptions:
@@ -115,7 +111,7 @@ class Runtime:
         """The ``[screen]`` section of ``gh``'s repository config on its default branch
         (cached by :attr:`configs`; defaults when the file is absent or broken, as webhook
         handlers get).  GitHub errors propagate."""
-        return screen_section(wait(self.configs.load(gh)).config)
+        return screen_section(self.configs.load(gh).config)
 
     @contextmanager
     def db(self) -> Iterator[Session]:

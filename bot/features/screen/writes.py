@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from bot.features.screen import queue as screens
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
-from bot.features.screen.runtime import Replier, ScreenOptions, wait
+from bot.features.screen.runtime import Replier, ScreenOptions
 from bot.github import Comment, GitHubError, GitHubPort
 from bot.render import marker, render
 
@@ -33,7 +33,7 @@ SECONDARY_RATE_WAIT_S = 60.0
 minute before retrying" (GitHub Docs, "Rate limits for the REST API")."""
 
 
-def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[Any, Any, T]],
+def write_once(options: ScreenOptions, what: str, call: Callable[[], T],
                lookup: Callable[[], T | None] | None = None) -> T:
     """Make one GitHub write through ``call`` and return its result.
 
@@ -53,7 +53,7 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
     attempt = 0
     while True:
         try:
-            return wait(call())
+            return call()
         except GitHubError as exc:
             if not exc.retryable:
                 raise
@@ -88,7 +88,7 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
 def find_comment(gh: GitHubPort, number: int, mark: str) -> Comment | None:
     """The bot's comment on issue/PR ``number`` carrying ``mark``: found by the marker AND
     the bot's login (a user quoting the marker is ignored); None when there is none."""
-    for c in wait(gh.list_issue_comments(number)):
+    for c in gh.list_issue_comments(number):
         if c.user == gh.bot_login and mark in c.body:
             return c
     return None
@@ -129,7 +129,7 @@ def port_replier(gh: GitHubPort, repo: str, number: int, comment_id: int | None)
         body = render("screen_reply.md.j2",
                       marker_text=marker("reply", comment=comment_id or 0, line=1),
                       **reply_context(kind, **ctx))
-        wait(gh.create_issue_comment(number, body))
+        gh.create_issue_comment(number, body)
 
     return say
 
