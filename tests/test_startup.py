@@ -6,6 +6,7 @@ Each probe runs the real ``campaign-bot`` entry point in a fresh interpreter and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -208,7 +209,8 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, eps: list[_EP]) -> typer.Typer:
         """The core schema."""
 
     monkeypatch.setattr(cli, "app", app)
-    monkeypatch.setattr(cli, "_plugin_problems", None)
+    # a fresh once-per-process cache, the original put back after the test
+    monkeypatch.setattr(cli, "_load_plugins", functools.cache(cli._load_plugins.__wrapped__))
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: eps)
     return app
 
