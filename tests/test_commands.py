@@ -191,3 +191,23 @@ def test_spoofed_marker_in_user_comment_is_not_edited(repo) -> None:
     repo.add_comment(REPO, 2, "<!-- campaign-bot:reply comment=555 line=1 --> mine", "eve")
     router.dispatch(comment_event("/campaign help"), port(repo), RepoConfig())
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
+
+
+def test_a_screen_admitted_by_the_framework_asks_github_once(github_double) -> None:
+    """The framework's authorize() says how it admitted the commenter; /screen records that
+    instead of asking GitHub for the permission a second time."""
+    from screen_scope import scope_dict, toml_dumps
+
+    d = github_double
+    d.add_repo(REPO, {"campaigns/h3/campaign.toml": toml_dumps(scope_dict())})
+    d.add_pull(REPO, 2, {"campaigns/h3/candidates.md": "cache-dit\n"}, user="dave")
+    d.set_permission(REPO, "maint", "write")
+    clear_configs()
+    results = router.dispatch(
+        comment_event("/screen candidate cache-dit track=5s-lossless dry-run", login="maint"),
+        port(d), RepoConfig())
+    assert [r.error for r in results if not r.ok] == []
+    asks = [c for c in d.calls if c.path.endswith("/collaborators/maint/permission")]
+    assert len(asks) == 1
+    (reply,) = bot_comments(d)
+    assert "Dry run" in reply or "dry run" in reply

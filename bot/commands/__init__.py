@@ -66,7 +66,19 @@ class Who(enum.StrEnum):
 
 
 class UserError(Exception):
-    """A problem the commenter can fix; its message becomes the bot's short reply."""
+    """A problem the commenter can fix; it becomes the command's one reply.
+
+    ``UserError("text")`` replies with that sentence (``templates/reply.md.j2``).  A feature
+    with its own reply template names it and that template's context: ``UserError(message,
+    template="screen_reply.md.j2", kind="budget", ...)``.  ``message`` (also ``str(exc)``)
+    is in the context either way."""
+
+    def __init__(self, message: str, *, template: str = "reply.md.j2",
+                 **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.template = template
+        self.context: dict[str, Any] = {**context, "message": message}
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,8 @@ class CommandContext:
     login: str
     comment_id: int
     extra: dict[str, Any] = field(default_factory=dict)
+    admitted_as: str = ""
+    """How :func:`authorize` admitted the commenter (:attr:`Decision.how`)."""
 
     def reply(self, template: str, **context: Any) -> str:
         """Post (or edit, on a retried delivery) this command's one reply, rendered from
@@ -125,10 +139,15 @@ CommandFn = Callable[[CommandContext], None]
 
 @dataclass(frozen=True)
 class Decision:
-    """An authorization answer and the reason, for logs and the refusal reply."""
+    """An authorization answer, the reason (for logs and the refusal reply), and how the
+    login was admitted (``how``): ``anyone``, ``command`` (the command checks it itself),
+    ``write`` (write or admin permission), ``author`` (the PR's author), ``allowed``
+    (``[screen] allowed``) or ``requester`` (a campaign's requester); empty when refused.
+    A command reads it from :attr:`CommandContext.admitted_as` instead of asking again."""
 
     allowed: bool
     reason: str
+    how: str = ""
 
 
 def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
@@ -167,25 +186,26 @@ def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *
     ``Who.CAMPAIGN_REQUESTERS`` passes here: the command itself checks the campaign it names.
     """
     if who is Who.ANYONE:
-        return Decision(True, "anyone may")
+        return Decision(True, "anyone may", "anyone")
     if who is Who.CAMPAIGN_REQUESTERS:
-        return Decision(True, "the command checks the campaign's requesters itself")
+        return Decision(True, "the command checks the campaign's requesters itself",
+                        "command")
     perm = gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
-        return Decision(True, f"permission {perm}")
+        return Decision(True, f"permission {perm}", "write")
     lower = login.lower()
     if who is Who.WRITERS_REQUESTERS_OR_AUTHOR and pr_author and lower == pr_author.lower():
-        return Decision(True, "PR author")
+        return Decision(True, "PR author", "author")
     if who in (Who.WRITERS_OR_REQUESTERS, Who.WRITERS_REQUESTERS_OR_AUTHOR) and config:
         if who is Who.WRITERS_OR_REQUESTERS and lower in {a.lower() for a in
                                                           config.screen.allowed}:
-            return Decision(True, "listed in [screen] allowed")
+            return Decision(True, "listed in [screen] allowed", "allowed")
         if config.screen.allow_requesters or who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
             if requesters is None:
                 ref = gh.get_default_branch()
                 requesters = campaign_requesters(gh, config, ref)
             if lower in requesters:
-                return Decision(True, "campaign requester")
+                return Decision(True, "campaign requester", "requester")
     return Decision(False, f"permission {perm}")
 
 
@@ -317,10 +337,11 @@ class Commands:
                      ctx.login, decision.reason)
             ctx.reply("refused.md.j2", who=spec.who.value)
             return
+        ctx.admitted_as = decision.how
         try:
             fn(ctx)
         except UserError as exc:
-            ctx.say(str(exc))
+            ctx.reply(exc.template, **exc.context)
 
     def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
         """Handler: answer ``/campaign SUB`` and ``/screen`` lines that no command implements

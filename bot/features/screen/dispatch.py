@@ -19,12 +19,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.campaign import load_campaign, recheck, runner_labels
 from bot.features.screen.grammar import FULL_SHA_RE
 from bot.features.screen.queue import Screen
-from bot.features.screen.runtime import CAMPAIGN_FILE, CHECK_PREFIX, Runtime, UserError
+from bot.features.screen.runtime import CAMPAIGN_FILE, CHECK_PREFIX, Runtime, refusal_text
 from bot.features.screen.writes import refresh_pool, refresh_status, write_once
 from bot.github import CheckRun, DispatchResult, GitHubError, GitHubPort, WorkflowRunInfo
 
@@ -79,7 +80,7 @@ def _check_before_dispatch(gh: GitHubPort, s: Screen, ref: str) -> str:
         recheck(gh, s, ref)
     except UserError as exc:
         raise NotDispatched(screens.FAILED,
-                            f"Not dispatched: {exc.ctx.get('message', exc.kind)}") from None
+                            f"Not dispatched: {refusal_text(exc)}") from None
     pr = gh.get_pull(s.pr_number)
     if pr.state != "open":
         raise NotDispatched(screens.CANCELLED,
@@ -131,7 +132,7 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
         except UserError as exc:
             raise NotDispatched(screens.FAILED, f"Not dispatched: "
-                                f"{exc.ctx.get('message', exc.kind)}") from None
+                                f"{refusal_text(exc)}") from None
         inputs = {
             "campaign": s.campaign_path or ".",
             "candidate": s.candidate if s.kind == "candidate" else "control",

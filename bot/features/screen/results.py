@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
@@ -36,7 +37,7 @@ from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
-from bot.features.screen.runtime import Runtime, UserError
+from bot.features.screen.runtime import Runtime, refusal_text
 from bot.features.screen.writes import (
     edit_comment_once,
     post_comment_once,
@@ -192,7 +193,7 @@ def finish_screen(
         camp: Campaign | None = load_campaign(gh, s.repo, ref, s.campaign_path)
     except UserError as exc:
         camp = None
-        reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
+        reasons.append(f"campaign not readable: {refusal_text(exc)}")
     body: str | None = None
     bundle = FetchedBundle(None, None)
     verified = False

@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import queue as screens
+from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
 from bot.github import GitHubPort
 from bot.github.artifacts import Limits
@@ -66,13 +68,26 @@ class ScreenOptions:
     """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
-class UserError(Exception):
-    """Becomes one short reply comment; ``ctx`` feeds the reply template."""
+def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
+    """The context of ``screen_reply.md.j2`` for ``kind`` (defaults filled in)."""
+    ctx.setdefault("message", "")
+    ctx.setdefault("valid", [])
+    ctx.setdefault("usage", USAGE)
+    return {"kind": kind, **ctx}
 
-    def __init__(self, kind: str, **ctx: Any) -> None:
-        super().__init__(kind)
-        self.kind = kind
-        self.ctx = ctx
+
+def user_error(kind: str, **ctx: Any) -> UserError:
+    """A screen command refused: the command framework's :class:`bot.commands.UserError`,
+    replied with ``screen_reply.md.j2`` of ``kind`` (``message``, ``usage``,
+    ``unauthorised``, ``approve``, ``budget``) and its context ``ctx``."""
+    message = str(ctx.pop("message", ""))
+    return UserError(message, template="screen_reply.md.j2",
+                     **reply_context(kind, **ctx))
+
+
+def refusal_text(exc: UserError) -> str:
+    """One line saying why: the error's message, else its reply kind."""
+    return exc.message or str(exc.context.get("kind", "refused"))
 
 
 Replier = Callable[..., None]

@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from bot.features.screen import queue as screens
-from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
-from bot.features.screen.runtime import Replier, ScreenOptions
+from bot.features.screen.runtime import Replier, ScreenOptions, reply_context
 from bot.github import Comment, GitHubError, GitHubPort
 from bot.render import marker, render
 
@@ -112,14 +111,6 @@ def edit_comment_once(options: ScreenOptions, gh: GitHubPort, comment_id: int,
 
 
 # --------------------------------------------------------------------------------- replies
-
-
-def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
-    """The context of ``screen_reply.md.j2`` for ``kind`` (defaults filled in)."""
-    ctx.setdefault("message", "")
-    ctx.setdefault("valid", [])
-    ctx.setdefault("usage", USAGE)
-    return {"kind": kind, **ctx}
 
 
 def port_replier(gh: GitHubPort, repo: str, number: int, comment_id: int | None) -> Replier:
