@@ -80,9 +80,8 @@ def user_error(kind: str, **ctx: Any) -> UserError:
     """A screen command refused: the command framework's :class:`bot.commands.UserError`,
     replied with ``screen_reply.md.j2`` of ``kind`` (``message``, ``usage``,
     ``unauthorised``, ``approve``, ``budget``) and its context ``ctx``."""
-    message = str(ctx.pop("message", ""))
-    return UserError(message, template="screen_reply.md.j2",
-                     **reply_context(kind, **ctx))
+    context = reply_context(kind, **ctx)
+    return UserError(str(context.pop("message")), template="screen_reply.md.j2", **context)
 
 
 def refusal_text(exc: UserError) -> str:
