@@ -1,5 +1,5 @@
 """Evidence through git, measured side by side in one run against the local GitHub double
-(``tests/github_double``: a real HTTP server serving real bare repositories through ``git
+(``sandbox/github_double``: a real HTTP server serving real bare repositories through ``git
 http-backend``):
 
 1. **The bot**: one PR evidence review (:func:`bot.features.review.review.review_pull` on the
@@ -46,7 +46,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from github import Auth  # noqa: E402
-from github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -57,6 +56,7 @@ from bot.features.review.review import review_pull  # noqa: E402
 from bot.github.git import GitMirrors  # noqa: E402
 from bot.github.pygithub import PyGithubPort, make_client  # noqa: E402
 from bot.repo_config import RepoConfig  # noqa: E402
+from sandbox.github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 
 REPO = "acme/campaigns"
 CAMP = "campaigns/h3"

@@ -2,7 +2,7 @@
 
 Runs the real refresh path (``bot.features.header.service.HeaderService`` over the PyGithub
 port, a migrated SQLite database, ``evidence``'s loader and verdict engine)
-against the local GitHub double (``tests/github_double``, a real HTTP server on 127.0.0.1)
+against the local GitHub double (``sandbox/github_double``, a real HTTP server on 127.0.0.1)
 holding the bundled example campaign ``examples/h3-ref2va-4x910b1`` and two candidate PRs.
 Every HTTP request the double receives is counted: REST reads and writes, and git round trips
 (evidence is read through git: one ``git fetch`` is one round trip, whatever HTTP requests of
@@ -31,8 +31,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from github import Auth  # noqa: E402
-from github_double import GitHubDouble, default_openapi_path  # noqa: E402
-from github_double.openapi import OpenAPISubset  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -40,6 +38,8 @@ from bot.database import make_engine, migrate  # noqa: E402
 from bot.features.header import service as cs  # noqa: E402
 from bot.github.git import GitMirrors  # noqa: E402
 from bot.github.pygithub import PyGithubPort, make_client  # noqa: E402
+from sandbox.github_double import GitHubDouble, default_openapi_path  # noqa: E402
+from sandbox.github_double.openapi import OpenAPISubset  # noqa: E402
 
 REPO = "org/campaigns"
 CAMPAIGN = "campaigns/h3-ref2va-4x910b1"

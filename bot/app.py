@@ -40,6 +40,7 @@ from bot import database
 from bot.features import config, header, help, review, screen
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
+from bot.features.screen import queue as screen_queues
 from bot.features.screen.campaign_state import campaign_state
 from bot.github.git import GitMirrors
 from bot.inbox import recovery, store
@@ -56,6 +57,7 @@ from bot.redaction import RedactingFilter, Redactor, url_password
 from bot.registry import Registry
 from bot.repo_config import RepoConfigs
 from bot.scheduler import Job, start_scheduler
+from bot.security_headers import SecurityHeaders
 from bot.settings import (
     ENV_PREFIX,
     Settings,
@@ -103,11 +105,11 @@ def secret_values(settings: Settings) -> list[str]:
     out = [s.get_secret_value() for s in (settings.webhook_secret, settings.token)
            if s is not None]
     try:
-        pem = settings.private_key_pem()
+        got = settings.private_key_text()  # masked even when it is not a usable key
     except SettingsError:
-        pem = None
-    if pem:
-        out.append(pem)
+        got = None
+    if got and got[0]:
+        out.append(got[0])
     password = url_password(settings.database_url)
     if password:
         out.append(password)
@@ -240,6 +242,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     header.register(app, queue=campaign_state)
     for register in extra_features(settings.extra_handler_modules):
         register(app)
+    if metrics is not None:  # a series per subscribed event from the start, at 0
+        metrics.init_series(app.router.subscriptions())
     return app
 
 
@@ -430,6 +434,8 @@ def create_app(
     app = FastAPI(title="campaign-bot", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.bot = state
+    # every response: CSP, nosniff, no framing (bot/security_headers.py)
+    app.add_middleware(SecurityHeaders, github_url=settings.github_url)
     # every request: its body within a deadline, all bodies in flight within a budget
     app.add_middleware(BodyLimits, timeout_s=settings.body_timeout_s,
                        max_inflight_bytes=settings.max_inflight_body_bytes,
@@ -440,6 +446,7 @@ def create_app(
         queue_counts=lambda: store.status_counts(state["engine"]),
         secret_source=lambda: state["secret"],
         redelivery_counts=lambda: recovery.redelivery_counts(state["engine"]),
+        pool_queues=lambda: screen_queues.pool_waits(state["engine"]),
     ))
     if not configured:
         from bot.setup import SetupFlow, add_setup_routes
@@ -448,7 +455,8 @@ def create_app(
         flow = SetupFlow(token=setup_token,
                          manifest=app_manifest(settings, settings.public_url),
                          github_url=settings.github_url, api_url=settings.github_api_url,
-                         credentials_file=settings.credentials_file, on_configured=configured_as)
+                         credentials_file=settings.credentials_file, on_configured=configured_as,
+                         secure_cookie=settings.public_url.startswith("https://"))
         state["setup"] = flow
         add_setup_routes(app, flow)
     dashboard = live_dashboard(settings, lambda: state["engine"], metrics=metrics)
@@ -600,7 +608,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     # The worker's own commits (claims, done marks) need not survive a power loss: losing
     # one means re-processing a delivery, never losing it; only the inbox insert is FULL.
     engine = database.make_engine(settings.database_url, sqlite_synchronous="NORMAL")
-    metrics = Metrics(rate_limit_unknown=False)
+    metrics = Metrics()
     bot = compose(settings, engine, metrics=metrics)
     leader = database.JobLeader(engine)
     scheduler = start_scheduler([*bot.jobs, *inbox_jobs(settings, engine)], leader)

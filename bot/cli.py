@@ -234,6 +234,10 @@ def deliveries(
     rows = store.list_deliveries(engine, failed_only=failed, limit=limit)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    elif not rows:
+        print("no failed deliveries stored" if failed else
+              "no deliveries stored yet (`campaign-bot serve` stores each signed delivery "
+              "GitHub sends to /webhook)")
     else:
         t = Table(title="failed deliveries" if failed else "deliveries (newest first)")
         for col in ("seq", "delivery", "event", "repository", "status", "attempts", "received",
@@ -310,14 +314,16 @@ def replay(
     from bot.app import replay as run_replay
     from bot.inbox import replay as rp
 
+    # the file first: a missing or unreadable one is the problem to name, whatever the
+    # settings (the default redactor masks secret shapes meanwhile)
+    try:
+        saved = rp.load_delivery_file(path)
+    except rp.ReplayInputError as exc:
+        raise _fail(str(exc)) from None
     settings = _settings()
     redact = configure_logging(settings, "%(levelname)s %(name)s: %(message)s",
                                tracebacks=False)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the scratch database's set-up
-    try:
-        saved = rp.load_delivery_file(path)
-    except rp.ReplayInputError as exc:
-        raise _fail(str(exc), redact=redact) from None
     try:
         report = run_replay(saved, settings, apply=apply, resign=resign, offline=offline)
     except rp.ReplayInputError as exc:
@@ -378,11 +384,14 @@ def init(
         "--check", help="Write nothing: report how the repository's screen workflow differs "
                         "from this version's template, and problems of its "
                         ".github/campaign-bot.toml (exit 1 when anything differs)")] = False,
+    inputs: Annotated[list[Path] | None, typer.Option(
+        "--inputs", help="An input file (prompt.txt, ref.mp4, ref.wav...; repeat the option): "
+                         "copied beside campaign.toml and its SHA-256 pinned in the [inputs] "
+                         "entry with that path")] = None,
 ) -> None:
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
-    campaign skeleton.  Idempotent; a file that differs from this version's is kept, except
-    that --force replaces the screen workflow (`campaign-bot init DIR --force` replaces only
-    it)."""
+    campaign skeleton.  Idempotent: a file that differs from this version's is kept.  Run it
+    again after filling values: it lists only the blanks still empty."""
     from rich.table import Table
 
     from bot import scaffold
@@ -411,6 +420,8 @@ def init(
     if campaign is None and not force:
         raise _fail("--campaign NAME is required (or --check; or --force to replace only the "
                     "screen workflow)")
+    if inputs and campaign is None:
+        raise _fail("--inputs needs --campaign NAME (the campaign whose inputs to pin)")
     labels = [x for x in (runner_labels or "").split(",") if x.strip()]
     try:
         if campaign is None:
@@ -418,6 +429,13 @@ def init(
         else:
             rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels,
                                             force=force)
+            if inputs:
+                camp_dir = directory / rep2.campaign_path
+                pinned = scaffold.pin_inputs(camp_dir, list(inputs))
+                rep2.blanks = scaffold.blanks((camp_dir / "campaign.toml").read_text(
+                    encoding="utf-8", errors="replace"))
+                for key, name, digest in pinned:
+                    rep2.actions[f"{rep2.campaign_path}/{name}"] = f"{key} sha256 {digest[:12]}"
     except scaffold.InitError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:

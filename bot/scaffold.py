@@ -20,6 +20,7 @@ filled-in campaign, appended runner keys or a customised config survive ``init -
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pathlib import Path
 from jinja2 import Environment, StrictUndefined
 
 from bot.repo_config import CONFIG_PATH, SCREEN_WORKFLOW, ConfigProblem, parse
+from evidence.models import DEFAULT_EVIDENCE_PATHS
 
 CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 WORKFLOWS_DIR = ".github/workflows"
@@ -88,7 +90,8 @@ def repository_files(campaign: str, runner_labels: list[str] | None = None) -> d
         CONFIG_PATH: template_bytes("campaign-bot.toml"),
         f"{WORKFLOWS_DIR}/{SCREEN_WORKFLOW}": workflow_template(),
         f"{path}/campaign.toml": _render("campaign.toml.j2", campaign=campaign, path=path,
-                                         runner_labels=_toml_list(labels) if labels else ""),
+                                         runner_labels=_toml_list(labels) if labels else "",
+                                         evidence_paths=_toml_list(list(DEFAULT_EVIDENCE_PATHS))),
         f"{path}/trusted-keys.pem": _render("trusted-keys.pem.j2", campaign=campaign),
     }
 
@@ -103,9 +106,22 @@ class Blank:
     hint: str
 
 
+def _still_empty(value: str) -> bool:
+    """Whether the TOML value text of a ``# FILL`` line is still the skeleton's empty one:
+    ``""``, ``[]`` or an inline table with an empty string (``sha256 = ""``).  A value that
+    does not parse counts as filled: ``check`` reports it with its line."""
+    try:
+        v = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return False
+    if isinstance(v, dict):
+        return any(x in ("", []) for x in v.values())
+    return v in ("", [])
+
+
 def blanks(text: str) -> list[Blank]:
-    """The ``# FILL`` lines of a campaign.toml, in file order (none once all are filled and
-    their markers removed)."""
+    """The ``# FILL`` lines of a campaign.toml whose value is still empty, in file order: a
+    line filled in place keeps its ``# FILL`` comment but is no longer a blank."""
     out: list[Blank] = []
     table = ""
     for n, raw in enumerate(text.splitlines(), 1):
@@ -116,7 +132,7 @@ def blanks(text: str) -> list[Blank]:
             continue
         m = re.match(r"^([A-Za-z0-9_-]+)\s*=", line)
         f = FILL.search(line)
-        if m and f:
+        if m and f and _still_empty(line[m.end():f.start()].strip()):
             key = f"{table}.{m.group(1)}" if table else m.group(1)
             out.append(Blank(key, n, f.group(1).strip()))
     return out
@@ -151,6 +167,59 @@ def init_repository(root: Path, campaign: str, *, runner_labels: list[str] | Non
     camp = root / rep.campaign_path / "campaign.toml"
     rep.blanks = blanks(camp.read_text(encoding="utf-8", errors="replace"))
     return rep
+
+
+def pin_inputs(campaign_dir: Path, files: list[Path]) -> list[tuple[str, str, str]]:
+    """Pin each of ``files`` in ``campaign_dir/campaign.toml``: the ``[inputs]`` entry whose
+    ``path`` is the file's name gets the file's SHA-256, and the file is copied beside
+    campaign.toml when it is elsewhere (inputs are read relative to the campaign directory).
+
+    Returns ``(entry key, path, sha256)`` per file.  Raises :class:`InitError` naming the
+    file when it is not a regular file, when no entry has its name as ``path`` (the message
+    lists the entries' paths), or when a different file of that name is already beside
+    campaign.toml (never overwritten); nothing is written unless every file is usable."""
+    toml = campaign_dir / "campaign.toml"
+    lines = toml.read_text(encoding="utf-8").splitlines(keepends=True)
+    entry = re.compile(r'^\s*([A-Za-z0-9_-]+)\s*=\s*\{[^}]*\bpath\s*=\s*"([^"]*)"')
+    section = ""
+    entries: dict[str, tuple[int, str]] = {}  # path -> (line index, key)
+    for n, line in enumerate(lines):
+        head = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]", line)
+        if head:
+            section = head.group(1)
+            continue
+        m = entry.match(line)
+        if section == "inputs" and m:
+            entries[m.group(2)] = (n, m.group(1))
+    plan: list[tuple[Path, str, int, str, str, bytes]] = []
+    for f in files:
+        if not f.is_file():
+            raise InitError(f"--inputs {f}: not a regular file")
+        if f.name not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise InitError(f"--inputs {f}: no [inputs] entry of {toml} has path "
+                            f'"{f.name}" (their paths: {known})')
+        data = f.read_bytes()
+        dest = campaign_dir / f.name
+        if dest.exists() and not dest.samefile(f) and dest.read_bytes() != data:
+            raise InitError(f"--inputs {f}: {dest} exists with other content; not replacing it")
+        n, key = entries[f.name]
+        plan.append((f, f.name, n, key, hashlib.sha256(data).hexdigest(), data))
+    out = []
+    for _f, name, n, key, digest, data in plan:
+        dest = campaign_dir / name
+        if not dest.exists():
+            dest.write_bytes(data)
+        code, sep, comment = lines[n].partition("#")
+        code = re.sub(r'\bsha256\s*=\s*"[^"]*"', f'sha256 = "{digest}"', code)
+        # the FILL note is done with: keep any other comment
+        comment = "" if FILL.search("#" + comment) else sep + comment
+        lines[n] = code.rstrip() + ("  " + comment.rstrip() if comment else "") + "\n"
+        out.append((f"inputs.{key}", name, digest))
+    tmp = toml.with_name(".campaign.toml.campaign-bot-init")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    tmp.replace(toml)
+    return out
 
 
 def refresh_workflow(root: Path, *, force: bool) -> InitReport:
@@ -215,6 +284,44 @@ class DriftReport:
         return self.state == "same" and not self.config_problems
 
 
+USES = re.compile(r"^[ \t-]*uses:[ \t]*['\"]?([^\s@'\"#]+)@([^\s'\"#]+)['\"]?"
+                  r"(?:[ \t]+#[ \t]*(\S+))?", re.M)
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def action_pins(text: str) -> dict[str, tuple[str, str | None]]:
+    """``uses: OWNER/REPO@REF  # TAG`` steps of a workflow's text: action -> (ref, tag of the
+    comment or None).  The last step of an action wins (a workflow may use one twice)."""
+    return {m.group(1): (m.group(2), m.group(3)) for m in USES.finditer(text)}
+
+
+def pin_drift(have: str, want: str) -> list[str]:
+    """One note per action whose pin in ``have`` (a repository's workflow) is not the pin of
+    ``want`` (this version's template): a tag or branch (movable by the action's owner:
+    zizmor's ``unpinned-uses``, GitHub's "Security hardening for GitHub Actions" advises a
+    full commit SHA), or another commit; and per action ``have`` runs that ``want`` does not."""
+    mine, theirs = action_pins(have), action_pins(want)
+    notes = []
+    for action, (ref, tag) in theirs.items():
+        shown = f"{ref} ({tag})" if tag else ref
+        if action not in mine:
+            continue
+        got, got_tag = mine[action]
+        if got == ref:
+            continue
+        if not FULL_SHA.match(got):
+            notes.append(f"pin drift: {action} is pinned to {got!r}, a tag or branch its owner "
+                         f"can move to other code; this version pins commit {shown}")
+        else:
+            was = f" ({got_tag})" if got_tag else ""
+            notes.append(f"pin drift: {action} is pinned to commit {got}{was}; this version "
+                         f"pins commit {shown}")
+    for action in sorted(set(mine) - set(theirs)):
+        notes.append(f"pin drift: it runs {action}@{mine[action][0]}, which this version's "
+                     "workflow does not use")
+    return notes
+
+
 def workflow_drift(text: bytes | None, workflow: str = SCREEN_WORKFLOW) -> DriftReport:
     """Compare a repository's workflow bytes (None: absent) with the template."""
     if text is None:
@@ -227,6 +334,7 @@ def workflow_drift(text: bytes | None, workflow: str = SCREEN_WORKFLOW) -> Drift
                                      f"{WORKFLOWS_DIR}/{workflow} (repository)",
                                      f"{WORKFLOWS_DIR}/{workflow} (this version)", lineterm=""))
     notes = [why for sign, why in OLD_WORKFLOW_SIGNS if sign in have]
+    notes += pin_drift(have, want.decode())
     if not re.search(r"^\s+runs_on:\s*$", have, re.M):  # the workflow_dispatch input
         notes.append("it has no runs_on input: this version's bot dispatches every screen with "
                      "runs_on (the campaign pool's runner labels), which GitHub refuses for a "

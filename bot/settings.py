@@ -246,20 +246,54 @@ class Settings(BaseSettings):
             update["bot_login"] = stored.bot_login
         return self.model_copy(update=update)
 
+    def private_key_text(self) -> tuple[str, str] | None:
+        """``(text, where it came from)`` of the configured App private key, unchecked (what
+        the log filter masks, whatever it is), or None.  Raises :class:`SettingsError` when
+        the key file cannot be read."""
+        if self.private_key is not None:
+            return self.private_key.get_secret_value(), f"{ENV_PREFIX}PRIVATE_KEY"
+        if self.private_key_file is None:
+            return None
+        try:
+            text = self.private_key_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(
+                f"{ENV_PREFIX}PRIVATE_KEY_FILE: cannot read {self.private_key_file}: {exc}"
+            ) from None
+        return text, f"{ENV_PREFIX}PRIVATE_KEY_FILE ({self.private_key_file})"
+
     def private_key_pem(self) -> str | None:
         """The App private key text, from ``PRIVATE_KEY`` or ``PRIVATE_KEY_FILE``.
 
-        Raises :class:`SettingsError` when the file cannot be read."""
-        if self.private_key is not None:
-            return self.private_key.get_secret_value()
-        if self.private_key_file is not None:
-            try:
-                return self.private_key_file.read_text()
-            except OSError as exc:
-                raise SettingsError(
-                    f"{ENV_PREFIX}PRIVATE_KEY_FILE: cannot read {self.private_key_file}: {exc}"
-                ) from None
-        return None
+        Raises :class:`SettingsError` when the file cannot be read, or when the text is not
+        a PEM RSA private key: GitHub signs App JWTs with RS256 only and gives each App an
+        RSA key (GitHub Docs, "Generating a JSON Web Token (JWT) for a GitHub App"), so any
+        other text (a README, an ed25519 runner key) would fail on the first GitHub call,
+        long after ``serve`` said it was ready."""
+        got = self.private_key_text()
+        if got is None:
+            return None
+        _check_app_key(*got)
+        return got[0]
+
+
+def _check_app_key(pem: str, where: str) -> None:
+    """Raise :class:`SettingsError` unless ``pem`` is a PEM RSA private key (what GitHub
+    issues an App: "Managing private keys for GitHub Apps", GitHub Docs)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        why = "it is encrypted" if isinstance(exc, TypeError) else "no PEM private key in it"
+        raise SettingsError(f"{where}: not a GitHub App private key ({why}); download the "
+                            "App's key (.pem) from its settings page on GitHub") from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        kind = type(key).__name__.removeprefix("_").removesuffix("PrivateKey").lower()
+        raise SettingsError(f"{where}: the key type is {kind}, but a "
+                            "GitHub App's private key is RSA (GitHub signs App JWTs with "
+                            "RS256 only); download the App's key from its settings page")
 
 
 def load_settings(*, need_secret: bool = True, **overrides: object) -> Settings:

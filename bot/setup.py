@@ -19,14 +19,16 @@ set in the environment win over it.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -167,11 +169,24 @@ def exchange_code(api_url: str, code: str, *, timeout_s: float = 30.0) -> Stored
         raise CredentialsError(f"GitHub's answer to the code exchange lacks {exc}") from None
 
 
+STATE_COOKIE = "campaign_bot_setup_state"
+"""The cookie that binds a manifest form's ``state`` to the browser that loaded the form."""
+STATE_TTL_S = 3600
+"""How long a form's ``state`` stays valid: GitHub's manifest code itself expires after one
+hour ("Exchange the temporary code ... within one hour", GitHub Docs, "Registering a GitHub
+App from a manifest")."""
+MAX_PENDING_STATES = 64
+"""Forms issued and not yet used that are remembered; the oldest goes first beyond this."""
+
+
 @dataclass
 class SetupFlow:
-    """One service's setup: the one-time ``token`` of the setup URL, the ``state`` bound to
-    the manifest form, the manifest, where GitHub is, where credentials go, and what to run
-    once the App exists (``on_configured``).  ``done`` once an App is stored."""
+    """One service's setup: the one-time ``token`` of the setup URL, the manifest, where
+    GitHub is, where credentials go, and what to run once the App exists
+    (``on_configured``); ``secure_cookie`` when the public URL is https.  Every setup page
+    issues its own ``state`` (:meth:`new_state`), bound to that browser by the
+    :data:`STATE_COOKIE` cookie and used at most once (RFC 6749 section 10.12); callbacks
+    run one at a time (``lock``).  ``done`` once an App is stored."""
 
     token: str
     manifest: dict[str, Any]
@@ -179,12 +194,10 @@ class SetupFlow:
     api_url: str
     credentials_file: Path
     on_configured: Callable[[StoredApp], Awaitable[None]]
-    state: str = ""
     done: StoredApp | None = None
-
-    def __post_init__(self) -> None:
-        if not self.state:
-            self.state = secrets.token_urlsafe(24)
+    secure_cookie: bool = False
+    pending: dict[str, float] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @staticmethod
     def new_token() -> str:
@@ -198,6 +211,26 @@ class SetupFlow:
     def token_ok(self, given: str | None) -> bool:
         """Constant-time check of a setup token."""
         return bool(given) and hmac.compare_digest(str(given).encode(), self.token.encode())
+
+    def new_state(self) -> str:
+        """A fresh random ``state`` (24 bytes, URL-safe) for one setup page, remembered for
+        :data:`STATE_TTL_S` seconds (at most :data:`MAX_PENDING_STATES` of them)."""
+        now = time.monotonic()
+        for k in [k for k, t in self.pending.items() if t < now]:
+            del self.pending[k]
+        while len(self.pending) >= MAX_PENDING_STATES:
+            del self.pending[next(iter(self.pending))]
+        state = secrets.token_urlsafe(24)
+        self.pending[state] = now + STATE_TTL_S
+        return state
+
+    def take_state(self, given: str, cookie: str | None) -> bool:
+        """True when ``given`` is a state this service issued, not yet used nor expired, and
+        the browser's cookie holds the same value; it is then used up."""
+        if not given or not cookie or not hmac.compare_digest(given.encode(), cookie.encode()):
+            return False
+        expires = self.pending.pop(given, None)
+        return expires is not None and expires >= time.monotonic()
 
 
 def _pages() -> Environment:
@@ -215,10 +248,14 @@ def add_setup_routes(app: FastAPI, flow: SetupFlow) -> None:
                             headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
                                      "X-Frame-Options": "DENY"})
 
+    def configured() -> HTMLResponse:
+        # once an App is stored, nothing of it is shown to whoever has (or guesses) a URL
+        return page(410, kind="configured")
+
     @app.get("/setup")
     async def setup(request: Request) -> Response:
         if flow.done is not None:
-            return page(410, kind="done", app=flow.done)
+            return configured()
         if not flow.token_ok(request.query_params.get("token")):
             return page(403, kind="error", message="This setup link is not valid. Use the URL "
                         "`campaign-bot serve` printed when it started.")
@@ -226,35 +263,42 @@ def add_setup_routes(app: FastAPI, flow: SetupFlow) -> None:
         if org and not ORG_RE.match(org):
             return page(400, kind="error", message=f"{org!r} is not an organization name.")
         base = flow.github_url.rstrip("/")
+        state = flow.new_state()
         action = (f"{base}/organizations/{org}/settings/apps/new" if org
-                  else f"{base}/settings/apps/new") + f"?state={flow.state}"
-        return page(200, kind="start", action=action, org=org, token=flow.token,
+                  else f"{base}/settings/apps/new") + f"?state={state}"
+        resp = page(200, kind="start", action=action, org=org, token=flow.token,
                     manifest=flow.manifest, manifest_json=json.dumps(flow.manifest))
+        resp.set_cookie(STATE_COOKIE, state, max_age=STATE_TTL_S, path="/setup",
+                        httponly=True, samesite="lax", secure=flow.secure_cookie)
+        return resp
 
     @app.get("/setup/callback")
     async def callback(request: Request) -> Response:
-        if flow.done is not None:
-            return page(410, kind="done", app=flow.done)
-        code = request.query_params.get("code") or ""
-        state = request.query_params.get("state") or ""
-        if not state or not hmac.compare_digest(state.encode(), flow.state.encode()):
-            return page(403, kind="error", message="The state of this callback does not match "
-                        "the setup page's: start again from the setup URL.")
-        if not CODE_RE.match(code):
-            return page(400, kind="error", message="GitHub's redirect carried no valid code.")
-        import asyncio
-
-        try:
-            stored = await asyncio.to_thread(exchange_code, flow.api_url, code)
-            await asyncio.to_thread(save_credentials, flow.credentials_file, stored)
-        except CredentialsError as exc:
-            log.warning("App setup failed: %s", exc)
-            return page(502, kind="error", message=str(exc))
-        flow.done = stored
-        log.info("GitHub App %s (id %s) created; credentials stored in %s", stored.slug,
-                 stored.app_id, flow.credentials_file)
-        await flow.on_configured(stored)
-        return page(200, kind="done", app=stored)
+        async with flow.lock:  # one callback at a time: one App is stored, never two
+            if flow.done is not None:
+                return configured()
+            code = request.query_params.get("code") or ""
+            state = request.query_params.get("state") or ""
+            if not flow.take_state(state, request.cookies.get(STATE_COOKIE)):
+                return page(403, kind="error", message="The state of this callback does not "
+                            "match a setup page opened in this browser (or was used "
+                            "already): start again from the setup URL.")
+            if not CODE_RE.match(code):
+                return page(400, kind="error", message="GitHub's redirect carried no valid "
+                            "code.")
+            try:
+                stored = await asyncio.to_thread(exchange_code, flow.api_url, code)
+                await asyncio.to_thread(save_credentials, flow.credentials_file, stored)
+            except CredentialsError as exc:
+                log.warning("App setup failed: %s", exc)
+                return page(502, kind="error", message=str(exc))
+            flow.done = stored
+            log.info("GitHub App %s (id %s) created; credentials stored in %s", stored.slug,
+                     stored.app_id, flow.credentials_file)
+            await flow.on_configured(stored)
+            resp = page(200, kind="done", app=stored)
+            resp.delete_cookie(STATE_COOKIE, path="/setup")
+            return resp
 
     @app.get("/setup/installed")
     async def installed() -> Response:

@@ -20,7 +20,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ from evidence.screening import ScreeningDecision
 from evidence.verdicts import TrackVerdict
 
 SEVERITY_ORDER = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+_ATTEST = "attestation.dsse.json"  # evidence.signing.ATTESTATION_FILE (signing imports
+# cryptography; check imports it only when keys are in use)
 FAILING = frozenset({"P0", "P1", "P2"})
 """Severities that make ``check`` exit 1; P3 notes are printed but do not fail."""
 
@@ -65,7 +67,9 @@ class ArmSummary(BaseModel):
     arm: str
     candidate: str | None = None
     sessions: int
-    sessions_clean: int = Field(description="Sessions whose lifecycle has no problem.")
+    sessions_clean: int = Field(description="Sessions that qualify (evidence.sessions: clean "
+                                "lifecycle, every request answered and timed, receipt "
+                                "verified).")
     measured_requests: int
     measured_ok: int
     measured_failed: int
@@ -79,12 +83,56 @@ class ArmSummary(BaseModel):
     receipts: list[str] = Field(default_factory=list)
 
 
+class SignatureSummary(BaseModel):
+    """Which trusted keys ``check`` used and what their signatures showed.
+
+    ``source``: ``"--trusted-keys"`` (a file given on the command line), ``"campaign"`` (the
+    campaign folder's ``trusted-keys.pem``, found as the bot finds it), ``"none"`` (no keys
+    file), ``"unusable"`` (a keys file that is empty or does not parse: a P1
+    ``TRUSTED_KEYS_UNUSABLE``) or ``"skipped"`` (``--no-signatures``).  ``keys_file`` is the
+    path, ``key_ids`` the ``sha256:`` ids of its keys.  ``verified``, ``refused`` count the
+    signed bundles (``attestation.dsse.json``); ``unsigned`` the BagIt bags outside any signed
+    bundle (each a P1 ``SIGNATURE_MISSING`` when keys are in use)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    source: str = "none"
+    keys_file: str | None = None
+    key_ids: list[str] = Field(default_factory=list)
+    signed_bundles: int = Field(default=0, description="attestation.dsse.json files found.")
+    verified: int = 0
+    refused: int = 0
+    unsigned: int = 0
+
+    def lines(self) -> list[str]:
+        """The summary's lines (each under 80 columns), e.g. ``signatures: 2 verified, 0
+        refused, 1 unsigned bundle(s)`` then ``  keys: trusted-keys.pem, 1 key:
+        sha256:1a2b3c4d5e6f...``; none without keys when nothing is signed."""
+        if self.source == "skipped":
+            return ["signatures: not checked (--no-signatures)"]
+        if self.source == "none" and not self.signed_bundles:
+            return []  # no keys and nothing signed: nothing to say
+        if self.source in ("none", "unusable"):
+            where = ("no trusted-keys.pem in the campaign folder" if self.source == "none"
+                     else f"{self.keys_file} holds no usable key")
+            return [f"signatures: not verified ({where})"]
+        ids = ", ".join(k[:19] + "..." for k in self.key_ids[:1])
+        more = f" (+{len(self.key_ids) - 1})" if len(self.key_ids) > 1 else ""
+        return [f"signatures: {self.verified} verified, {self.refused} refused, "
+                f"{self.unsigned} unsigned bundle(s)",
+                f"  keys: {Path(self.keys_file or '').name}, "
+                f"{_count(len(self.key_ids), 'key')}: {ids}{more}"]
+
+
 class CheckReport(BaseModel):
     """``campaign-bot/check-report@1``: the result of ``campaign-bot check``."""
 
     schema_: str = Field(default="campaign-bot/check-report@1", alias="schema")
     root: str
     campaign: str | None = None
+    campaign_file: bool = Field(
+        False, description="The checked directory holds a campaign.toml (valid or not): a "
+                           "campaign directory, not a bundle.")
     documents: dict[str, int] = Field(
         default_factory=dict,
         description="campaign, receipts, statuses, media_reports, json_files validated.")
@@ -111,6 +159,9 @@ class CheckReport(BaseModel):
     trace_summaries: list[TraceRow] = Field(
         default_factory=list, description="Trace summaries per rank: diagnostic, never a "
         "speedup.")
+    signatures: SignatureSummary = Field(
+        default_factory=SignatureSummary,
+        description="Which trusted keys verified which signed bundles (see SignatureSummary).")
     seconds: float = 0.0
     exit_code: int = 0
 
@@ -122,8 +173,13 @@ class CheckReport(BaseModel):
         return [f for f in self.findings if f.severity in FAILING]
 
 
-def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
-    """Group receipts by (screen, track, arm, candidate); see :class:`ArmSummary`."""
+def summarize_arms(lc: LoadedCampaign, unverified: Iterable[str] = ()) -> list[ArmSummary]:
+    """Group receipts by (screen, track, arm, candidate); see :class:`ArmSummary`.
+    ``sessions_clean`` counts the sessions that qualify (:mod:`evidence.sessions`; receipts
+    at ``unverified`` paths do not)."""
+    from evidence.sessions import session_counts
+
+    counts = session_counts(((d.model, d.path) for d in lc.receipts), unverified)
     groups: dict[tuple[str, str, str, str | None], list] = defaultdict(list)
     for d in lc.receipts:
         r = d.model
@@ -138,7 +194,7 @@ def summarize_arms(lc: LoadedCampaign) -> list[ArmSummary]:
         for d in sorted(docs, key=lambda d: d.model.slot):
             r = d.model
             p = r.lifecycle.problems()
-            clean += not p
+            clean += counts.qualifies(r.screen_id, r.session_id)
             problems += [x for x in p if x not in problems]
             ok = [q for q in r.measured if q.ok and q.client_wall_s is not None]
             n_meas += len(r.measured)
@@ -171,6 +227,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    claims_file: Path | None = None,
                    prior_noise: bool = False,
                    trusted_keys: dict[str, Any] | None = None,
+                   signatures: SignatureSummary | None = None,
+                   require_signed: bool = True,
+                   setup_findings: Sequence[Finding] = (),
                    loaded: LoadedCampaign | None = None,
                    hasher: HashPool | None = None,
                    external_files: dict[str, Any] | None = None) -> CheckReport:
@@ -184,7 +243,12 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     :func:`evidence.signing.load_trusted_keys`) every signed bundle under ``root`` is
     verified first (:func:`evidence.signing.signature_findings`); inside a signed bundle only
     the files its signed manifests list are read as documents, and nothing at all is read from
-    a bundle that is refused.  ``external_files`` (root-relative path ->
+    a bundle that is refused.  Each BagIt bag outside every signed bundle is then a P1
+    ``SIGNATURE_MISSING`` (an unsigned bundle where keys are configured); with
+    ``require_signed`` (the keys were asked for by name) a directory without any signed bundle
+    is P0 ``SIGNATURE_MISSING``.  ``signatures`` (where the keys came from) is filled with the
+    counts and returned in the report; ``setup_findings`` (e.g. an unusable keys file the
+    caller found) join the report's findings.  ``external_files`` (root-relative path ->
     :class:`evidence.manifest.ExternalFile`) names files kept outside ``root`` (Git LFS
     pointers a reader did not fetch): manifests and signed bundles report them as external,
     never as missing.  Findings of one rule in one file are capped at
@@ -220,7 +284,8 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         idx = index_tree(root)
         readable = None
         if trusted_keys is not None:  # signatures first: a refused bundle is never read
-            sig_findings, readable = _signed_bundles(root, trusted_keys, external_files)
+            sig_findings, readable = _signed_bundles(root, trusted_keys, external_files,
+                                                     idx, signatures, require_signed)
 
         # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
         # soon as it reads the manifest, then calls `load` (every document parsed and
@@ -240,7 +305,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                        json_docs=docs, max_document_bytes=max_document_bytes,
                                        hasher=pool, external_files=external_files)
     lc = got[0]
-    findings = cap_findings(sig_findings)
+    findings = [*setup_findings, *cap_findings(sig_findings)]
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:
         if f.rule in ("UNREADABLE", "FILE_TOO_LARGE"):  # the loader and the verifier both
@@ -252,19 +317,14 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
                                 message="the directory holds no files: nothing to check",
                                 resolution="point check at a campaign or bundle directory"))
-    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses:
-        if "campaign.toml" in idx.files:  # present but unreadable or invalid: say so
-            findings.append(Finding(
-                rule="EMPTY_BUNDLE", severity="P1", path="campaign.toml",
-                message="campaign.toml is not valid (see its findings) and there are no "
-                        "receipts, status or manifest: nothing else was checked",
-                resolution="fix the campaign.toml findings, then check again"))
-        else:
-            findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
-                                    message="no campaign.toml, no receipts, no status and no "
-                                            "manifest found: nothing was checked",
-                                    resolution="point check at a campaign or bundle "
-                                               "directory"))
+    elif lc.scope is None and not vr.manifests and not lc.receipts and not lc.statuses \
+            and "campaign.toml" not in idx.files:
+        # (a campaign.toml present but invalid is a campaign directory: its own findings
+        # say what is wrong, not EMPTY_BUNDLE)
+        findings.append(Finding(rule="EMPTY_BUNDLE", severity="P1", path=".",
+                                message="no campaign.toml, no receipts, no status and no "
+                                        "manifest found: nothing was checked",
+                                resolution="point check at a campaign or bundle directory"))
     if lc.scope is None and "campaign.toml" not in idx.files and lc.receipts and \
             "bagit.txt" not in idx.files:
         findings.append(Finding(rule="SCOPE_MISSING", severity="P2", path="campaign.toml",
@@ -278,16 +338,22 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         findings += reference_findings(root, lc.scope.path, lc.scope.text,
                                        lc.scope.model.inputs)
         findings += input_findings(root, lc.scope.path, lc.scope.text, lc.scope.model.inputs)
+        findings += _pool_findings(lc)
     # the verdict engine: consistency rules and per-track verdicts
-    from evidence.review import review_check
+    from evidence.review import review_check, unverified_paths
 
     reviewed = review_check(lc, vr.findings, base_ref=base_ref, claims_file=claims_file,
                           prior_noise=prior_noise)
     findings += cap_findings(reviewed.findings)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.path, f.line or 0, f.rule))
+    sig_summary = signatures or SignatureSummary(
+        source="none" if trusted_keys is None else "--trusted-keys",
+        key_ids=sorted(trusted_keys or ()))
+    sig_summary.signed_bundles = sum(1 for p in idx.files if p.rsplit("/", 1)[-1] == _ATTEST)
     rep = CheckReport(
         root=str(root),
         campaign=lc.scope.model.id if lc.scope else None,
+        campaign_file="campaign.toml" in idx.files,
         documents={"campaign": int(lc.scope is not None), "receipts": len(lc.receipts),
                    "statuses": len(lc.statuses), "media_reports": len(lc.media_reports),
                    "probes": len(lc.probes), "trace_summaries": len(lc.trace_summaries),
@@ -300,28 +366,72 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         bytes_hashed=vr.bytes_hashed,
         manifests=vr.manifests,
         external=vr.external,
-        arms=summarize_arms(lc),
+        arms=summarize_arms(lc, unverified_paths([*lc.findings, *vr.findings])),
         findings=findings,
         verdicts=reviewed.verdicts,
         screening=reviewed.screening,
         claims=reviewed.claims,
         probes=probe_rows(root, lc.probes),
         trace_summaries=trace_rows(root, lc.trace_summaries),
+        signatures=sig_summary,
     )
     rep.exit_code = 1 if rep.problems else 0
     rep.seconds = round(time.perf_counter() - t0, 3)
     return rep
 
 
+def _pool_findings(lc: LoadedCampaign) -> list[Finding]:
+    """``RUNNER_LABELS_EMPTY`` (P1) when ``[pool] runner_labels`` is absent or empty: the
+    screen workflow's ``runs-on`` would name no self-hosted runner, so the bot cannot
+    dispatch a screen (GitHub Actions, "Choosing the runner for a job": a job with no runner
+    label matches no self-hosted runner of the pool)."""
+    from evidence.lines import line_of
+
+    assert lc.scope is not None
+    if lc.scope.model.pool.runner_labels:
+        return []
+    return [Finding(
+        rule="RUNNER_LABELS_EMPTY", severity="P1", path=lc.scope.path,
+        line=line_of(lc.scope.text, ("pool", "runner_labels"), fmt="toml"),
+        field="pool.runner_labels",
+        message="no runner labels: the bot cannot dispatch a screen to this pool's "
+                "self-hosted runner",
+        resolution='list the labels of the pool\'s runner, e.g. runner_labels = '
+                   '["self-hosted", "ascend910b1", "x4"]')]
+
+
 def _signed_bundles(root: Path, keys: dict[str, Any], external_files: dict[str, Any] | None,
+                    idx: Any, summary: SignatureSummary | None, require_signed: bool,
                     ) -> tuple[list[Finding], Callable[[str], bool]]:
     """Signature findings for every signed bundle under ``root``, and the loader's filter:
     a root-relative path inside a signed bundle (the innermost one holding it) is readable
-    only when that bundle verifies and its signed manifests list the path."""
-    from evidence.signing import BundleVerification, signature_findings
+    only when that bundle verifies and its signed manifests list the path.  Adds a P1
+    ``SIGNATURE_MISSING`` per BagIt bag (``bagit.txt`` in ``idx``) outside every signed
+    bundle, drops the P0 "no signed bundle" unless ``require_signed``, and fills
+    ``summary``'s counts."""
+    from evidence.signing import ATTESTATION_FILE, BundleVerification, signature_findings
 
     results: list[BundleVerification] = []
     found = signature_findings(root, keys, results, external_files=external_files)
+    if not results and not require_signed:
+        found = [f for f in found if f.rule != "SIGNATURE_MISSING"]
+    signed = [r.root.relative_to(root).as_posix() for r in results]
+    bags = sorted(p.rsplit("/", 1)[0] if "/" in p else "." for p in idx.files
+                  if p == "bagit.txt" or p.endswith("/bagit.txt"))
+    unsigned = [b for b in bags if not any(
+        s == "." or b == s or b.startswith(s + "/") for s in signed)]
+    for b in unsigned:
+        found.append(Finding(
+            rule="SIGNATURE_MISSING", severity="P1",
+            path="bagit.txt" if b == "." else f"{b}/bagit.txt",
+            message=f"an unsigned bundle (no {ATTESTATION_FILE}) where trusted keys are "
+                    "configured: the bot refuses it, and nothing shows who produced it",
+            resolution="re-run the screen on a runner with a signing key (runner guide, "
+                       "signing keys), or check with --no-signatures to skip signatures"))
+    if summary is not None:
+        summary.verified = sum(r.ok for r in results)
+        summary.refused = len(results) - summary.verified
+        summary.unsigned = len(unsigned)
     allowed: list[tuple[str, set[str] | None]] = []
     for res in results:
         rel = res.root.relative_to(root).as_posix()
@@ -418,6 +528,22 @@ def _result_line(rep: CheckReport) -> str:
     return f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)"
 
 
+def _title(rep: CheckReport) -> str:
+    """The first word of the summary: ``campaign ID``; ``campaign (campaign.toml invalid)``
+    for a campaign directory whose campaign.toml does not load; else ``bundle``."""
+    from rich.markup import escape
+
+    if rep.campaign:
+        return f"campaign [bold]{escape(rep.campaign)}[/]"
+    return "campaign (campaign.toml invalid)" if rep.campaign_file else "bundle"
+
+
+def _toml_state(rep: CheckReport) -> str:
+    """``valid``, ``invalid`` or ``absent``: the checked directory's campaign.toml."""
+    return "valid" if rep.documents.get("campaign") else (
+        "invalid" if rep.campaign_file else "absent")
+
+
 def render(rep: CheckReport, console: Any, *, details: bool = False) -> None:
     """Print ``rep`` with rich: by default the one-screen summary (:func:`render_summary`),
     with ``details`` every table and every finding (:func:`render_details`)."""
@@ -448,11 +574,12 @@ def render_summary(rep: CheckReport, console: Any) -> None:
         _line(console, text, crop=crop)
         used += 1
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    line(f"{title}  ({escape(rep.root)})")
+    line(f"{_title(rep)}  ({escape(rep.root)})")
     line(f"integrity: {_integrity_counts(rep)}; {rep.external_digests} external unverifiable")
+    for sig_line in rep.signatures.lines():
+        line(escape(sig_line))
     d = rep.documents
-    line(f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+    line(f"documents: campaign.toml {_toml_state(rep)}, "
          f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
          f"{d.get('media_reports', 0)} media reports"
          + (f", {d['probes']} operator probes" if d.get("probes") else "")
@@ -481,7 +608,7 @@ def render_summary(rep: CheckReport, console: Any) -> None:
             more = len(dict.fromkeys(v.codes)) - 1
             why = (dec.code if dec else "") + (f" +{more}" if dec and more > 0 else "")
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"),
-                      f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]",
+                      f"[{VERDICT_STYLE[v.verdict]}]{v.shown}[/]",
                       "—" if v.ratio is None else f"{v.ratio:.3f}", f"{v.m} v {v.n}",
                       escape(why))
         console.print(t, no_wrap=True, overflow="ellipsis", crop=True)
@@ -526,11 +653,10 @@ def render_details(rep: CheckReport, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    title = f"campaign [bold]{escape(rep.campaign)}[/]" if rep.campaign else "bundle"
-    console.print(f"{title}  ({escape(rep.root)})")
+    console.print(f"{_title(rep)}  ({escape(rep.root)})")
     d = rep.documents
     console.print(
-        f"documents: campaign.toml {'valid' if d.get('campaign') else 'absent or invalid'}, "
+        f"documents: campaign.toml {_toml_state(rep)}, "
         f"{d.get('receipts', 0)} receipts, {d.get('statuses', 0)} status snapshots, "
         f"{d.get('media_reports', 0)} media reports valid"
         + (f", {d['probes']} operator probes" if d.get("probes") else "")
@@ -539,6 +665,11 @@ def render_details(rep: CheckReport, console: Any) -> None:
         f"integrity: {_integrity_counts(rep)}; {_count(rep.files_hashed, 'file')}, "
         f"{_bytes(rep.bytes_hashed)} hashed; {rep.external_digests} external digests "
         "recorded, not verifiable here")
+    console.print(escape((rep.signatures.lines() or [
+        "signatures: none to verify (no trusted keys, no signed bundle)"])[0]), soft_wrap=True)
+    if rep.signatures.key_ids:
+        console.print(f"  keys of {escape(rep.signatures.keys_file or '-')}: "
+                      + ", ".join(rep.signatures.key_ids), soft_wrap=True)
     if rep.manifests:
         console.print("[bold]manifests[/] (entries: verified, mismatched, missing, extra, "
                       "external, other; then the kind and the manifest)")
@@ -548,7 +679,8 @@ def render_details(rep: CheckReport, console: Any) -> None:
             _line(console, Text(f"  {counts}  {m.kind:<10} {m.path}"), crop=False)
     if rep.arms:
         t = Table(title="sessions per screen, track and arm (warmups never counted; clean = "
-                        "sessions with a clean lifecycle / sessions)", title_justify="left")
+                        "qualifying sessions / sessions: clean lifecycle, every request "
+                        "answered and timed)", title_justify="left")
         server = any(a.median_server_inference_s is not None for a in rep.arms)
         cols = ["screen", "track", "arm", "clean", "measured", "failed",
                 "median client s", "median server s", "warmups s", "lifecycle problems"]

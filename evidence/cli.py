@@ -101,10 +101,18 @@ app = typer.Typer(
 
 @functools.cache
 def _stderr() -> Console:
-    """The rich console on stderr, made on first use (``check --json`` never imports rich)."""
+    """The rich console on stderr, made on first use (``check --json`` never imports rich).
+    Soft wrap: a message is one line, folded by a terminal, whole in a pipe or a log (copy
+    and paste work)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def print_error(message: str) -> None:
+    """Print ``error: MESSAGE`` on stderr as one line (markup in ``message`` is shown as
+    text): the one error style of every ``campaign-bot`` command."""
+    _stderr().print(f"[red]error:[/] {escape(message)}")
 
 
 def escape(text: str) -> str:
@@ -150,7 +158,7 @@ def schema_cmd(
     models = _all_schemas()
     model = models.get(name)
     if model is None:
-        _stderr().print(f"[red]unknown schema {escape(repr(name))}[/]; valid: {', '.join(models)}")
+        print_error(f"unknown schema {name!r}; valid: {', '.join(models)}")
         raise typer.Exit(EXIT_USAGE)
     sys.stdout.write(schema_text(name) + "\n")
 
@@ -227,10 +235,16 @@ def check_cmd(
              "holds >= 10 historical control-vs-control differences.")] = False,
     trusted_keys: Annotated[Path | None, typer.Option(
         "--trusted-keys",
-        help="File of trusted ed25519 public keys (PEM blocks): every signed bundle "
-             "(attestation.dsse.json) under DIRECTORY must verify, every file in it must be "
-             "covered by its signed manifests, and at least one must exist; documents are "
-             "read from a signed bundle only as its signed manifests list them.")] = None,
+        help="File of trusted ed25519 public keys (PEM blocks), instead of the campaign "
+             "folder's trusted-keys.pem: every signed bundle (attestation.dsse.json) under "
+             "DIRECTORY must verify, every file in it must be covered by its signed "
+             "manifests, and at least one must exist; documents are read from a signed "
+             "bundle only as its signed manifests list them.")] = None,
+    no_signatures: Annotated[bool, typer.Option(
+        "--no-signatures",
+        help="Do not verify signatures (by default the campaign folder's trusted-keys.pem, "
+             "found as the bot finds it, verifies every signed bundle, and each unsigned "
+             "bundle is a P1 finding).")] = False,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
@@ -242,22 +256,34 @@ def check_cmd(
     """
     from evidence import prestart
     from evidence.hashing import HashPool, prefetch_bag
+    from evidence.keyfile import campaign_keys_file
+
+    if no_signatures and trusted_keys is not None:
+        print_error("--no-signatures and --trusted-keys exclude each other")
+        raise typer.Exit(EXIT_USAGE)
+    found_keys = None if no_signatures or trusted_keys is not None else \
+        campaign_keys_file(directory)
+    verify = trusted_keys is not None or found_keys is not None
 
     # The hashing threads start on a bag's payload before the document models are imported
     # (evidence.launch, before typer), so both cores hash while this thread imports and parses.
-    early = prestart.EARLY_HASHING.take(directory) if trusted_keys is None else None
+    early = prestart.EARLY_HASHING.take(directory)
+    if early is not None and verify:  # signatures first: nothing is hashed before they hold
+        early[0].close(cancel=True)
+        early = None
     if early is not None:
         pool, progress = early
     else:
         progress = _progress()
         pool = HashPool(progress=progress, beneath=directory)
-        if trusted_keys is None and directory.is_dir():
+        if not verify and directory.is_dir():
             prefetch_bag(directory, pool)
     switch = sys.getswitchinterval()
     sys.setswitchinterval(prestart.HASHING_SWITCH_INTERVAL_S)
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
-               max_document_bytes, base, claims, prior_noise, trusted_keys)
+               max_document_bytes, base, claims, prior_noise, trusted_keys,
+               found_keys, no_signatures)
     finally:
         sys.setswitchinterval(switch)
         pool.close(cancel=True)
@@ -265,44 +291,70 @@ def check_cmd(
 
 def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_json: bool,
            details: bool, max_file_bytes: int, max_document_bytes: int, base: str | None,
-           claims: Path | None, prior_noise: bool, trusted_keys: Path | None) -> None:
+           claims: Path | None, prior_noise: bool, trusted_keys: Path | None,
+           found_keys: Path | None, no_signatures: bool) -> None:
     """The body of ``campaign-bot check`` once the hashing pool runs: raises
-    ``typer.Exit`` with the exit code."""
-    from evidence.check import check_campaign, render
+    ``typer.Exit`` with the exit code.  ``found_keys``: the campaign folder's keys file
+    (:func:`evidence.signing.campaign_keys_file`); an empty or unparsable one is a P1
+    ``TRUSTED_KEYS_UNUSABLE``, not a usage error."""
+    from evidence.check import SignatureSummary, check_campaign, render
     from evidence.findings import BaseRefError
+    from evidence.models import Finding
 
     if claims is not None and not claims.is_file():
-        _stderr().print(f"[red]cannot read[/] --claims {escape(str(claims))}: not a file")
+        why = "not a regular file" if claims.exists() else "no such file"
+        print_error(f"--claims {claims}: {why}")
         raise typer.Exit(EXIT_USAGE)
-    keys = None
-    if trusted_keys is not None:
-        from evidence.signing import KeyFileError, load_trusted_keys
+    from evidence.signing import KeyFileError, load_trusted_keys
 
+    keys = None
+    summary = SignatureSummary(source="skipped" if no_signatures else "none")
+    setup: list[Finding] = []
+    if trusted_keys is not None:
         try:
             keys = load_trusted_keys(trusted_keys)
         except KeyFileError as e:
-            _stderr().print(f"[red]cannot use trusted keys:[/] {escape(str(e))}")
+            print_error(f"--trusted-keys: {e}")
             raise typer.Exit(EXIT_USAGE) from None
+        summary = SignatureSummary(source="--trusted-keys", keys_file=str(trusted_keys))
+    elif found_keys is not None:
+        shown = os.path.relpath(found_keys, directory) if found_keys.parent == \
+            directory.absolute() else str(found_keys)
+        try:
+            keys = load_trusted_keys(found_keys)
+            summary = SignatureSummary(source="campaign", keys_file=shown)
+        except KeyFileError as e:
+            summary = SignatureSummary(source="unusable", keys_file=shown)
+            setup.append(Finding(
+                rule="TRUSTED_KEYS_UNUSABLE", severity="P1", path=shown,
+                message=f"{str(e).split(': ', 1)[-1]}: the bot refuses every screen bundle "
+                        "of this campaign, and no signature was verified here",
+                resolution="add each runner's PEM public key (runner guide, signing keys), "
+                           "or remove the file"))
+    if keys is not None:
+        summary.key_ids = sorted(keys)
     try:
         rep = check_campaign(directory, max_file_bytes=max_file_bytes,
                              max_document_bytes=max_document_bytes, progress=progress,
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
-                             trusted_keys=keys, hasher=pool)
+                             trusted_keys=keys, hasher=pool, signatures=summary,
+                             require_signed=trusted_keys is not None,
+                             setup_findings=setup)
     except BaseRefError as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]--base {escape(str(base))}:[/] {escape(str(e))}")
+        print_error(f"--base {base}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         if progress:
             progress.stop()
-        _stderr().print(f"[red]cannot check:[/] {escape(str(e))}")
+        print_error(f"cannot check {directory}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
         if progress:
             progress.stop()
         why = f"{directory}: {e.strerror}" if e.strerror else str(e)
-        _stderr().print(f"[red]cannot read[/] {escape(why)}")
+        print_error(f"cannot read {why}")
         raise typer.Exit(EXIT_USAGE) from None
     if progress:
         progress.stop()

@@ -79,6 +79,13 @@ class TrackVerdict:
     m: int = 0
     n: int = 0
     regression: bool = False
+    confirmation: str | None = None
+    """``provisional``, ``confirmed`` or ``not confirmed`` for a SUPPORTED verdict."""
+
+    @property
+    def shown(self) -> str:
+        """``SUPPORTED (provisional)`` and the like, else the verdict."""
+        return f"{self.verdict} ({self.confirmation})" if self.confirmation else self.verdict
     summary: str = ""
 
 
@@ -108,6 +115,9 @@ class EvidenceSource:
     verdicts: list[TrackVerdict] = field(default_factory=list)
     screens: list[ScreenDecision] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    unverified_sessions: set[tuple[str, str]] = field(default_factory=set)
+    """``(screen_id, session_id)`` of receipts whose manifest entry did not verify: listed in
+    ``receipts`` (they are charged) but never qualifying (:mod:`evidence.sessions`)."""
 
 
 @dataclass(frozen=True)
@@ -333,15 +343,6 @@ def compact_problems(problems: Sequence[str]) -> list[str]:
             f"{counts[p[0]]} worker{'s' if counts[p[0]] > 1 else ''} {p[0]}" for p in out]
 
 
-def _clean_controls(receipts: Sequence[Receipt], track: str) -> int:
-    keys = {
-        (r.screen_id, r.session_id)
-        for r in receipts
-        if r.arm == "control" and r.track == track and r.lifecycle.clean
-    }
-    return len(keys)
-
-
 def _track_label(scope: CampaignScope, track_id: str) -> str:
     t = scope.track(track_id)
     d = f"{t.duration_s:g} s"
@@ -387,11 +388,15 @@ def build_header(
 
     # ---- board
     board: list[BoardRow] = []
+    from evidence.sessions import session_counts
+
     baseline_problems = _baseline_problems(scope, all_receipts)
+    counts = session_counts(((r, None) for r in all_receipts),
+                            [k for s in srcs for k in s.unverified_sessions])
     for t in scope.tracks:
         tv = [(s, v) for s in srcs for v in s.verdicts if v.track == t.id]
         best = _best(tv)
-        clean = _clean_controls(all_receipts, t.id)
+        clean = counts.qualifying_controls(t.id)
         base = f"{clean} clean control session(s)"
         if t.id in baseline_problems:
             base += f", {len(baseline_problems[t.id])} failed lifecycle"
@@ -408,7 +413,7 @@ def build_header(
         board.append(
             BoardRow(
                 t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, v.candidate,
-                v.verdict + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
+                v.shown + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
                 f"{v.m} vs {v.n}", s.pr, reason,
             )
         )
@@ -426,7 +431,7 @@ def build_header(
             screening = "; ".join(f"{d.track}: {d.decision}" for d in screens) or "-"
             verdicts = {
                 tid: next(
-                    (v.verdict for v in s.verdicts if v.candidate == name and v.track == tid),
+                    (v.shown for v in s.verdicts if v.candidate == name and v.track == tid),
                     "-",
                 )
                 for tid in track_ids
@@ -536,6 +541,7 @@ def _only_new_candidates(
         verdicts=[v for v in src.verdicts if v.candidate in new],
         screens=[d for d in src.screens if d.candidate in new],
         findings=src.findings,
+        unverified_sessions=src.unverified_sessions - on_base,
     )
 
 
@@ -640,7 +646,7 @@ def _next_action(
             + _mention(scope.requesters)
             + "."
         )
-    open_tracks = [r.track for r in board if not r.verdict.startswith("SUPPORTED")]
+    open_tracks = [r.track for r in board if r.verdict != "SUPPORTED (confirmed)"]
     if open_tracks:
         known = "unknown queue; " if queue is None else ""
         return (
@@ -675,6 +681,7 @@ def track_verdict_from(v: Any) -> TrackVerdict | None:
         m=v.m,
         n=v.n,
         regression=bool(v.regression),
+        confirmation=getattr(v, "confirmation", None),
         summary=v.summary,
     )
 
@@ -716,8 +723,7 @@ def source_from_campaign(
     from evidence.findings import review_findings
     from evidence.verdicts import Evidence, judge
 
-    if unverified is None:
-        unverified = unverified_receipts(loaded)
+    unverified = set(unverified_receipts(loaded) if unverified is None else unverified)
     ev = Evidence.from_loaded(loaded, unverified=unverified)
     raw = judge(ev)
     from evidence.screening import screen_decisions
@@ -728,6 +734,8 @@ def source_from_campaign(
         sha=sha,
         pr=pr,
         receipts=[d.model for d in loaded.receipts],
+        unverified_sessions={(d.model.screen_id, d.model.session_id) for d in loaded.receipts
+                             if d.path in unverified},
         verdicts=[tv for v in raw if (tv := track_verdict_from(v)) is not None],
         screens=screen_decisions_from(ev),
         findings=findings,

@@ -181,6 +181,17 @@ class Workload(Strict):
     task: str = "ref2va"
 
 
+def _allowed_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` unchanged, or ValueError listing the names a campaign may not set for the
+    server (:mod:`evidence.env_rules`: loader, interpreter and CI runner names, credentials)."""
+    from evidence.env_rules import env_problems
+
+    problems = env_problems(env)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return env
+
+
 class Serving(Strict):
     """Server command line and environment of the control arm."""
 
@@ -188,6 +199,11 @@ class Serving(Strict):
     flags: list[str] = Field(default_factory=list, description="Server flags, one per item.")
     env: dict[str, str] = Field(default_factory=dict)
     port: int = Field(default=8091, ge=1, le=65535)
+
+    @field_validator("env")
+    @classmethod
+    def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
+        return _allowed_env(v)
 
 
 class Track(Strict):
@@ -284,6 +300,18 @@ class Candidate(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     source: str | None = Field(default=None, description="Attribution: PR, commit or upstream.")
 
+    @field_validator("env")
+    @classmethod
+    def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
+        return _allowed_env(v)
+
+
+DEFAULT_EVIDENCE_PATHS = ("results", "receipts", "screens")
+"""The evidence folders of a campaign unless its campaign.toml names others: status snapshots,
+receipts, and ``screens``, where the bot commits each verified screen bundle (the default
+``[screen] evidence_path`` of the repository config).  ``campaign-bot init`` writes the same
+list into a new campaign.toml."""
+
 
 class CampaignScope(Strict):
     """``campaign.toml``: the frozen RunSpec of one campaign."""
@@ -306,8 +334,9 @@ class CampaignScope(Strict):
     requesters: list[str] = Field(min_length=1, description="GitHub logins.")
     candidates: list[Candidate] = Field(default_factory=list)
     evidence_paths: list[str] = Field(
-        default_factory=lambda: ["results", "receipts"],
-        description="Directories (relative) that hold this campaign's evidence.",
+        default_factory=lambda: list(DEFAULT_EVIDENCE_PATHS),
+        description="Directories (relative) that hold this campaign's evidence; a pull "
+                    "request touching them is a candidate on the status header.",
     )
 
     @field_validator("schema_")

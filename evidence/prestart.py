@@ -38,8 +38,9 @@ def command_of(args: list[str]) -> str | None:
 
 def check_directory(args: list[str]) -> Path | None:
     """The DIRECTORY of a ``campaign-bot check`` argument list, or None when ``args`` is not
-    a plain check (another command, ``--help``, ``--trusted-keys``: a signed bundle's files
-    are read only after its signature verifies)."""
+    a plain check (another command, ``--help``, ``--trusted-keys`` or a campaign folder with
+    a ``trusted-keys.pem`` and no ``--no-signatures``: a signed bundle's files are read only
+    after its signature verifies)."""
     if command_of(args) != "check":
         return None
     rest = args[args.index("check") + 1:]
@@ -56,6 +57,11 @@ def check_directory(args: list[str]) -> Path | None:
             skip = "=" not in a
         elif not a.startswith("-") and found is None:
             found = Path(a)
+    if found is not None and "--no-signatures" not in rest:
+        from evidence.keyfile import campaign_keys_file
+
+        if campaign_keys_file(found) is not None:  # the campaign's keys verify first
+            return None
     return found
 
 

@@ -220,7 +220,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
             contrary = ("—" if v.pairs_at_or_above_theta0 is None else
                         f">= {v.pairs_at_or_above_theta0}, <= {v.pairs_at_or_below_theta0} "
                         f"of {v.pairs}; u {'—' if v.u is None else v.u}")
-            verdict = f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]"
+            verdict = f"[{VERDICT_STYLE[v.verdict]}]{v.shown}[/]"
             if v.regression:
                 verdict += " [red]REGRESSION[/]"
             t.add_row(escape(v.track), escape(v.candidate or "(control only)"), verdict,
@@ -230,7 +230,7 @@ def render_review(verdicts: Sequence[TrackVerdict], screening: Sequence[Screenin
         console.print(t)
         console.print("[bold]why[/] (the deciding reason first)")
         for v in verdicts:
-            console.print(Text(f"{v.track} / {v.candidate or '(control only)'}: {v.verdict}"))
+            console.print(Text(f"{v.track} / {v.candidate or '(control only)'}: {v.shown}"))
             dec = v.deciding
             ordered = ([dec] if dec else []) + [r for r in v.reasons if r is not dec]
             for r in ordered:

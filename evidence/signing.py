@@ -47,6 +47,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:campaign-bot:predicate:screen:v1"
 ATTESTATION_FILE = "attestation.dsse.json"
 TAG_MANIFEST = "tagmanifest-sha256.txt"
+
 PAYLOAD_MANIFEST = "manifest-sha256.txt"
 
 
@@ -142,6 +143,29 @@ def verify_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey],
     return _verify_envelope(envelope, keys)[0]
 
 
+_B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+
+
+def dsse_b64decode(text: Any) -> bytes:
+    """Bytes of a DSSE ``payload`` or ``sig`` field.
+
+    DSSE's envelope specification (``secure-systems-lab/dsse``, envelope.md) says a verifier
+    MUST accept either the standard or the URL-safe base64 alphabet (RFC 4648 sections 4 and
+    5), padded or not; the two alphabets are never mixed in one field.  Raises TypeError (not
+    a string) or ValueError (neither encoding)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a base64 string, got a JSON {type(text).__name__}")
+    for rx, alt in ((_B64_STD, None), (_B64_URL, b"-_")):
+        if rx.fullmatch(text):
+            padded = text + "=" * (-len(text) % 4) if "=" not in text else text
+            try:
+                return base64.b64decode(padded, altchars=alt, validate=True)
+            except ValueError:
+                continue
+    raise ValueError("not base64 (standard or URL-safe alphabet)")
+
+
 def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
                      ) -> tuple[dict[str, Any], str]:
     """:func:`verify_envelope`, also returning the id of the key that verified it."""
@@ -150,7 +174,7 @@ def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
                          "expected an object")
     try:
         ptype = envelope["payloadType"]
-        body = base64.b64decode(envelope["payload"], validate=True)
+        body = dsse_b64decode(envelope["payload"])
         sigs = envelope["signatures"]
     except KeyError as exc:
         raise ValueError(f"malformed DSSE envelope: no {exc} field") from None
@@ -164,7 +188,7 @@ def _verify_envelope(envelope: Any, keys: dict[str, Ed25519PublicKey],
         if not isinstance(s, dict):
             continue
         try:
-            sig = base64.b64decode(s["sig"], validate=True)
+            sig = dsse_b64decode(s["sig"])
         except (KeyError, TypeError, ValueError):
             continue
         kid = s.get("keyid")
@@ -476,6 +500,38 @@ def verify_bundle(root: Path, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     :func:`check_signed_bundle`'s problems, then one line per file not covered by the signed
     manifests (the first :data:`MAX_LISTED_UNSIGNED`, then a count)."""
     return check_signed_bundle(root, keys).messages()
+
+
+PRIVATE_KEY_MARKERS = (b"PRIVATE KEY-----", b"\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70")
+"""Private-key material: the PEM armour of every private key type (RFC 7468 section 10
+``-----BEGIN PRIVATE KEY-----``, ``... RSA PRIVATE KEY-----``, ``... OPENSSH PRIVATE
+KEY-----``), and the DER prefix of an ed25519 PKCS#8 key (RFC 8410 section 7: SEQUENCE,
+version 0, algorithm id-Ed25519 1.3.101.112)."""
+
+
+def files_with_private_keys(root: Path, *, limit: int = 20) -> list[str]:
+    """Bundle-relative paths (at most ``limit``) of regular files under ``root`` holding
+    :data:`PRIVATE_KEY_MARKERS`, read in 1 MiB chunks (a marker across two chunks is still
+    found).  A runner never bundles a key: such a bundle is refused whatever its signature
+    says (a leaked signing key signs anything)."""
+    overlap = max(len(m) for m in PRIVATE_KEY_MARKERS) - 1
+    found: list[str] = []
+    for dirpath, _dirs, names in os.walk(root, followlinks=False):
+        for name in sorted(names):
+            p = Path(dirpath, name)
+            if p.is_symlink() or not p.is_file():
+                continue
+            tail = b""
+            with open(p, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    window = tail + chunk
+                    if any(m in window for m in PRIVATE_KEY_MARKERS):
+                        found.append(p.relative_to(root).as_posix())
+                        break
+                    tail = window[-overlap:]
+            if len(found) >= limit:
+                return found
+    return found
 
 
 def find_signed_bundles(directory: Path) -> list[Path]:

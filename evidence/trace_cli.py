@@ -53,12 +53,12 @@ def register(app: Any) -> None:
 
         from evidence.trace_summary import TraceError, render_summary, summarize
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         bar: Any = None
         try:
             total = sum(p.stat().st_size for p in traces)
         except OSError as exc:
-            err.print(f"[red]cannot read[/] {escape(str(exc.filename))}: "
+            err.print(f"[red]error:[/] cannot read {escape(str(exc.filename))}: "
                       f"{escape(exc.strerror or str(exc))}")
             raise typer.Exit(2) from None
         if err.is_terminal:
@@ -80,10 +80,10 @@ def register(app: Any) -> None:
                             device_process=device_process, communication=communication,
                             progress=(lambda n: bar.advance(task, n)) if bar else None)
         except (TraceError, ValueError, re.error) as exc:
-            err.print(f"[red]cannot summarize:[/] {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot summarize: {escape(str(exc))}")
             raise typer.Exit(2) from None
         except OSError as exc:
-            err.print(f"[red]cannot read[/] {escape(str(exc.filename))}: "
+            err.print(f"[red]error:[/] cannot read {escape(str(exc.filename))}: "
                       f"{escape(exc.strerror or str(exc))}")
             raise typer.Exit(2) from None
         finally:
@@ -95,7 +95,7 @@ def register(app: Any) -> None:
 
             write_atomic(out, text)
         except OSError as exc:
-            err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(str(exc))}")
             raise typer.Exit(2) from None
         if json_out:
             sys.stdout.write(text)

@@ -292,9 +292,16 @@ def _events(reader: _HashingReader, path: Path, notes: list[str]) -> Iterator[di
             notes.append("unterminated JSON array (allowed by the trace format): read to the "
                          "last complete event")
             return
-        raise TraceError(f"{path}: not valid JSON: {exc}") from None
+        raise TraceError(_not_json(path, exc)) from None
     except ijson.JSONError as exc:
-        raise TraceError(f"{path}: not valid JSON: {exc}") from None
+        raise TraceError(_not_json(path, exc)) from None
+
+
+def _not_json(path: Path, exc: Exception) -> str:
+    """One line for a file the JSON parser refused: the parser's first line only (the C
+    backend of ijson adds a lexer picture of the bytes around the error over more lines)."""
+    first = (str(exc).strip().splitlines() or ["parse error"])[0].rstrip(".")
+    return f"{path}: not valid JSON ({first}); a profiler trace is Chrome trace JSON"
 
 
 @dataclass

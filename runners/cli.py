@@ -84,7 +84,7 @@ def screen_cmd(
     from runners.config import RunnerConfigError
     from runners.screen import ScreenOptions, UsageError, run_screen
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         host_opts = resolve_host_options(
             out=out, bundle_name=bundle_name, campaign_dir=campaign, track=track,
@@ -148,6 +148,9 @@ def resolve_host_options(*, out: Path | None, bundle_name: str | None, campaign_
         "media_device": media_device or cfg.media.device,
         "lpips_weights": lpips_weights or cfg.media.lpips_weights,
         "lpips_sha256": lpips_sha256 or cfg.media.lpips_sha256,
+        "server_user": cfg.isolation.user,
+        "server_pass_env": list(cfg.server.pass_env),
+        "server_env": dict(cfg.server.env),
     }
 
 
@@ -206,7 +209,7 @@ def doctor_runner_cmd(
     from runners.doctor import run_checks
     from runners.screen import UsageError, load_scope
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         loaded = load()
         scope = load_scope(campaign) if campaign is not None else None
@@ -241,7 +244,7 @@ def check_flags_cmd(
     from runners.server import build_command
     from runners.upstream import FlagCheckUnavailable, check_flag_lines
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         scope = load_scope(campaign)
     except UsageError as exc:
@@ -255,7 +258,7 @@ def check_flags_cmd(
     try:
         res = check_flag_lines(arms, python=python)
     except (FlagCheckUnavailable, ValueError) as exc:
-        err.print(f"[red]cannot check flags:[/] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/] cannot check flags: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     if as_json:
         typer.echo(json.dumps({"python": res.python, "vllm_omni": res.vllm_omni, "arms": [

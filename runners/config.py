@@ -17,6 +17,11 @@ are relative to the file's own directory.  Format (every key optional; unknown k
     [server]
     command = "vllm serve"                         # replaces the 'vllm serve' prefix
     container = false                              # the command runs a container
+    pass_env = ["LD_LIBRARY_PATH", "ASCEND_*"]     # runner variables the server keeps
+    env = { HF_HUB_OFFLINE = "1" }                 # set for every server
+
+    [isolation]
+    user = "campaign-bot-server"                   # the screened server runs as this user
 
     [media]
     device = "npu"                                 # where LPIPS runs: npu, cuda, cpu
@@ -72,12 +77,38 @@ class ServerSection(_Strict):
 
     command: str | None = None
     container: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    pass_env: list[str] = Field(default_factory=list)
+
+    @field_validator("pass_env")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", name):
+                raise ValueError(f"{name!r}: a variable name, or a name prefix ending in *")
+        return v
 
     @field_validator("command")
     @classmethod
     def _not_blank(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
             raise ValueError("must not be empty (leave the key out for 'vllm serve')")
+        return v
+
+
+class IsolationSection(_Strict):
+    """Privilege separation of the screened server (:mod:`runners.isolation`): ``user`` is the
+    dedicated, unprivileged account every session's server runs as (name or numeric uid),
+    never root nor the runner's own account.  Unset: the server runs as the runner itself,
+    which ``doctor runner`` reports as a failure and every bundle records."""
+
+    user: str | None = None
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}", v):
+            raise ValueError(f"{v!r} is not a user name or uid")
         return v
 
 
@@ -98,6 +129,7 @@ class RunnerConfig(_Strict):
     min_free_gib: float = Field(default=DEFAULT_MIN_FREE_GIB, ge=0)
     devices: DevicesSection = Field(default_factory=DevicesSection)
     server: ServerSection = Field(default_factory=ServerSection)
+    isolation: IsolationSection = Field(default_factory=IsolationSection)
     media: MediaSection = Field(default_factory=MediaSection)
 
 

@@ -14,7 +14,11 @@ Checks, each with a fix when it fails (:class:`evidence.doctor.Check`):
   checkout of the campaign repository);
 * LPIPS weights: present, SHA-256 as configured (lossy tracks cannot pass without them);
 * media device: ``cuda``/``npu`` have their torch backend installed;
-* output folder: exists or can be created, writable, and ``min_free_gib`` free.
+* output folder: exists or can be created, writable, and ``min_free_gib`` free;
+* server isolation: ``[isolation] user`` names a separate unprivileged account, and a process
+  started exactly as a screened server is (:mod:`runners.isolation`) can neither read the
+  signing key, see the runner's ``/proc/<pid>``, nor write into the output folder, and can
+  open the accelerator device nodes.
 """
 
 from __future__ import annotations
@@ -253,6 +257,44 @@ def check_output(cfg: RunnerConfig) -> Check:
     return Check("output folder", "ok", f"{out}: {free:.1f} GiB free")
 
 
+def check_isolation(cfg: RunnerConfig) -> list[Check]:
+    """The screened server's account and isolation, probed as a server is started."""
+    from runners.isolation import IsolationError, device_nodes, probe, resolve_identity
+
+    fix = ("create an unprivileged account (`useradd --system --no-create-home --shell "
+           "/usr/sbin/nologin campaign-bot-server`) and set [isolation] user in the runner "
+           "config")
+    if not cfg.isolation.user:
+        return [Check("server isolation", "fail", "no [isolation] user: the screened server (a "
+                      "pull request's code) runs as the runner and can read the signing key",
+                      fix)]
+    env = os.environ.get("CAMPAIGN_BOT_SIGNING_KEY")
+    key = Path(env) if env else cfg.signing_key
+    no_write = [p for p in (cfg.output_dir,) if p is not None and p.exists()]
+    try:
+        identity = resolve_identity(cfg.isolation.user)
+        iso = probe(identity, key=key, no_write=no_write, devices=device_nodes())
+    except IsolationError as exc:
+        return [Check("server isolation", "fail", str(exc), fix)]
+    who = f"{identity.name} (uid {identity.uid})"
+    if not iso.holds:
+        return [Check("server isolation", "fail", f"as {who}: " + "; ".join(iso.problems),
+                      "chmod 600 the signing key and chown it to the runner's account; "
+                      "make output_dir the runner's with mode 0755")]
+    out = [Check("server isolation", "ok", f"server runs as {who}: signing key unreadable, "
+                 "runner's /proc hidden, output folder read-only to it")]
+    nodes = device_nodes()
+    if iso.device_problems:
+        out.append(Check("server devices", "fail", "; ".join(iso.device_problems[:4]),
+                         f"add {identity.name} to the group owning the device nodes (Ascend: "
+                         f"`usermod -aG HwHiAiUser {identity.name}`)"))
+    else:
+        out.append(Check("server devices", "ok" if nodes else "skip",
+                         f"{len(nodes)} accelerator device node(s) open to {identity.name}"
+                         if nodes else "no /dev/davinci* or /dev/nvidia* on this host"))
+    return out
+
+
 def run_checks(loaded: LoadedRunnerConfig, scope: CampaignScope | None,
                checkout: Path | None) -> list[Check]:
     """Every runner check, in table order."""
@@ -260,4 +302,4 @@ def run_checks(loaded: LoadedRunnerConfig, scope: CampaignScope | None,
     return [check_version(), check_config(loaded), check_engine(cfg, scope),
             check_server_command(cfg), check_devices(cfg, scope),
             *check_signing_key(cfg, checkout), check_lpips(cfg, scope),
-            check_media_device(cfg), check_output(cfg)]
+            check_media_device(cfg), check_output(cfg), *check_isolation(cfg)]

@@ -319,7 +319,7 @@ def register(app: Any) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         try:
             fc, fk, fi = (load_callable(s) for s in (control, candidate, inputs))
             got = fi()
@@ -333,10 +333,18 @@ def register(app: Any) -> None:
                             device=device, warmups=warmups, repeats=repeats,
                             claims_lossless=claims_lossless, **meta)
         except (ProbeError, ValidationError) as exc:
-            err.print(f"[red]cannot probe:[/] {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot probe: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        except ImportError as exc:  # torch (the [media] extra), or a module the arms import
+            name = getattr(exc, "name", None) or str(exc)
+            hint = (": probes time tensors with torch; install the [media] extra "
+                    "(pip install 'campaign-bot[media]'), or [npu] as well on Ascend"
+                    if str(name).split(".")[0] in ("torch", "torch_npu") else "")
+            err.print(f"[red]error:[/] cannot import {escape(str(name))}{escape(hint)}",
+                      soft_wrap=True)
             raise typer.Exit(2) from None
         except (RuntimeError, AttributeError, TypeError) as exc:  # device or inputs
-            err.print(f"[red]cannot probe:[/] {type(exc).__name__}: {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot probe: {type(exc).__name__}: {escape(str(exc))}")
             raise typer.Exit(2) from None
         text = doc.model_dump_json(indent=2, by_alias=True) + "\n"
         try:
@@ -344,7 +352,7 @@ def register(app: Any) -> None:
 
             write_atomic(out, text)
         except OSError as exc:
-            err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(str(exc))}")
+            err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(str(exc))}")
             raise typer.Exit(2) from None
         con = Console(highlight=False)
         if not con.is_terminal:

@@ -52,6 +52,19 @@ from evidence.models import (
 from evidence.signing import KeyFileError, sha256_file
 from runners import devices
 from runners.client import FilePart, send_request
+from runners.isolation import (
+    Isolation,
+    IsolationError,
+    ServerIdentity,
+    device_nodes,
+    enter,
+    harden_runner,
+    make_scratch,
+    probe,
+    remove_scratch,
+    resolve_identity,
+    server_environment,
+)
 from runners.plan import Estimate, PlannedSession, estimate, make_plan
 from runners.server import (
     ServerProcess,
@@ -94,6 +107,9 @@ class ScreenOptions:
     lpips_weights: Path | None = None
     lpips_sha256: str | None = None
     futility_stop: bool = False
+    server_user: str | None = None
+    server_pass_env: list[str] = field(default_factory=list)
+    server_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -336,17 +352,24 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     est = estimate(plan, scope.protocol, request_s=opts.request_estimate_s)
     print_plan(console, scope, plan, est, track.id, cand.name if cand else None)
     if opts.dry_run:
+        # the preflight of a real screen: a dry run that would not start exits as it would
+        stops = 0
         try:
             resolve_inputs(scope, opts.campaign)
             console.print("inputs: present, digests match")
         except UsageError as exc:
-            console.print(f"[yellow]inputs: {exc}[/] (a real screen stops here with exit 2)")
+            stops += 1
+            console.print(f"[yellow]inputs: {exc}[/]", highlight=False)
         try:
             check_out_dir(opts.out)
             console.print(f"out: {opts.out} can be written")
         except UsageError as exc:
-            console.print(f"[yellow]out: {exc}[/] (a real screen stops here with exit 2)",
-                          highlight=False)
+            stops += 1
+            console.print(f"[yellow]out: {exc}[/]", highlight=False)
+        if stops:
+            console.print(f"dry run: nothing started; a real screen would stop here on the "
+                          f"{stops} problem(s) above (exit 2)")
+            return EXIT_USAGE
         console.print("dry run: nothing started")
         return EXIT_OK
     inputs = resolve_inputs(scope, opts.campaign)
@@ -360,6 +383,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     except KeyFileError as exc:
         raise UsageError(str(exc)) from exc
     check_out_dir(opts.out)
+    isolation = isolate(opts, key_path, console)
     tool = devices.detect_tool() if opts.device_tool == "auto" else opts.device_tool
     if tool not in devices.TOOLS:
         raise UsageError(f"--device-tool {opts.device_tool!r}: use auto, none, npu-smi or "
@@ -369,14 +393,48 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
                       "device idle gate is recorded as not checked, so no session's lifecycle "
                       "can qualify")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
-                   tool).run()
+                   tool, isolation).run()
+
+
+def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation | None:
+    """Before any server starts: with ``[isolation] user`` set, create the bundle folder (mode
+    0755, the runner's), make this process non-dumpable, and probe the isolation as the server
+    account (:func:`runners.isolation.probe`): a readable signing key, a visible runner
+    ``/proc/<pid>`` or a writable bundle folder refuses the screen (UsageError, exit 2).
+    Without an [isolation] user: None and a warning (the server runs as the runner)."""
+    if not opts.server_user:
+        console.print("[yellow]warning:[/] no \\[isolation] user in the runner config: the "
+                      "screened server runs as the runner's own account and could read the "
+                      "signing key (docs/security.md)")
+        return None
+    try:
+        identity = resolve_identity(opts.server_user)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        os.chmod(opts.out, 0o755)
+        harden_runner()
+        iso = probe(identity, key=key_path, no_write=[opts.out, opts.out.parent],
+                    devices=device_nodes())
+    except (IsolationError, OSError) as exc:
+        raise UsageError(f"server isolation: {exc}") from None
+    if not iso.holds:
+        raise UsageError("server isolation does not hold, not running: "
+                         + "; ".join(iso.problems))
+    for p in iso.device_problems:
+        console.print(f"[yellow]warning:[/] {p}")
+    console.print(f"server runs as {identity.name} (uid {identity.uid}) in a private /proc; "
+                  "signing key unreadable to it")
+    return iso
 
 
 class _Screen:
     def __init__(self, opts: ScreenOptions, console: Console, scope: CampaignScope,
                  track: str, duration_s: float, cand: Candidate | None,
-                 plan: list[PlannedSession], inputs: Inputs, key: Any, tool: str) -> None:
+                 plan: list[PlannedSession], inputs: Inputs, key: Any, tool: str,
+                 isolation: Isolation | None = None) -> None:
         self.opts, self.console, self.scope = opts, console, scope
+        self.isolation = isolation
+        self.identity: ServerIdentity | None = isolation.identity if isolation else None
+        self.scratch: Path | None = None
         self.track, self.duration_s, self.cand, self.plan = track, duration_s, cand, plan
         self.inputs, self.key, self.tool = inputs, key, tool
         self.out = opts.out
@@ -393,8 +451,20 @@ class _Screen:
 
     # ------------------------------------------------------------------------- sessions
     def run(self) -> int:
-        for sub in ("receipts", "logs", "outputs", "media"):
-            (self.data / sub).mkdir(parents=True, exist_ok=True)
+        for d in (self.out, self.data, *(self.data / s for s in
+                                          ("receipts", "logs", "outputs", "media"))):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o755)  # the runner's alone: the server account cannot write here
+        if self.identity is not None:
+            self.scratch = make_scratch(self.identity)
+            assert self.isolation is not None
+            self.notes.append(f"server account: {self.identity.name} (uid {self.identity.uid})"
+                              ", private /proc (hidepid=2), no capabilities, allow-listed "
+                              "environment; signing key unreadable to it (probed)")
+            self.notes += [f"device: {p}" for p in self.isolation.device_problems]
+        else:
+            self.notes.append("server account: the runner's own (no [isolation] user): the "
+                              "server could read the signing key")
         if become_subreaper():
             self.notes.append("runner is a child subreaper: orphaned workers' exit status "
                               "is read with waitpid")
@@ -444,6 +514,8 @@ class _Screen:
             return self._finish()
         finally:
             self.intr.restore()
+            if self.scratch is not None:
+                remove_scratch(self.scratch)
 
     def _futile(self) -> bool:
         """After the first control and candidate sessions with a successful measured request:
@@ -489,8 +561,13 @@ class _Screen:
         env = build_env(scope.serving, arm_cand, device_ids=scope.pool.device_ids,
                         request_timeout_s=p.request_timeout_s, device_tool=self.tool)
         started = datetime.now(UTC)
-        srv = ServerProcess(argv, env, self.data / "logs" / f"{tag}.log", port,
-                            host=self.opts.host, container=self.opts.container)
+        full_env = server_environment(env, host_env=os.environ,
+                                      pass_env=self.opts.server_pass_env,
+                                      fixed=self.opts.server_env, identity=self.identity,
+                                      scratch=self.scratch)
+        srv = ServerProcess(argv, full_env, self.data / "logs" / f"{tag}.log", port,
+                            host=self.opts.host, container=self.opts.container,
+                            launch=enter(self.identity), cwd=self.scratch)
         records = []
         notes: list[str] = []
         ready_at = None
@@ -680,7 +757,8 @@ class _Screen:
                           "problems": r.problems} for r in self.results],
             "interrupted": self.interrupted, "problems": problems, "notes": self.notes,
             "runner": {"campaign_bot": _own_version(), "host": socket.gethostname(),
-                       "device_tool": self.tool},
+                       "device_tool": self.tool,
+                       "server_account": self.identity.name if self.identity else None},
         }
         (self.data / "screen.json").write_text(json.dumps(summary, indent=2) + "\n")
         writer = write_bag(self.out, {"Source-Organization": "campaign-bot screen runner",
@@ -690,6 +768,7 @@ class _Screen:
         predicate["receipts"] = [r.path.relative_to(self.out).as_posix() for r in self.results]
         predicate["problem_count"] = len(problems)
         predicate["bag_writer"] = writer
+        predicate["server_account"] = self.identity.name if self.identity else None
         sign_bundle(self.out, self.key, predicate)
         self._print_summary(problems)
         return EXIT_PROBLEMS if problems else EXIT_OK

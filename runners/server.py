@@ -37,6 +37,7 @@ import httpx
 import psutil
 
 from evidence.models import Candidate, Lifecycle, Serving, WorkerExit
+from runners.isolation import enter
 
 SERVER_CMD_ENV = "CAMPAIGN_BOT_SERVER_CMD"
 """Environment variable that replaces the ``vllm serve`` prefix of the server command."""
@@ -135,16 +136,6 @@ def config_digest(argv: Sequence[str], env: dict[str, str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _term_when_runner_dies() -> None:
-    """In the server child before exec: ``PR_SET_PDEATHSIG`` = SIGTERM, so a runner killed
-    outright (a job cancel ends with SIGKILL) still starts the server's own graceful
-    shutdown instead of leaving it holding the devices."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 def become_subreaper() -> bool:
     """Make this process a child subreaper (``PR_SET_CHILD_SUBREAPER``), so workers orphaned
     by a dying server are re-parented here and their exit status can be read with waitpid.
@@ -168,12 +159,18 @@ class WorkerInfo:
 
 @dataclass
 class ServerProcess:
-    """One server process lifetime.  ``log_path`` receives its stdout and stderr."""
+    """One server process lifetime.  ``env`` is its whole environment
+    (:func:`runners.isolation.server_environment`), ``launch`` the preexec function that puts
+    it into its account and isolation (None: :func:`runners.isolation.enter` without an account,
+    only the parent-death signal), ``cwd`` its working directory; ``log_path`` receives its
+    stdout and stderr."""
 
     argv: list[str]
-    env_changes: dict[str, str]
+    env: dict[str, str]
     log_path: Path
     port: int
+    launch: Callable[[], None] | None = None
+    cwd: Path | None = None
     host: str = "127.0.0.1"
     container: bool = False
     popen: subprocess.Popen[bytes] | None = None
@@ -191,17 +188,20 @@ class ServerProcess:
 
     def start(self) -> None:
         """Start the server in its own process session (``start_new_session``), so a
-        terminal's Ctrl-C never reaches its workers.  Raises ServerStartError when the
-        command cannot be executed."""
-        env = {**os.environ, **self.env_changes}
+        terminal's Ctrl-C never reaches its workers, with the environment ``env`` (whole:
+        nothing of the runner's is inherited) and the ``launch`` preexec function
+        (:func:`runners.isolation.enter`: the server's account and isolation).  Raises
+        ServerStartError when the command cannot be executed or the isolation not entered."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
         try:
             self.popen = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, preexec_fn=_term_when_runner_dies)
-        except OSError as exc:
-            raise ServerStartError(f"cannot start {self.argv[0]!r}: {exc}") from exc
+                env=self.env, cwd=self.cwd, start_new_session=True,
+                preexec_fn=self.launch or enter(None))
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ServerStartError(f"cannot start {self.argv[0]!r}: {exc} (log: "
+                                   f"{self.log_path.name})") from exc
         finally:
             log.close()
 

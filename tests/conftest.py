@@ -1,6 +1,6 @@
 """Shared fixtures: the bundled example campaign and the session-wide GitHub double
-(tests/github_double/README.md), which validates against the vendored
-``tests/fixtures/github/openapi-subset.json``."""
+(sandbox/github_double/README.md), which validates against the vendored
+``sandbox/github_double/openapi-subset.json``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_double import GitHubDouble, OpenAPISubset
-from github_double.server import default_openapi_path
+
+from sandbox.github_double import GitHubDouble, OpenAPISubset
+from sandbox.github_double.server import default_openapi_path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"

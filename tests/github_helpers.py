@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from github import Auth
-from github_double import GitHubDouble
 
 from bot.app import compose
 from bot.database import make_engine, migrate
@@ -18,6 +17,7 @@ from bot.inbox.router import Event
 from bot.metrics import Metrics
 from bot.registry import Registry
 from bot.settings import GitSettings, Settings
+from sandbox.github_double import GitHubDouble
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "github"

@@ -148,8 +148,10 @@ def test_credentials_file_is_private_and_atomic(tmp_path: Path) -> None:
     flow = SetupFlow("t" * 10, {}, "https://github.com", "https://api.github.com", p,
                      on_configured=lambda a: None)  # type: ignore[arg-type,return-value]
     assert flow.token_ok("t" * 10) and not flow.token_ok("t" * 9) and not flow.token_ok(None)
-    assert len(SetupFlow.new_token()) >= 40 and flow.state != SetupFlow(
-        "x", {}, "", "", p, on_configured=flow.on_configured).state
+    assert len(SetupFlow.new_token()) >= 40
+    a, b = flow.new_state(), flow.new_state()
+    assert a != b and not flow.take_state(a, None) and not flow.take_state(a, b)
+    assert flow.take_state(a, a) and not flow.take_state(a, a)  # one use
 
 
 def log_text(svc: Any) -> str:

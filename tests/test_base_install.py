@@ -242,3 +242,42 @@ def test_every_command_shows_its_help(base: BaseInstall) -> None:
         if res.returncode != 0 or "Usage:" not in res.stdout or res.stderr.strip():
             failed.append((path, res.returncode, (res.stdout + res.stderr)[-600:]))
     assert not failed, failed
+
+
+def test_the_sandbox_screens_on_the_base_install(base: BaseInstall, tmp_path: Path) -> None:
+    """``campaign-bot sandbox`` as the README's first screen offers it: on the base install
+    (no torch), a ``/screen`` comment posted through its page's endpoint gets the bot's result
+    comment, a completed check run and evidence committed on the pull request's branch; SIGINT
+    stops it with exit 0."""
+    proc = subprocess.Popen([str(base.exe), "sandbox", "--port", "0", "--no-open", "--work",
+                             str(tmp_path / "work")], cwd=tmp_path, env=base.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        url = None
+        for line in proc.stdout:
+            if line.startswith("sandbox page: "):
+                url = line.split(": ", 1)[1].strip()
+                break
+        assert url, "the sandbox did not print its page"
+        r = httpx.post(f"{url}api/comment", json={"user": "maintainer", "number": 2,
+                                                  "body": "/screen candidate noop"})
+        assert r.status_code == 201, r.text
+        end = time.monotonic() + 120
+        state: dict = {}
+        while time.monotonic() < end:
+            state = httpx.get(f"{url}api/state").json()
+            if any(c["status"] == "completed" and c["name"] == "campaign-bot/screen: noop"
+                   for c in state["checks"]) and state["evidence"]:
+                break
+            time.sleep(0.5)
+        bodies = [c["body"] for c in state["comments"]]
+        assert any("campaign-bot:screen-result" in b and "**Verdict: " in b for b in bodies), \
+            bodies
+        assert any(p.endswith("/attestation.dsse.json") for p in state["evidence"]), state
+        assert state["rest_problems"] == []
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "sandbox: stopped" in out

@@ -335,3 +335,19 @@ def test_oversized_document_is_an_error_but_oversized_payload_json_a_note(
     assert sev["campaign.toml"] == "P1"
     assert sev[RECEIPT] == "P1"  # a receipt starts with its campaign-bot schema
     assert code == 1
+
+
+def test_a_campaign_with_an_invalid_campaign_toml_is_a_campaign(tmp_path: Path) -> None:
+    """A campaign directory whose campaign.toml does not validate is headed as a campaign
+    with an invalid campaign.toml, and its findings are the campaign.toml's (it was headed
+    'bundle' with EMPTY_BUNDLE)."""
+    (tmp_path / "campaign.toml").write_text('schema = 5\nid = "x"\n')
+    code, rep = run_check(tmp_path)
+    assert code == 1 and rep["campaign_file"] is True and rep["campaign"] is None
+    rules = [f["rule"] for f in rep["findings"]]
+    assert "EMPTY_BUNDLE" not in rules and "SCHEMA_INVALID" in rules, rules
+    res = subprocess.run([sys.executable, "-c", "from evidence.cli import main; main()",
+                          "check", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    first = res.stdout.splitlines()[:3]
+    assert first[0].startswith("campaign (campaign.toml invalid)  ("), first
+    assert first[2].startswith("documents: campaign.toml invalid, "), first

@@ -211,3 +211,18 @@ def test_a_screen_admitted_by_the_framework_asks_github_once(github_double) -> N
     assert len(asks) == 1
     (reply,) = bot_comments(d)
     assert "Dry run" in reply or "dry run" in reply
+
+
+@pytest.mark.parametrize("action", ["created", "edited"])
+def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
+                                                                     action) -> None:
+    """GitHub's schema allows ``comment.user: null`` (a deleted account): the delivery passes
+    the worker's shape check and ends without running a command (nobody to authorise)."""
+    from bot.inbox.payloads import check_shape
+
+    ev = comment_event("/campaign help", action=action, previous="")
+    ev.payload["comment"]["user"] = None
+    check_shape(ev.name, ev.payload)  # raised PayloadShapeError: comment.user
+    results = router.dispatch(ev, port(repo), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert repo.write_summary() == []

@@ -453,3 +453,27 @@ def test_a_campaign_without_receipts_yet(tmp_path: Path) -> None:
     assert len(budget.charts) == 3 and budget.marks == {}
     assert sorted(p.name for p in out.glob("*.html")) == [
         "budget.html", "findings.html", "index.html", f"pool-{slug('ascend910b1-x4')}.html"]
+
+
+def test_p3_is_a_note_everywhere() -> None:
+    """P3 findings are notes, as check's summary counts them ('4 note(s)'): the dashboard,
+    its findings page and the PR summary comment say so (they said 'nit')."""
+    from importlib.resources import files
+
+    from bot.features.dashboard.model import SEVERITY_TEXT
+
+    assert SEVERITY_TEXT["P3"] == "note"
+    tpl = files("templates")
+    assert "| P3 | note |" in (tpl / "summary.md.j2").read_text()
+    for name in ("summary.md.j2", "dashboard/findings.html.j2"):
+        assert " nit" not in (tpl / name).read_text(), name
+
+
+def test_report_says_what_to_open(tmp_path: Path) -> None:
+    """The report ends with the page to open, as a file URL (it listed counts only)."""
+    plan = write_campaign(tmp_path / "c", screens=1)
+    res = run_report(plan.root, "--out", tmp_path / "s")
+    assert res.returncode in (0, 1), res.stderr
+    want = (tmp_path / "s" / "index.html").resolve().as_uri()
+    assert f"open {want} in a web browser" in res.stdout, res.stdout
+    assert (tmp_path / "s" / "index.html").is_file()

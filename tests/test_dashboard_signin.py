@@ -453,3 +453,29 @@ def test_sign_in_and_out_in_chromium(served: Served) -> None:
             assert live.NOT_FOUND.strip() in other.content()
         finally:
             b.close()
+
+
+def test_pages_forbid_framing_sniffing_and_scripts_and_logout_checks_its_origin(
+        served: Served) -> None:
+    """Every answer carries a CSP with ``frame-ancestors 'none'`` and no script source,
+    ``nosniff`` and ``X-Frame-Options``; ``POST /logout`` from another site's page is refused
+    and the session kept, from the bot's own page it signs out."""
+    with httpx.Client(timeout=30) as c:
+        assert _sign_in(served, c, "amy").status_code == 303
+        for url in (served.page(), served.page(repo=PUBLIC_REPO), served.base + "/healthz",
+                    served.base + "/login?next=/"):
+            r = c.get(url)
+            csp = r.headers.get("content-security-policy", "")
+            assert "frame-ancestors 'none'" in csp and "default-src 'none'" in csp, url
+            assert "script-src" not in csp
+            assert r.headers.get("x-content-type-options") == "nosniff", url
+            assert r.headers.get("x-frame-options") == "DENY", url
+        for origin in ("https://evil.example", "null"):
+            r = c.post(served.base + "/logout", headers={"Origin": origin})
+            assert r.status_code == 403, origin
+            assert c.get(served.page()).status_code == 200  # still signed in
+        r = c.post(served.base + "/logout", headers={"Referer": "http://evil.example/x"})
+        assert r.status_code == 403
+        r = c.post(served.base + "/logout", headers={"Origin": served.base})
+        assert r.status_code == 200
+        assert c.get(served.page()).status_code == 303  # signed out

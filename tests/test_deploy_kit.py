@@ -67,7 +67,9 @@ def test_the_containerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
         stages[1].endswith(" AS runtime")
     runtime = ins[[i for i, _ in ins].index("FROM", 1):]
     users = [a for i, a in runtime if i == "USER"]
-    assert users == ["campaign-bot"]
+    # numeric, so that Kubernetes' runAsNonRoot can verify it; the user created with that id
+    assert users == ["10001:10001"]
+    assert any(i == "RUN" and "useradd --system --uid 10001 --gid 10001" in a for i, a in runtime)
     assert any(i == "COPY" and a.startswith("--from=build ") for i, a in runtime)
     (hc,) = [a for i, a in runtime if i == "HEALTHCHECK"]
     assert "--interval=" in hc and "/healthz" in hc
@@ -135,14 +137,10 @@ def test_the_systemd_unit_is_hardened_and_runs_migrate_then_serve(tmp_path: Path
     assert res.returncode == 0 and str(copy) not in res.stderr, res.stderr
 
 
-def test_the_caddyfile_proxies_only_what_github_and_people_need() -> None:
+def test_the_caddyfile_cuts_slow_clients_itself() -> None:
+    """Behind the proxy the bot sees one address, so the proxy times slow clients out with the
+    bot's own defaults.  What it forwards is tested by running it: tests/test_proxy_routes.py."""
     text = (DEPLOY / "Caddyfile").read_text()
-    assert text.count("reverse_proxy {$CAMPAIGN_BOT_UPSTREAM}") == 3
-    for path in ("handle /webhook", "handle /setup*", "handle /healthz"):
-        assert path in text
-    assert 'respond "Not Found" 404' in text  # /metrics is not public
-    assert text.count("{") == text.count("}")
-    # slow clients are cut by the proxy (the bot sees one address behind it)
     assert "read_header 10s" in text and "read_body 20s" in text
 
 

@@ -84,7 +84,9 @@ def make_host(tmp: Path, *, vllm_version: str = "0.30.0", npu_info: str = "info-
     cfg.write_text(f'signing_key = "keys/runner.key"\noutput_dir = "bundles"\n'
                    f'min_free_gib = {min_free_gib}\n[devices]\ntool = "{tool}"\n[server]\n'
                    f'command = "{sys.executable} -m runners.standin"\n[media]\ndevice = "cpu"\n'
-                   f'lpips_weights = "alexnet.ckpt"\nlpips_sha256 = "{digest}"\n')
+                   f'lpips_weights = "alexnet.ckpt"\nlpips_sha256 = "{digest}"\n'
+                   # the screened server's account: nobody, probed as the doctor's last check
+                   '[isolation]\nuser = "nobody"\n')
     env = {k: v for k, v in os.environ.items()
            if k not in ("CAMPAIGN_BOT_SIGNING_KEY", "CAMPAIGN_BOT_SERVER_CMD")}
     env.update({"CAMPAIGN_BOT_RUNNER_CONFIG": str(cfg), "FAKE_NPU_SMI_DIR": str(npu),

@@ -6,9 +6,10 @@ import re
 
 import pytest
 from github import Auth, Github
-from github_double import GitHubDouble
-from github_double.server import hunks_of
 from github_helpers import REPO, port
+
+from sandbox.github_double import GitHubDouble
+from sandbox.github_double.server import hunks_of
 
 
 def _gh(double: GitHubDouble, lazy: bool = False) -> Github:
@@ -103,7 +104,7 @@ def test_unauthenticated_requests_are_refused(github_double) -> None:
 def test_every_route_is_a_rest_operation_or_a_listed_web_page(github_double) -> None:
     """REST routes are operations of openapi-subset.json (the run cancel excepted, listed as
     unvalidated); github.com's web pages are listed in WEB_ROUTES and are none of them."""
-    from github_double.server import ROUTES, UNVALIDATED_PATH, WEB_PATH, WEB_ROUTES
+    from sandbox.github_double.server import ROUTES, UNVALIDATED_PATH, WEB_PATH, WEB_ROUTES
 
     api = github_double.openapi
     for method, template, _name in ROUTES:

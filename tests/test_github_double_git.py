@@ -1,6 +1,6 @@
 """The GitHub double speaks git: real ``git`` clients fetch and push over smart HTTP
 (``git http-backend``), authenticated with the tokens the double issues, and the REST side
-and the git side of a repository stay one state (tests/github_double/git_http.py)."""
+and the git side of a repository stay one state (sandbox/github_double/git_http.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_double.server import Request
 from github_helpers import REPO, port
+
+from sandbox.github_double.server import Request
 
 ZERO = "0" * 40
 

@@ -45,3 +45,34 @@ def test_not_a_campaign(app: typer.Typer, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["header", str(tmp_path)])
     assert res.exit_code == 2
     assert "no campaign.toml" in res.output
+
+
+def test_header_in_a_terminal_shows_characters_not_entities() -> None:
+    """In a terminal the header reads '>=30%' (it printed '&gt;=30%'); into a pipe it stays
+    the Markdown the bot posts."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "h3-ref2va-4x910b1"
+    cmd = [sys.executable, "-c", "from evidence.cli import main; main()", "header",
+           str(example)]
+    piped = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert "&gt;=30%" in piped.stdout
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(60)
+    os.close(leader)
+    shown = b"".join(chunks).decode()
+    assert ">=30%" in shown and "&gt;" not in shown, shown[:300]

@@ -303,7 +303,8 @@ OUT_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
                          ids=[c[0] for c in OUT_CASES])
 def test_screen_bad_out(tmp_path: Path, make: Callable[[Path], Path], words: str) -> None:
     """The real run refuses it before anything starts (it used to traceback on a file
-    --out when listing it); the dry run says so (exit 0, like its inputs line)."""
+    --out when listing it); the dry run says so and exits 2 as the real run would (it
+    exited 0: a preflight that passed falsely)."""
     from runners.screen import UsageError, check_out_dir
 
     out = make(tmp_path / "out")
@@ -312,9 +313,10 @@ def test_screen_bad_out(tmp_path: Path, make: Callable[[Path], Path], words: str
     assert f"--out {out}" in str(exc.value)
     proc = cli_fast("screen", "--dry-run", "--campaign", str(EXAMPLE), "--candidate",
                     "tp2-sp2", "--track", "5s-lossless", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     text = " ".join(proc.stdout.split())
     assert "Traceback" not in text + proc.stderr and words in text, text
+    assert "a real screen would stop here on the 2 problem(s) above (exit 2)" in text, text
 
 
 def test_screen_fresh_out_is_accepted(tmp_path: Path) -> None:

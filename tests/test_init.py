@@ -4,6 +4,7 @@ check` refuses, and --check for a workflow that drifted from this version's temp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -126,6 +127,13 @@ def test_the_skeleton_passes_check_once_its_named_blanks_are_filled(tmp_path: Pa
                    or re.sub(r"\.\d+\.", ".", f["field"]) == b.key for b in named), f
     fill(camp)
     assert blanks((camp / "campaign.toml").read_text()) == []
+    # the skeleton's trusted-keys.pem holds no key yet: the bot would refuse every bundle
+    rep = json.loads(cli("check", str(camp), "--json").stdout)
+    assert [(f["rule"], f["severity"]) for f in rep["findings"] if f["severity"] != "P3"] \
+        == [("TRUSTED_KEYS_UNUSABLE", "P1")]
+    assert cli("keygen", str(tmp_path / "runner.key")).returncode == 0
+    with (camp / "trusted-keys.pem").open("a") as fh:
+        fh.write((tmp_path / "runner.key.pub").read_text())
     res = cli("check", str(camp))
     assert res.returncode == 0, res.stdout
     again = cli("init", str(tmp_path), "--campaign", "h3")
@@ -232,7 +240,8 @@ def test_check_refuses_a_skeleton_whose_required_blanks_are_left_empty(tmp_path:
     for f in rep["findings"]:
         assert "no campaign.toml" not in f["message"], f
     out = " ".join(cli("check", str(camp)).stdout.split())
-    assert "campaign.toml is not valid (see its findings)" in out
+    assert out.startswith("campaign (campaign.toml invalid) (") and \
+        "documents: campaign.toml invalid, " in out, out
 
 
 def test_init_outside_a_git_checkout_says_where_the_files_belong(tmp_path: Path) -> None:
@@ -263,3 +272,95 @@ def test_check_of_a_fresh_skeleton_lists_its_blanks_from_the_top(tmp_path: Path)
     requesters = next(i for i, t in enumerate(text, 1) if t.startswith("requesters"))
     assert requesters in lines
     assert lines == sorted(lines)
+
+
+def test_re_running_init_lists_only_the_blanks_still_empty(tmp_path: Path) -> None:
+    """A user fills values in place and keeps the ``# FILL`` comments; re-running init lists
+    only what is still empty (it listed every blank again: the list followed the markers)."""
+    cli("init", str(tmp_path), "--campaign", "h3")
+    toml = tmp_path / "campaigns" / "h3" / "campaign.toml"
+    text = toml.read_text()
+    before = blanks(text)
+    text = re.sub(r'^title = ""', 'title = "H3 on 2x910B1"', text, flags=re.M)
+    text = re.sub(r"^requesters = \[\]", 'requesters = ["amy"]', text, flags=re.M)
+    text = re.sub(r'^(reference_video = \{ path = "ref.mp4", sha256 = )""',
+                  r'\g<1>"' + "a" * 64 + '"', text, flags=re.M)
+    toml.write_text(text)
+    assert "# FILL" in toml.read_text().splitlines()[before[0].line - 1]  # the comment stays
+    left = [b.key for b in blanks(toml.read_text())]
+    assert left == [b.key for b in before
+                    if b.key not in ("title", "requesters", "inputs.reference_video")]
+    again = cli("init", str(tmp_path), "--campaign", "h3")
+    assert "  title: " not in again.stdout and "requesters:" not in again.stdout
+    assert "inputs.reference_video" not in again.stdout
+    assert "inputs.reference_audio" in again.stdout
+
+
+def test_init_inputs_pins_the_files_sha256(tmp_path: Path) -> None:
+    """``init --inputs FILE...`` copies each file beside campaign.toml and pins its SHA-256 in
+    the [inputs] entry with its name; those blanks are gone from the list, and a file that
+    matches no entry is refused by name, with nothing written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "prompt.txt").write_text("A short scene.\n")
+    (src / "ref.mp4").write_bytes(b"\x00video")
+    repo = tmp_path / "repo"
+    res = cli("init", str(repo), "--campaign", "h3", "--inputs", str(src / "prompt.txt"),
+              "--inputs", str(src / "ref.mp4"))
+    assert res.returncode == 0, res.stderr
+    camp = repo / "campaigns" / "h3"
+    scope = tomllib.loads((camp / "campaign.toml").read_text())
+    for key, name in (("prompt_file", "prompt.txt"), ("reference_video", "ref.mp4")):
+        digest = hashlib.sha256((src / name).read_bytes()).hexdigest()
+        assert scope["inputs"][key]["sha256"] == digest
+        assert (camp / name).read_bytes() == (src / name).read_bytes()
+    left = [b.key for b in blanks((camp / "campaign.toml").read_text())]
+    assert "inputs.reference_audio" in left
+    assert "inputs.prompt_file" not in left and "inputs.reference_video" not in left
+    assert "inputs.prompt_file" not in res.stdout.split("Fill these blanks")[1]
+    (src / "other.bin").write_bytes(b"x")
+    before = (camp / "campaign.toml").read_bytes()
+    bad = cli("init", str(repo), "--campaign", "h3", "--inputs", str(src / "other.bin"))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(f"error: --inputs {src / 'other.bin'}: no [inputs] entry")
+    assert "prompt.txt, ref.mp4, ref.wav" in bad.stderr
+    assert (camp / "campaign.toml").read_bytes() == before
+
+
+def test_one_default_for_the_evidence_folders(tmp_path: Path) -> None:
+    """init's skeleton, the campaign.toml default (its reference page is generated from it)
+    and the folder where the bot commits screens agree (three defaults differed)."""
+    from bot.repo_config import RepoConfig
+    from evidence.models import DEFAULT_EVIDENCE_PATHS, CampaignScope
+
+    init_repository(tmp_path, "h3")
+    skeleton = tomllib.loads((tmp_path / "campaigns" / "h3" / "campaign.toml").read_text())
+    assert skeleton["evidence_paths"] == list(DEFAULT_EVIDENCE_PATHS)
+    assert CampaignScope.model_fields["evidence_paths"].default_factory() == \
+        list(DEFAULT_EVIDENCE_PATHS)  # type: ignore[call-arg,misc]
+    assert RepoConfig().screen.evidence_path in DEFAULT_EVIDENCE_PATHS
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
+    assert "(default `results`, `receipts` and `screens`" in guide
+
+
+def test_check_reports_pin_drift_of_each_action(tmp_path: Path) -> None:
+    """A repository whose screen workflow runs an action by tag, or by another commit, is told
+    which action and what this version pins (the template pins every action by commit)."""
+    from bot.scaffold import action_pins
+
+    init_repository(tmp_path, "h3")
+    template = workflow_template().decode()
+    pins = action_pins(template)
+    assert set(pins) == {"actions/checkout", "actions/upload-artifact"}
+    (co_sha, co_tag), (up_sha, _) = pins["actions/checkout"], pins["actions/upload-artifact"]
+    other = "0" * 40
+    drifted = (template.replace(f"actions/checkout@{co_sha} # {co_tag}", "actions/checkout@v5")
+               .replace(f"actions/upload-artifact@{up_sha}",
+                        f"actions/upload-artifact@{other}"))
+    (tmp_path / ".github/workflows/screen.yml").write_text(drifted)
+    res = cli("init", str(tmp_path), "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1
+    assert (f"pin drift: actions/checkout is pinned to 'v5', a tag or branch its owner can move "
+            f"to other code; this version pins commit {co_sha} ({co_tag})") in out
+    assert f"pin drift: actions/upload-artifact is pinned to commit {other}" in out

@@ -28,20 +28,24 @@ def test_a_counter_of_1234567_renders_integer_exact() -> None:
     token = _sample_text(text, "campaign_bot_deliveries_processed_total")
     assert float(token) == 1_234_567 and float(token).is_integer(), token  # not 1.23457e+06
     assert metric_values(text)["campaign_bot_deliveries_processed_total"] == 1_234_567
-    assert metric_values(text)['campaign_bot_queue_depth{status="queued"}'] == 1_234_567
+    assert metric_values(text)['campaign_bot_inbox_depth{status="queued"}'] == 1_234_567
     assert m.processed == 1_234_567
 
 
-def test_rate_limit_is_nan_until_github_answers_then_the_last_value() -> None:
+def test_rate_limit_per_installation_is_the_last_value_github_sent() -> None:
     m = Metrics()
-    assert _sample_text(m.exposition({}).decode(),
-                        "campaign_bot_github_rate_limit_remaining") == "NaN"
-    m.github_call("get", 4999)
-    m.github_call("POST", 4998)
+    assert "campaign_bot_github_rate_limit_remaining{" not in m.exposition({}).decode()
+    m.github_call("get", 4999, installation="7")
+    m.github_call("POST", 4998, installation="7")
+    m.github_call("GET", 120, installation="8", route="pulls", status=404)
     values = metric_values(m.exposition({}).decode())
-    assert values["campaign_bot_github_rate_limit_remaining"] == 4998
-    assert values['campaign_bot_github_api_calls_total{method="GET"}'] == 1
-    assert m.snapshot()["github_calls"] == {"GET": 1, "POST": 1}
+    assert values['campaign_bot_github_rate_limit_remaining{installation="7"}'] == 4998
+    assert values['campaign_bot_github_rate_limit_remaining{installation="8"}'] == 120
+    assert values['campaign_bot_github_responses_total{route="other",status="2xx"}'] == 2
+    assert values['campaign_bot_github_responses_total{route="pulls",status="4xx"}'] == 1
+    assert values['campaign_bot_github_api_calls_total{method="GET"}'] == 2
+    assert m.snapshot()["github_calls"] == {"GET": 2, "POST": 1}
+    assert m.github_rate_limit_remaining == 120
 
 
 def test_label_values_are_escaped() -> None:
@@ -57,14 +61,14 @@ SERVER_START = "from bot.metrics import Metrics\nMetrics()\n"
 COUNT = (
     "from bot.metrics import Metrics\n"
     "import sys\n"
-    "m = Metrics(rate_limit_unknown=False)\n"
+    "m = Metrics()\n"
     "m.inc_processed(failed=False, count=int(sys.argv[1]))\n"
-    "m.github_call('GET', int(sys.argv[2]))\n"
+    "m.github_call('GET', int(sys.argv[2]), installation='7')\n"
 )
 SCRAPE = (
     "from bot.metrics import Metrics\n"
     "import sys\n"
-    "m = Metrics(rate_limit_unknown=False)\n"
+    "m = Metrics()\n"
     "sys.stdout.write(m.exposition({'queued': 3}).decode())\n"
 )
 
@@ -84,6 +88,6 @@ def test_counters_of_several_processes_are_summed_in_multiprocess_mode(tmp_path:
     values = metric_values(out)
     assert values["campaign_bot_deliveries_processed_total"] == 1_234_567
     assert values['campaign_bot_github_api_calls_total{method="GET"}'] == 2
-    assert values["campaign_bot_github_rate_limit_remaining"] == 3999
-    assert values['campaign_bot_queue_depth{status="queued"}'] == 3
+    assert values['campaign_bot_github_rate_limit_remaining{installation="7"}'] == 3999
+    assert values['campaign_bot_inbox_depth{status="queued"}'] == 3
     assert float(_sample_text(out, "campaign_bot_deliveries_processed_total")) == 1_234_567

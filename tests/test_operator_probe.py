@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,19 @@ def test_cli_probe_run(tmp_path: Path) -> None:
         "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
         str(tmp_path / "c.json")])
     assert missing.exit_code == 2 and "no_such_module_xyz" in missing.output
+
+
+def test_cli_probe_run_without_torch_says_which_extra(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch (the base install), ``probe run`` names the extra to install in one
+    line and exits 2, instead of a traceback."""
+    mod = tmp_path / "plain_ops.py"
+    mod.write_text("def inputs():\n    return [1.0]\ndef f(x):\n    return x\n")
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    r = CliRunner().invoke(_APP, [
+        "probe", "run", "--control", f"{mod}:f", "--candidate", f"{mod}:f",
+        "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
+        str(tmp_path / "p.json")], terminal_width=80)
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: cannot import torch: ") and "[media]" in r.output
+    assert "Traceback" not in r.output and r.output.count("\n") == 1, r.output

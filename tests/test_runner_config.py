@@ -107,7 +107,8 @@ def test_option_then_environment_then_file_then_default(
     got = resolve_host_options(**base)  # type: ignore[arg-type]
     assert got == {"out": tmp_path / "out" / "req-1", "signing_key": tmp_path / "file.key",
                    "server_cmd": "file-serve", "container": True, "device_tool": "nvidia-smi",
-                   "media_device": "cuda", "lpips_weights": None, "lpips_sha256": None}
+                   "media_device": "cuda", "lpips_weights": None, "lpips_sha256": None,
+                   "server_user": None, "server_pass_env": [], "server_env": {}}
     monkeypatch.setenv("CAMPAIGN_BOT_SIGNING_KEY", "/env.key")
     monkeypatch.setenv("CAMPAIGN_BOT_SERVER_CMD", "env-serve")
     got = resolve_host_options(**base)  # type: ignore[arg-type]

@@ -179,3 +179,22 @@ def test_keygen_refuses_overwrite(tmp_path: Path) -> None:
 def test_engine_version_match(installed: str, pinned: str, same: bool) -> None:
     from runners.screen import _same_version
     assert _same_version(installed, pinned) is same
+
+
+def test_the_walkthrough_campaign_gives_workers_time_to_leave() -> None:
+    """The runner guide's stand-in walk-through (tests/data/screen-campaign) promises exit 0:
+    its shutdown ladder must let workers leave on the shutdown message on a busy machine.
+    With 0.3 s they did not always ('worker rank 1 gone', '1 terminate action(s)', exit 1);
+    the sandbox's campaign has the same ladder."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    for toml in (root / "tests" / "data" / "screen-campaign" / "campaign.toml",
+                 root / "sandbox" / "campaign" / "campaign.toml"):
+        scope = tomllib.loads(toml.read_text())
+        (flag,) = [f for f in scope["serving"]["flags"] if f.startswith("--ladder-s=")]
+        msg_s, term_s, kill_s = map(float, re.split(",", flag.split("=", 1)[1]))
+        assert msg_s >= 2.0, (toml, flag)
+        # the stuck-worker path still ends before the runner's own SIGKILL
+        assert msg_s + term_s + kill_s < scope["protocol"]["shutdown_timeout_s"], (toml, flag)

@@ -197,3 +197,47 @@ def test_split_bundle_keeps_documents_and_refuses_links(tmp_path: Path) -> None:
     (tmp_path / "data" / "link").symlink_to("/etc/passwd")
     with pytest.raises(ValueError, match="data/link: not a regular file"):
         split_bundle(tmp_path, 10)
+
+
+@pytest.mark.parametrize("head_ref", ["main", "campaign-bot/screens/PR-3"])
+def test_a_head_on_the_default_or_a_bot_branch_gets_the_bot_branch(
+        github_double: Any, tmp_path: Path, key: Path, head_ref: str) -> None:
+    """A same-repository PR whose head is the default branch (any reader of a public
+    repository can open one) or one of the bot's own branches: the evidence goes to the PR's
+    own campaign-bot/screens/PR-N branch, made from the base; the head branch is untouched."""
+    d = github_double
+    d.add_repo(REPO, {f"{CAMP}/campaign.toml": "id = 'h3'\n"})
+    d.add_pull(REPO, 7, {f"{CAMP}/NOTES.md": "n\n"}, head_ref=head_ref)
+    before = d.repo(REPO).refs[head_ref]
+    git = GitMirrors(tmp_path / "cache")
+    out = run(git, port(d), screen(), make_bundle(tmp_path / "b", key, b"x"))
+    assert (out.state, out.branch, out.fork) == ("committed", "campaign-bot/screens/PR-7", True)
+    assert d.repo(REPO).refs[head_ref] == before
+    assert "head is the default branch" in str(out.own_reason) or "bot's own" in str(
+        out.own_reason)
+    from bot.features.screen.evidence import evidence_note
+    note = evidence_note(out, max_file_bytes=BIG)
+    assert "does not commit to this pull request's head branch" in note
+    assert "comes from a fork" not in note
+
+
+def test_a_bundle_holding_a_private_key_is_refused(tmp_path: Path, key: Path) -> None:
+    """Defence in depth: a signed bundle that carries private-key material (PEM or the DER of
+    an ed25519 PKCS#8 key) is refused whatever its signature says."""
+    from cryptography.hazmat.primitives import serialization
+
+    from bot.features.screen.bundle import verify_bundle
+
+    pub = key.with_name(key.name + ".pub").read_bytes()
+    clean = make_bundle(tmp_path / "clean", key, b"video")
+    assert verify_bundle(clean, pub).ok
+    pem = key.read_bytes()
+    der = load_private_key(key).private_bytes(serialization.Encoding.DER,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption())
+    for name, body in (("pem", pem), ("der", b"\0" * ((1 << 20) - 5) + der)):
+        bundle = make_bundle(tmp_path / name, key, body)
+        res = verify_bundle(bundle, pub)
+        assert not res.ok and res.documents == []
+        assert any("data/outputs/candidate.mp4: holds private-key material" in p
+                   for p in res.problems), res.problems

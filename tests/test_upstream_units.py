@@ -207,3 +207,21 @@ def test_check_flags_without_vllm_omni_is_a_usage_error(tmp_path: Path) -> None:
     err = " ".join(res.stderr.split())
     assert "cannot check flags" in err and str(tmp_path / "absent") in err
     assert "install-contract-venv.sh" in err
+
+
+def test_the_contract_environment_is_never_looked_for_in_site_packages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a normal install (runners/ inside site-packages), the default contract
+    environment is under the user's cache folder (it was site-packages/.venv-upstream); in a
+    source checkout it stays .venv-upstream at the root."""
+    from runners.upstream import default_venv
+
+    root = Path(__file__).resolve().parents[1]
+    assert default_venv(root) == root / ".venv-upstream"
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_venv(site) == tmp_path / "cache" / "campaign-bot" / "venv-upstream"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_venv(site) == tmp_path / "home" / ".cache" / "campaign-bot" / "venv-upstream"

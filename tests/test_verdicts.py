@@ -6,6 +6,8 @@ import itertools
 import json
 import math
 import random
+import statistics
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -40,6 +42,18 @@ from evidence.verdicts import (
 THETA0 = 0.7  # target reduction 0.30
 
 
+def _welch_allows(control: list[float], candidate: list[float], theta0: float) -> bool:
+    """The spread guard, computed independently: True unless the candidate's log medians
+    spread more than 1.5x control's and scipy's one-sided Welch p exceeds 0.05."""
+    from scipy.stats import ttest_ind
+
+    x = [math.log(t) - math.log(theta0) for t in candidate]
+    y = [math.log(c) for c in control]
+    if statistics.stdev(x) <= 1.5 * statistics.stdev(y):
+        return True
+    return float(ttest_ind(x, y, equal_var=False, alternative="less").pvalue) <= 0.05
+
+
 def _exact_p(control: list[float], candidate: list[float], theta0: float) -> float:
     """scipy's exact one-sided p for 'candidate/control < theta0' (log scale shift)."""
     x = [math.log(t) - math.log(theta0) for t in candidate]
@@ -54,7 +68,10 @@ DECISIONS = [
     ("1v1", [100.0], [50.0], "INCONCLUSIVE", ["UNDERPOWERED"], None),
     ("2v2", [100.0, 101.0], [50.0, 51.0], "INCONCLUSIVE", ["UNDERPOWERED"], None),
     ("3v2", [100.0, 101.0, 102.0], [50.0, 51.0], "INCONCLUSIVE", ["UNDERPOWERED"], None),
-    ("3v3-separated", [100.0, 101.0, 102.0], [60.0, 61.0, 69.9], "SUPPORTED", ["TARGET_MET"], 0),
+    ("3v3-separated", [100.0, 101.0, 102.0], [69.0, 69.5, 69.9], "SUPPORTED", ["TARGET_MET"], 0),
+    # separated, but the candidate's sessions spread 8x control's and Welch's p is 0.08
+    ("3v3-separated-noisier", [100.0, 101.0, 102.0], [60.0, 61.0, 69.9], "INCONCLUSIVE",
+     ["UNEQUAL_SPREAD"], 0),
     ("3v3-overlapping", [100.0, 101.0, 102.0], [60.0, 61.0, 71.0], "INCONCLUSIVE",
      ["OVERLAP"], 0),
     ("3v3-tie-at-theta0", [100.0, 101.0, 102.0], [60.0, 61.0, 70.0], "INCONCLUSIVE",
@@ -98,12 +115,13 @@ def test_decision(control: list[float], candidate: list[float], verdict: str,
 
 
 def test_3v3_reads_max_t_below_theta0_min_c() -> None:
-    """Issue 3: for 3 vs 3, SUPPORTED iff max(t) < theta0 * min(c)."""
+    """For 3 vs 3, SUPPORTED iff max(t) < theta0 * min(c) (and the spread guard allows)."""
     rng = random.Random(3)
     for _ in range(300):
         c = [rng.uniform(90, 110) for _ in range(3)]
         t = [rng.uniform(55, 85) for _ in range(3)]
-        assert (decide(c, t, THETA0).verdict == "SUPPORTED") == (max(t) < THETA0 * min(c))
+        assert (decide(c, t, THETA0).verdict == "SUPPORTED") == (
+            max(t) < THETA0 * min(c) and _welch_allows(c, t, THETA0))
 
 
 @pytest.mark.parametrize(("m", "n"), [(3, 3), (4, 4), (3, 4), (5, 3), (5, 5), (6, 4), (8, 8)],
@@ -116,7 +134,8 @@ def test_supported_iff_scipy_exact_p_at_most_alpha(m: int, n: int) -> None:
         c = [rng.uniform(90, 110) for _ in range(m)]
         t = [rng.uniform(58, 82) for _ in range(n)]
         supported = decide(c, t, THETA0).verdict == "SUPPORTED"
-        assert supported == (_exact_p(c, t, THETA0) <= 0.05 + 1e-12)
+        assert supported == (_exact_p(c, t, THETA0) <= 0.05 + 1e-12
+                             and _welch_allows(c, t, THETA0))
 
 
 def test_4v4_one_contrary_pair_against_scipy() -> None:
@@ -515,3 +534,48 @@ def test_large_designs_use_labelled_normal_approximation() -> None:
     assert stats.u_method(100, 100) == "exact" and stats.u_method(101, 101) == "asymptotic"
     d = decide(c, t, THETA0)
     assert d.verdict == "SUPPORTED" and "normal approximation" in d.reasons[0].text
+
+
+# ------------------------------------------------ unequal noise and campaign-level control
+
+
+def test_noisier_candidate_failed_direction_needs_welch_too() -> None:
+    """FAILED by ranks, but the candidate spreads far more than control and Welch's test in
+    the 'slower' direction does not agree: INCONCLUSIVE, never FAILED on ranks alone."""
+    d = decide([100.0, 101.0, 102.0], [72.0, 90.0, 120.0], THETA0)
+    assert d.verdict == "INCONCLUSIVE" and [r.code for r in d.reasons] == ["UNEQUAL_SPREAD"]
+    assert "ranks: " in d.reasons[0].text and "TARGET" not in d.reasons[0].code
+
+
+def _later(rs: list[Receipt], hours: float, screen_id: str) -> list[Receipt]:
+    return [r.model_copy(update={
+        "started_at": r.started_at + timedelta(hours=hours), "screen_id": screen_id,
+        "session_id": r.session_id.replace("s1", screen_id, 1)}) for r in rs]
+
+
+FAST = ([100.0, 101.0, 102.0], [60.0, 60.5, 61.0])
+SLOW = ([100.0, 101.0, 102.0], [69.0, 69.5, 71.0])  # alone: one contrary pair, no u
+
+
+@pytest.mark.parametrize(("second", "state"), [
+    (None, "provisional"), (FAST, "confirmed"), (SLOW, "not confirmed")],
+    ids=["no-confirmation-yet", "confirmed", "confirmation-fails"])
+def test_supported_is_provisional_until_a_confirmation_screen(second: Any, state: str) -> None:
+    rs = screen(*FAST, order="ABBAAB")
+    if second is not None:
+        rs += _later(screen(*second, order="ABBAAB"), 24, "s2")
+    ev = Evidence.from_lists(scope(), rs)
+    v = next(v for v in judge(ev) if v.candidate == "rank-local" and v.track == "5s-lossless")
+    assert v.verdict == "SUPPORTED" and v.confirmation == state
+    assert v.shown == f"SUPPORTED ({state})" and v.confirmation_text
+    if state == "confirmed":
+        assert "confirmation screen s2" in v.confirmation_text
+
+
+def test_a_screen_that_overlaps_the_first_does_not_confirm_it() -> None:
+    """The confirmation must start after the first screen ended: two interleaved screens are
+    one experiment, not a replication."""
+    rs = screen(*FAST, order="ABBAAB") + _later(screen(*FAST, order="ABBAAB"), 2, "s2")
+    v = next(v for v in judge(Evidence.from_lists(scope(), rs)) if v.candidate == "rank-local"
+             and v.track == "5s-lossless")
+    assert v.verdict == "SUPPORTED" and v.confirmation == "provisional"

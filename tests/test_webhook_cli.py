@@ -74,6 +74,30 @@ def test_private_key_file_unreadable_names_the_variable(env: Path) -> None:
         s.private_key_pem()
 
 
+@pytest.mark.parametrize("kind", ["readme", "ed25519"])
+def test_serve_refuses_a_key_that_is_not_an_app_key(env: Path, kind: str) -> None:
+    """``serve`` with README.md (or a runner's ed25519 key) as the App private key stops at
+    start with one line naming the variable, before it listens (it started "ready" and
+    every GitHub call failed later)."""
+    root = Path(__file__).resolve().parents[1]
+    key = root / "README.md"
+    if kind == "ed25519":
+        key = env / "runner.key"
+        assert runner.invoke(app, ["keygen", str(key)]).exit_code == 0
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_BOT_")}
+    e.update(CAMPAIGN_BOT_WEBHOOK_SECRET="x", CAMPAIGN_BOT_APP_ID="1",
+             CAMPAIGN_BOT_PRIVATE_KEY_FILE=str(key), CAMPAIGN_BOT_PORT="1",
+             CAMPAIGN_BOT_DATABASE_URL=f"sqlite:///{env / 'bot.sqlite3'}")
+    p = subprocess.run([sys.executable, "-c", "from evidence.cli import main; main()", "serve"],
+                       cwd=env, env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    first = f"error: CAMPAIGN_BOT_PRIVATE_KEY_FILE ({key}): "
+    assert p.stderr.startswith(first) and p.stderr.count("\n") == 1, p.stderr
+    assert ("the key type is ed25519" if kind == "ed25519" else "no PEM private key") \
+        in p.stderr
+    assert "Uvicorn running" not in p.stdout + p.stderr
+
+
 def test_unreachable_database_exits_2_naming_the_variable(env: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAMPAIGN_BOT_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
@@ -111,6 +135,16 @@ def _fill(env: Path) -> Any:
     asyncio.run(Worker(engine, ctx, router=r, max_attempts=2, retry_delays=[0],
                        metrics=Metrics()).run_until_idle())
     return engine
+
+
+def test_deliveries_of_an_empty_database_say_so(env: Path) -> None:
+    """No delivery stored: one sentence, not an empty table's frame."""
+    database.migrate(database.make_engine(f"sqlite:///{env / 'campaign-bot.sqlite3'}"))
+    r = runner.invoke(app, ["deliveries"])
+    assert r.exit_code == 0 and r.output.startswith("no deliveries stored yet"), r.output
+    assert "┏" not in r.output and "+--" not in r.output
+    r = runner.invoke(app, ["deliveries", "--failed"])
+    assert r.exit_code == 0 and r.output == "no failed deliveries stored\n", r.output
 
 
 def test_deliveries_lists_and_failed_exits_1(env: Path) -> None:
@@ -193,6 +227,14 @@ def test_replay_unreadable_input_exits_2(env: Path, monkeypatch: pytest.MonkeyPa
     r = runner.invoke(app, ["replay", str(f)])
     assert r.exit_code == 2, r.output
     assert msg in r.output and "d.json" in r.output
+
+
+def test_replay_names_a_missing_file_before_the_settings(env: Path) -> None:
+    """``replay nosuch.json`` with no settings at all names the file (it complained about the
+    webhook secret first)."""
+    r = runner.invoke(app, ["replay", str(env / "nosuch.json")])
+    assert r.exit_code == 2, r.output
+    assert "nosuch.json" in r.output and "WEBHOOK_SECRET" not in r.output, r.output
 
 
 def test_every_setting_is_documented() -> None:

@@ -246,6 +246,10 @@ def test_form_encoded_payload_is_accepted(service: Service) -> None:
 def test_healthz_and_metrics(service: Service) -> None:
     r = httpx.get(f"{service.base}/healthz")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
+    # a person opening the service's address learns what answers there (it was a 404)
+    r = httpx.get(f"{service.base}/")
+    assert r.status_code == 200 and r.text.startswith("campaign-bot: ")
+    assert "POST /webhook" in r.text and "GET  /healthz" in r.text
     body = fixture_bytes("issue_comment")
     post(service.base, body, headers_for(body, "issue_comment", "m-1"))
     post(service.base, body, headers_for(body, "issue_comment", "m-1"))
@@ -256,20 +260,19 @@ def test_healthz_and_metrics(service: Service) -> None:
     text = httpx.get(f"{service.base}/metrics").text
     values = metric_values(text)
     for name, expected in [
-        ("campaign_bot_deliveries_received_total", 1),
         ('campaign_bot_deliveries_received_by_event_total{event="issue_comment"}', 1),
         ("campaign_bot_deliveries_duplicate_total", 1),
         ('campaign_bot_deliveries_rejected_total{reason="signature"}', 1),
         ("campaign_bot_deliveries_processed_total", 1),
         ("campaign_bot_deliveries_failed_total", 0),
-        ('campaign_bot_queue_depth{status="queued"}', 0),
-        ('campaign_bot_queue_depth{status="processing"}', 0),
+        ('campaign_bot_inbox_depth{status="queued"}', 0),
+        ('campaign_bot_inbox_depth{status="processing"}', 0),
         ('campaign_bot_github_api_calls_total{method="GET"}', 1),
         ('campaign_bot_github_api_calls_total{method="POST"}', 1),
-        ("campaign_bot_github_rate_limit_remaining", 4998),
+        ('campaign_bot_github_rate_limit_remaining{installation="token"}', 4998),
     ]:
         assert values.get(name) == expected, (name, values.get(name))
-    assert "# TYPE campaign_bot_queue_depth gauge" in text.splitlines()
+    assert "# TYPE campaign_bot_inbox_depth gauge" in text.splitlines()
 
 
 def test_every_fixture_payload_is_accepted(service: Service) -> None:

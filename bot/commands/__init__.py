@@ -222,6 +222,11 @@ def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, 
                     event.delivery_id, exc.errors()[:3])
         return None
     user = p.comment.user
+    if user is None:
+        # "user": null (a deleted account): nobody to authorise, so no command runs
+        log.info("delivery %s: comment %s has no author (user: null); no command runs",
+                 event.delivery_id, p.comment.id)
+        return None
     if p.sender.is_bot or user.is_bot or user.login.lower() == bot_login.lower() \
             or p.comment.performed_via_github_app:
         return None

@@ -195,12 +195,15 @@ class PyGithubPort:
 
     ``client`` is a :func:`make_client` Github; ``auth`` is the same Auth object (its token
     authorises the artifact download, which PyGithub has no helper for); ``base_url`` the
-    REST base URL; ``metrics`` counts every request (none counted when None).
+    REST base URL; ``metrics`` counts every request (none counted when None), its rate limit
+    under ``installation`` (the App installation id, or ``token``).
     """
 
     def __init__(self, client: Github, repo: str, bot_login: str, *, auth: Auth.Auth,
-                 base_url: str, metrics: Metrics | None = None) -> None:
+                 base_url: str, metrics: Metrics | None = None,
+                 installation: str = "token") -> None:
         self.client = client
+        self.installation = installation
         self.repo = repo
         self.bot_login = bot_login
         self._auth = auth
@@ -222,29 +225,35 @@ class PyGithubPort:
         return IssueComment(self.client.requester,
                             url=f"{self._r().url}/issues/comments/{comment_id}")
 
-    def _call(self, what: str, method: str, fn: Callable[[], T]) -> T:
-        """``fn()``, counted as one ``method`` request; its exception mapped to the port's
-        errors (:func:`map_exception`, naming ``what``)."""
+    def _call(self, what: str, method: str, fn: Callable[[], T], *,
+              route: str = "other") -> T:
+        """Run the blocking PyGithub call ``fn`` (on the caller's thread); count it on
+        ``metrics`` with its ``route`` family (:data:`bot.metrics.ROUTE_CLASSES`) and GitHub's
+        status (200 when it succeeded, the error's status, None when no answer came);
+        translate its error."""
         try:
             out = fn()
         except Exception as exc:  # noqa: BLE001 - translated, never swallowed
             err = map_exception(exc, what)
-            self._count(method)
+            status = exc.status if isinstance(exc, GithubException) else None
+            self._count(method, route, status)
             raise err from exc
-        self._count(method)
+        self._count(method, route, 200)
         return out
 
-    def _count(self, method: str) -> None:
+    def _count(self, method: str, route: str, status: int | None) -> None:
         if self.metrics is None:
             return
         remaining = self.client.requester.rate_limiting[0]
-        self.metrics.github_call(method, remaining if remaining >= 0 else None)
+        self.metrics.github_call(method, remaining if remaining >= 0 else None, route=route,
+                                 status=status, installation=self.installation)
 
     # -- contents --------------------------------------------------------------------------
 
     def get_default_branch(self) -> str:
         """The repository's default branch name."""
-        return self._call("get repository", "GET", lambda: self._r().default_branch)
+        return self._call("get repository", "GET", lambda: self._r().default_branch,
+                          route="repos")
 
     def get_file(self, path: str, ref: str) -> bytes | None:
         """File bytes at ``ref`` (branch, tag or SHA); None when absent.  Files over 1 MB
@@ -264,7 +273,7 @@ class PyGithubPort:
                                   "contents API (1 MB)")
             return bytes(c.decoded_content)
 
-        return self._call(f"get {path}@{ref}", "GET", fn)
+        return self._call(f"get {path}@{ref}", "GET", fn, route="contents")
 
     def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
         """Entries of directory ``path`` at ``ref``; [] when absent."""
@@ -279,7 +288,7 @@ class PyGithubPort:
             items = c if isinstance(c, list) else [c]
             return [ContentEntry(i.path, i.type, i.size or 0, i.sha or "") for i in items]
 
-        return self._call(f"list {path}@{ref}", "GET", fn)
+        return self._call(f"list {path}@{ref}", "GET", fn, route="contents")
 
     def git_remote(self, *, push: bool = False) -> GitRemote:
         """The repository's HTTPS git URL (from the REST base URL: ``api.github.com`` ->
@@ -304,14 +313,14 @@ class PyGithubPort:
                             head_repo=head_repo, base_ref=p.base.ref, base_sha=p.base.sha,
                             base_repo=base_repo, is_fork=head_repo != base_repo)
 
-        return self._call(f"get PR #{number}", "GET", fn)
+        return self._call(f"get PR #{number}", "GET", fn, route="pulls")
 
     def list_pull_files(self, number: int) -> list[FileChange]:
         """Changed files of PR ``number`` with their patches (GitHub lists at most 3000)."""
         return self._call(
             f"list files of PR #{number}", "GET",
             lambda: [FileChange(f.filename, f.status, f.patch)
-               for f in self._r().get_pull(number).get_files()])
+               for f in self._r().get_pull(number).get_files()], route="pulls")
 
     def get_permission(self, login: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
@@ -325,7 +334,7 @@ class PyGithubPort:
                     return "none"
                 raise
 
-        return self._call(f"permission of {login}", "GET", fn)
+        return self._call(f"permission of {login}", "GET", fn, route="collaborators")
 
     def get_issue(self, number: int) -> IssueInfo:
         """Issue (or PR) ``number``."""
@@ -335,19 +344,19 @@ class PyGithubPort:
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.state,
                              i.pull_request is not None)
 
-        return self._call(f"get issue #{number}", "GET", fn)
+        return self._call(f"get issue #{number}", "GET", fn, route="issues")
 
     def edit_issue_body(self, number: int, body: str) -> None:
         """Replace the body of issue ``number`` (PATCH sends only ``body``)."""
         self._call(f"edit issue #{number}", "PATCH",
-                   lambda: self._r().get_issue(number).edit(body=body))
+                   lambda: self._r().get_issue(number).edit(body=body), route="issues")
 
     def list_issue_comments(self, number: int) -> list[Comment]:
         """Conversation comments of issue/PR ``number``, oldest first."""
         return self._call(
             f"list comments of #{number}", "GET",
             lambda: [Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
-               for c in self._r().get_issue(number).get_comments()])
+               for c in self._r().get_issue(number).get_comments()], route="issues")
 
     def create_issue_comment(self, number: int, body: str) -> Comment:
         """Post a comment on issue/PR ``number`` (never retried by the HTTP layer)."""
@@ -356,7 +365,7 @@ class PyGithubPort:
             c = self._r().get_issue(number).create_comment(body)
             return Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
 
-        out = self._call(f"comment on #{number}", "POST", fn)
+        out = self._call(f"comment on #{number}", "POST", fn, route="issues")
         if out.user != self.bot_login:
             # the bot finds its own comments by login: a wrong setting means duplicates
             log.error("GitHub says this bot writes as %r but CAMPAIGN_BOT_BOT_LOGIN is %r: "
@@ -373,12 +382,12 @@ class PyGithubPort:
             return Comment(c.id, body, c.user.login, c.user.type, c.html_url)
 
         # get_issue_comment is lazy: only the PATCH is sent
-        return self._call(f"edit comment {comment_id}", "PATCH", fn)
+        return self._call(f"edit comment {comment_id}", "PATCH", fn, route="issues")
 
     def add_reaction(self, comment_id: int, content: str) -> None:
         """React to a comment (e.g. ``eyes`` to acknowledge a command)."""
         self._call(f"react to comment {comment_id}", "POST",
-                   lambda: self._comment(comment_id).create_reaction(content))
+                   lambda: self._comment(comment_id).create_reaction(content), route="issues")
 
     # -- reviews ---------------------------------------------------------------------------
 
@@ -387,7 +396,8 @@ class PyGithubPort:
         return self._call(
             f"list reviews of PR #{number}", "GET",
             lambda: [Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
-                      r.state) for r in self._r().get_pull(number).get_reviews()])
+                      r.state) for r in self._r().get_pull(number).get_reviews()],
+                      route="pulls")
 
     def list_review_comments(self, number: int) -> list[ReviewComment]:
         """Inline review comments of PR ``number``."""
@@ -395,7 +405,7 @@ class PyGithubPort:
             f"list review comments of PR #{number}", "GET",
             lambda: [ReviewComment(c.id, c.body or "", c.user.login if c.user else "",
                              c.path, c.line, c.commit_id)
-               for c in self._r().get_pull(number).get_review_comments()])
+               for c in self._r().get_pull(number).get_review_comments()], route="pulls")
 
     def create_review(self, number: int, commit_sha: str, body: str,
                       comments: Sequence[InlineComment]) -> Review:
@@ -418,7 +428,7 @@ class PyGithubPort:
             return Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
                           r.state)
 
-        return self._call(f"review PR #{number}", "POST", fn)
+        return self._call(f"review PR #{number}", "POST", fn, route="pulls")
 
     # -- check runs --------------------------------------------------------------------------
 
@@ -445,7 +455,7 @@ class PyGithubPort:
         return self._call(
             f"list check runs {name}@{sha[:12]}", "GET",
             lambda: [self._check(r) for r in
-               self._r().get_commit(sha).get_check_runs(check_name=name)])
+               self._r().get_commit(sha).get_check_runs(check_name=name)], route="checks")
 
     def create_check_run(self, name: str, head_sha: str, *, status: str,
                          conclusion: str | None = None, title: str | None = None,
@@ -469,7 +479,7 @@ class PyGithubPort:
                 kw["output"] = out
             return self._check(self._r().create_check_run(name, head_sha, **kw))
 
-        return self._call(f"create check run {name}", "POST", fn)
+        return self._call(f"create check run {name}", "POST", fn, route="checks")
 
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
@@ -492,7 +502,7 @@ class PyGithubPort:
             r.edit(**kw)
             return self._check(r)
 
-        return self._call(f"update check run {check_run_id}", "PATCH", fn)
+        return self._call(f"update check run {check_run_id}", "PATCH", fn, route="checks")
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -510,13 +520,28 @@ class PyGithubPort:
                 return DispatchResult(None, None, None)
             return DispatchResult(out.id, out.url, out.html_url)
 
-        return self._call(f"dispatch {workflow_file}@{ref}", "POST", fn)
+        try:
+            out = self._call(f"dispatch {workflow_file}@{ref}", "POST", fn,
+                             route="actions")
+        except GitHubError as exc:
+            if self.metrics is not None:
+                from bot.metrics import dispatch_outcome
+
+                limited = exc.status in (403, 429) and \
+                    getattr(exc, "retry_after", None) is not None  # a rate limit's reset
+                self.metrics.workflow_dispatch(dispatch_outcome(exc.status,
+                                                                rate_limited=limited))
+            raise
+        if self.metrics is not None:
+            self.metrics.workflow_dispatch("dispatched")
+        return out
 
     def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
         """Workflow run ``run_id``."""
 
         return self._call(f"get run {run_id}", "GET",
-                          lambda: _run_info(self._r().get_workflow_run(run_id)))
+                          lambda: _run_info(self._r().get_workflow_run(run_id)),
+                          route="actions")
 
     def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
                            created_after: datetime | None = None,
@@ -533,7 +558,7 @@ class PyGithubPort:
             runs = self._r().get_workflow(workflow_file).get_runs(**kw)
             return [_run_info(r) for r in itertools.islice(runs, limit)]
 
-        return self._call(f"list runs of {workflow_file}", "GET", fn)
+        return self._call(f"list runs of {workflow_file}", "GET", fn, route="actions")
 
     def cancel_workflow_run(self, run_id: int) -> None:
         """Ask GitHub to cancel workflow run ``run_id`` (one POST; PyGithub's
@@ -541,7 +566,7 @@ class PyGithubPort:
         self._call(
             f"cancel run {run_id}", "POST",
             lambda: self.client.requester.requestJsonAndCheck(
-          "POST", f"{self._r().url}/actions/runs/{run_id}/cancel"))
+          "POST", f"{self._r().url}/actions/runs/{run_id}/cancel"), route="actions")
 
     def list_run_artifacts(self, run_id: int, name: str | None = None
                            ) -> list[ArtifactInfo]:
@@ -552,7 +577,7 @@ class PyGithubPort:
             return [ArtifactInfo(a.id, a.name, a.size_in_bytes, a.expired) for a in arts
                     if name is None or a.name == name]
 
-        return self._call(f"list artifacts of run {run_id}", "GET", fn)
+        return self._call(f"list artifacts of run {run_id}", "GET", fn, route="actions")
 
     def download_artifact(self, artifact_id: int,
                           max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
@@ -578,7 +603,7 @@ class PyGithubPort:
                                                exc.status) from None
                 raise GitHubError(f"artifact {artifact_id}: {exc}", exc.status) from None
 
-        return self._call(f"download artifact {artifact_id}", "GET", fn)
+        return self._call(f"download artifact {artifact_id}", "GET", fn, route="actions")
 
 
 def _run_info(r: Any) -> WorkflowRunInfo:
@@ -632,13 +657,14 @@ class GitHubClients:
             raise GitHubNotConfigured("no GitHub credentials: set CAMPAIGN_BOT_APP_ID and "
                               "CAMPAIGN_BOT_PRIVATE_KEY(_FILE), or CAMPAIGN_BOT_TOKEN")
         try:
-            client, auth = self._client(repo, installation_id)
+            client, auth, key = self._client(repo, installation_id)
         except Exception as exc:  # noqa: BLE001 - translated
             raise map_exception(exc, f"installation for {repo}") from exc
         return PyGithubPort(client, repo, self.bot_login, auth=auth, base_url=self.base_url,
-                            metrics=self.metrics)
+                            metrics=self.metrics, installation=str(key))
 
-    def _client(self, repo: str, installation_id: int | None) -> tuple[Github, Auth.Auth]:
+    def _client(self, repo: str,
+                installation_id: int | None) -> tuple[Github, Auth.Auth, Any]:
         if self.app_auth is None:
             key: Any = "token"
             auth: Auth.Auth = Auth.Token(self.token)  # type: ignore[arg-type]
@@ -653,7 +679,7 @@ class GitHubClients:
             if key not in self._clients:
                 self._clients[key] = (make_client(self.base_url, auth, retry=self.retry,
                                                   throttle=self.throttle), auth)
-            return self._clients[key]
+            return (*self._clients[key], key)
 
 
 class NoRepositoryPort:

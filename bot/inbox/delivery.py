@@ -83,16 +83,26 @@ def delivery_key(payload: dict[str, Any]) -> str:
     """The serialisation key of a delivery: deliveries with one key are processed one at a
     time, in arrival order.
 
-    One key per GitHub App installation (else per repository): GitHub's REST best practices
-    say "make requests serially: one queue per installation" (GitHub Docs, "Best practices
-    for using the REST API"), and it also serialises all writes to any one issue or PR,
-    whatever event touches it."""
-    inst = payload.get("installation")
-    if isinstance(inst, dict) and isinstance(inst.get("id"), int):
-        return f"installation:{inst['id']}"
+    One key per repository (``repo:OWNER/NAME``), whether or not the payload carries an
+    ``installation`` block; only a delivery with no repository (``installation``,
+    ``github_app_authorization``) is keyed by its installation, and one with neither is
+    ``global``.  The key must not depend on the payload's shape: an App's webhook sends an
+    ``installation`` block and a repository webhook does not, and both can reach the bot for
+    one pull request (a repository webhook left from before the App; a redelivery).  Keyed by
+    installation, those two ran at once and the PR got two summary comments and two reviews
+    of one head.  A finer key per pull request would let a ``push`` (which names no PR) race
+    the ``pull_request`` ``synchronize`` it causes, and two PRs' screens race for the campaign's
+    budget; per repository serialises every write to any one issue or PR, whatever event
+    touches it.  Deliveries of different repositories of one installation now run at once;
+    GitHub's advice to "make requests serially" per installation (GitHub Docs, "Best practices
+    for using the REST API") is about secondary rate limits, which the GitHub adapter's
+    back-off handles (:mod:`bot.github.pygithub`)."""
     repo = payload.get("repository")
     if isinstance(repo, dict) and isinstance(repo.get("full_name"), str):
         return f"repo:{repo['full_name']}"
+    inst = payload.get("installation")
+    if isinstance(inst, dict) and isinstance(inst.get("id"), int):
+        return f"installation:{inst['id']}"
     return "global"
 
 

@@ -69,7 +69,21 @@ class Inbox:
     """When set, the secret is asked of it per delivery (the App setup page sets it while the
     service runs); None or empty from it answers 503: the bot is not set up yet."""
     redelivery_counts: Callable[[], Mapping[str, int]] | None = None
+    pool_queues: Callable[[], Mapping[str, tuple[int, float]]] | None = None
+    """When set (blocking), the screen queues for ``/metrics``: pool -> (queued screens,
+    seconds the oldest has waited)."""
 
+
+ROOT_PAGE = (
+    "campaign-bot: the webhook service of a GitHub App for ML inference performance "
+    "campaigns.\n\n"
+    "POST /webhook    GitHub's webhook deliveries (signed with the webhook secret)\n"
+    "GET  /healthz    service health (JSON)\n"
+    "GET  /metrics    Prometheus metrics\n"
+    "GET  /c/OWNER/REPO/CAMPAIGN    live pages of a campaign\n\n"
+    "Operators: docs/deploy.md of campaign-bot; campaign owners: docs/user-guide.md.\n"
+)
+"""What ``GET /`` answers: plain text naming the service's routes."""
 
 def add_routes(app: FastAPI, inbox: Inbox) -> None:
     """Add ``POST /webhook``, ``GET /healthz`` and ``GET /metrics`` to ``app``."""
@@ -144,6 +158,11 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
         m.inc_received(event)
         return JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
 
+    @app.get("/")
+    async def root() -> Response:
+        # a person who opens the service's address: what answers here, instead of a 404
+        return Response(ROOT_PAGE, media_type="text/plain; charset=utf-8")
+
     @app.get("/healthz")
     async def healthz() -> Response:
         problems = await asyncio.to_thread(inbox.problems)
@@ -156,5 +175,7 @@ def add_routes(app: FastAPI, inbox: Inbox) -> None:
         counts = await asyncio.to_thread(inbox.queue_counts)
         redeliveries = (await asyncio.to_thread(inbox.redelivery_counts)
                         if inbox.redelivery_counts is not None else None)
-        text = await asyncio.to_thread(m.exposition, counts, redeliveries)
+        pools = (await asyncio.to_thread(inbox.pool_queues)
+                 if inbox.pool_queues is not None else None)
+        text = await asyncio.to_thread(m.exposition, counts, redeliveries, pools)
         return Response(text, media_type=CONTENT_TYPE)

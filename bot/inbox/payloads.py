@@ -83,11 +83,12 @@ class IssueRef(_Lenient):
 
 
 class IssueComment(_Lenient):
-    """A conversation comment."""
+    """A conversation comment.  ``user`` is None when GitHub sends ``"user": null`` (its
+    published schema allows it: the author's account was deleted, shown as "ghost")."""
 
     id: int
     body: str | None = None
-    user: User
+    user: User | None
     author_association: str | None = Field(
         default=None, description="Shown only; never used to authorize (rust-lang/triagebot#2094).")
     performed_via_github_app: dict[str, Any] | None = None

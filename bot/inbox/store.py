@@ -142,7 +142,7 @@ def enqueue_internal(engine: Engine, event: str, payload: dict[str, Any], *,
                      delivery_id: str | None = None) -> bool:
     """Queue a delivery the bot makes itself (e.g. a scheduled refresh job), processed by
     the worker through the router like a GitHub delivery and serialised with the
-    deliveries of the same installation/repository (same :func:`bot.inbox.delivery.delivery_key`).
+    deliveries of the same repository (same :func:`bot.inbox.delivery.delivery_key`).
 
     ``delivery_id`` (default a new ``internal:<uuid>``) deduplicates like
     ``X-GitHub-Delivery``; returns False when it was already queued.  The worker process is
@@ -283,7 +283,7 @@ def claim(engine: Engine, seq: int, *, replica: str | None = None,
     """Move delivery ``seq`` from queued to processing for ``replica`` with a lease of
     ``lease_s`` seconds, and count the attempt; None when it was not queued any more, another
     replica is claiming it, or an earlier delivery of its key is still processing or queued
-    and due (the per-installation order, kept across replicas; one waiting out a retry delay
+    and due (the per-repository order, kept across replicas; one waiting out a retry delay
     does not count, :func:`queue_heads`).  Returns the full row.
 
     On PostgreSQL the row is taken with ``SELECT ... FOR UPDATE SKIP LOCKED``: a replica

@@ -15,7 +15,7 @@ Guarantees:
   with ``kill -9``), and a replica hands its own claims back at start and on a graceful stop
   (:func:`bot.inbox.store.release`).
 * Deliveries with the same key (:func:`bot.inbox.delivery.delivery_key`: one per
-  installation) run one at a time in arrival order, across replicas too (a delivery is never
+  repository) run one at a time in arrival order, across replicas too (a delivery is never
   claimed while an earlier one of its key is queued or processing), so writes to one issue
   or PR are serialised; different keys run concurrently up to ``concurrency``.
 * A failing handler never stops the others (``Router.dispatch``); the failure is logged with the
@@ -338,6 +338,9 @@ class Worker:
             self._missed.add(key)
             return
         self._claimed.add(seq)  # until finished; a cancelled one is released on stop
+        received = _utc(d.received_at)
+        if received is not None:
+            self.metrics.delivery_started(received, d.attempts)
         try:
             await self._process_claimed(d)
             self._claimed.discard(seq)

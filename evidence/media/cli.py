@@ -56,7 +56,8 @@ media_app = typer.Typer(
 
 
 def _fail(msg: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/] {escape(str(msg))}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(msg))}",
+                                               highlight=False)
     return typer.Exit(EXIT_USAGE)
 
 

@@ -37,8 +37,22 @@ VENV_ENV = "CAMPAIGN_BOT_UPSTREAM_VENV"
 REQUIRE_ENV = "CAMPAIGN_BOT_REQUIRE_UPSTREAM"
 """Set to ``1`` to make upstream contract tests fail (not skip) when the environment is
 absent."""
-DEFAULT_VENV = HERE.parents[1] / ".venv-upstream"
-"""``.venv-upstream`` at the repository root (the install script's default)."""
+
+
+def default_venv(root: Path = HERE.parents[1]) -> Path:
+    """Where the contract environment is unless ``$CAMPAIGN_BOT_UPSTREAM_VENV`` says: in a
+    source checkout (``root`` holds pyproject.toml), ``.venv-upstream`` at its root; in an
+    installed package (``root`` is site-packages), ``campaign-bot/venv-upstream`` under the
+    user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``), never inside
+    site-packages.  The install script picks the same folder."""
+    if (root / "pyproject.toml").is_file():
+        return root / ".venv-upstream"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "campaign-bot" / "venv-upstream"
+
+
+DEFAULT_VENV = default_venv()
+"""The contract environment's default folder (:func:`default_venv`)."""
 
 LIST_MARK = "CAMPAIGN_BOT_SERVE_FLAGS "
 CHECK_MARK = "CAMPAIGN_BOT_CHECK_FLAGS "
@@ -163,8 +177,17 @@ def find_omni_python(python: Path | None = None) -> Path:
         return Path(sys.executable)
     raise FlagCheckUnavailable(
         f"vLLM-Omni is not importable here and the contract environment {venv_dir()} is "
-        f"absent; build it with {INSTALL_SCRIPT.relative_to(HERE.parents[1])} or pass "
-        "--python with an interpreter that has vLLM-Omni")
+        f"absent; build it with {_script_shown()} or pass --python with an interpreter "
+        "that has vLLM-Omni")
+
+
+def _script_shown() -> str:
+    """The install script as a user can run it from here: relative in a source checkout
+    that is the current folder, else its absolute path."""
+    try:
+        return str(INSTALL_SCRIPT.relative_to(Path.cwd()))
+    except ValueError:
+        return str(INSTALL_SCRIPT)
 
 
 def check_flag_lines(arms: list[tuple[str, list[str]]], *, python: Path | None = None,

@@ -6,7 +6,8 @@
 # [media] extra pins torch 2.14.1.
 #
 # Usage: runners/upstream/install-contract-venv.sh [VENV_DIR]
-#   VENV_DIR defaults to $CAMPAIGN_BOT_UPSTREAM_VENV, else .venv-upstream at the repository root.
+#   VENV_DIR defaults to $CAMPAIGN_BOT_UPSTREAM_VENV, else .venv-upstream at the repository root
+#   (a source checkout), else ~/.cache/campaign-bot/venv-upstream (an installed package).
 #   PYTHON   interpreter to build it with (default python3; CPython 3.11, as the pins were
 #            resolved for it).
 #   PIP_FIND_LINKS / PIP_EXTRA_INDEX_URL (pip's own variables) say where torch 2.13.0+cpu is
@@ -15,7 +16,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-venv="${1:-${CAMPAIGN_BOT_UPSTREAM_VENV:-$root/.venv-upstream}}"
+if [ -f "$root/pyproject.toml" ]; then default="$root/.venv-upstream"  # a source checkout
+else default="${XDG_CACHE_HOME:-$HOME/.cache}/campaign-bot/venv-upstream"; fi  # installed
+venv="${1:-${CAMPAIGN_BOT_UPSTREAM_VENV:-$default}}"
 python="${PYTHON:-python3}"
 req="$here/requirements-contract.txt"
 t0=$(date +%s)

@@ -51,7 +51,7 @@ def report(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
     from rich.table import Table
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:  # before the pages module, which imports the charts and so pygal
         import pygal  # noqa: F401
     except ImportError:
@@ -65,17 +65,17 @@ def report(
     from bot.features.dashboard.pages import OutputRefused, safe_url, write_site
 
     if source_url is not None and safe_url(source_url) is None:
-        err.print(f"[red]--source-url {escape(source_url)}:[/] give an absolute http(s) URL "
+        err.print(f"[red]error:[/] --source-url {escape(source_url)}: give an absolute http(s) URL "
                   "without a user name or password")
         raise typer.Exit(EXIT_USAGE)
     if not directory.is_dir():
-        err.print(f"[red]{escape(str(directory))}:[/] "
+        err.print(f"[red]error:[/] {escape(str(directory))}: "
                   + ("is not a folder" if directory.exists() else "the folder does not exist")
                   + " (give the campaign directory, which holds campaign.toml)")
         raise typer.Exit(EXIT_USAGE)
     if not (directory / "campaign.toml").is_file():
-        err.print(f"[red]{escape(str(directory))}:[/] no campaign.toml here (give the campaign "
-                  "directory)")
+        err.print(f"[red]error:[/] {escape(str(directory))}: no campaign.toml here (give the "
+                  "campaign directory)")
         raise typer.Exit(EXIT_USAGE)
     t0 = time.perf_counter()
     ledger = None
@@ -88,14 +88,14 @@ def report(
             try:
                 ledger = read_ledger(database, site.scope.id, repo)
             except LedgerError as e:
-                err.print(f"[red]--database:[/] {escape(str(e))}")
+                err.print(f"[red]error:[/] --database: {escape(str(e))}")
                 raise typer.Exit(EXIT_USAGE) from None
             site.budget = budget_view(site.scope, site.screens, ledger)
     except CampaignUnreadable as e:
-        err.print(f"[red]{escape(str(directory))}:[/] {escape(str(e))}")
+        err.print(f"[red]error:[/] {escape(str(directory))}: {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
-        err.print(f"[red]cannot read[/] {escape(str(directory))}: "
+        err.print(f"[red]error:[/] cannot read {escape(str(directory))}: "
                   f"{escape(e.strerror or str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     t1 = time.perf_counter()
@@ -110,10 +110,10 @@ def report(
         else:
             written = write_site(site, out, directory, jobs=jobs)
     except OutputRefused as e:
-        err.print(f"[red]--out refused:[/] {escape(str(e))}")
+        err.print(f"[red]error:[/] --out refused: {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
-        err.print(f"[red]cannot write[/] {escape(str(out))}: {escape(e.strerror or str(e))}")
+        err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(e.strerror or str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     t2 = time.perf_counter()
     console = Console(highlight=False)
@@ -135,6 +135,9 @@ def report(
     for what, n in rows:
         t.add_row(what, n)
     console.print(t)
+    index = written.root / "index.html"
+    console.print(f"open {escape(index.resolve().as_uri())} in a web browser (a static site: "
+                  "publish the folder as it is)", soft_wrap=True)
     problems = counts["P0"] + counts["P1"] + counts["P2"]
     raise typer.Exit(EXIT_PROBLEMS if problems else EXIT_OK)
 

@@ -32,6 +32,7 @@ from evidence.header import session_hours
 from evidence.models import CampaignScope, Finding, MediaReport, Receipt, Track
 from evidence.review import unverified_paths
 from evidence.screening import ScreeningDecision
+from evidence.sessions import SessionCounts, session_counts
 from evidence.verdicts import (
     PERCEPTUAL_GATES,
     Evidence,
@@ -45,7 +46,7 @@ from evidence.verdicts import (
 
 SEVERITIES = ("P0", "P1", "P2", "P3")
 SEVERITY_TEXT = MappingProxyType({"P0": "blocks", "P1": "wrong evidence",
-                                  "P2": "ambiguous evidence", "P3": "nit"})
+                                  "P2": "ambiguous evidence", "P3": "note"})
 """Finding severities as the review defines them (:class:`evidence.models.Finding`)."""
 VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2})
 """Best candidate on a track: SUPPORTED first, then INCONCLUSIVE, then FAILED; within a rank
@@ -123,6 +124,9 @@ class SessionView:
     lifecycle_facts: list[str]
     """What the receipt records: workers' exits, actions, server/container exit, idle checks."""
     request_problems: list[str]
+    qualifies: bool
+    """Whether the session qualifies (:mod:`evidence.sessions`, the count every view
+    shows)."""
     hours: float
     device_hours: float
     receipt: DocumentFile | None
@@ -453,7 +457,8 @@ def _lifecycle_facts(r: Receipt) -> list[str]:
     return out
 
 
-def _session(r: Receipt, doc: DocumentFile | None, scope: CampaignScope) -> SessionView:
+def _session(r: Receipt, doc: DocumentFile | None, scope: CampaignScope,
+             counts: SessionCounts) -> SessionView:
     def req(q) -> RequestView:  # noqa: ANN001
         return RequestView(q.index, q.kind, q.http_status, q.client_wall_s,
                            q.server_inference_s, q.error, q.ok)
@@ -470,6 +475,7 @@ def _session(r: Receipt, doc: DocumentFile | None, scope: CampaignScope) -> Sess
         median_s=session_median(r), lifecycle=r.lifecycle.problems(),
         lifecycle_facts=_lifecycle_facts(r),
         request_problems=[t for _, t in request_issues(r)],
+        qualifies=counts.qualifies(r.screen_id, r.session_id),
         hours=hours, device_hours=hours * (len(r.devices) or scope.pool.device_count),
         receipt=doc)
 
@@ -683,6 +689,7 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     reports = [r.report for r in ev.reports]
     tracks = {t.id: t for t in scope.tracks}
 
+    counts = session_counts(((d.model, d.path) for d in lc.receipts), unverified)
     by_screen: dict[str, list[tuple[Receipt, str]]] = defaultdict(list)
     for d in lc.receipts:
         by_screen[d.model.screen_id].append((d.model, d.path))
@@ -698,7 +705,7 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     for sid, items in by_screen.items():
         items.sort(key=lambda rp: (rp[0].slot, rp[0].session_id))
         rs = [r for r, _ in items]
-        sessions = [_session(r, doc_by_path.get(p), scope) for r, p in items]
+        sessions = [_session(r, doc_by_path.get(p), scope, counts) for r, p in items]
         trs = sorted({r.track for r in rs})
         cands = sorted({r.candidate for r in rs if r.arm == "candidate" and r.candidate})
         q_rows: list[GateRow] = []
@@ -729,13 +736,10 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
 
     rows = []
     for t in scope.tracks:
-        clean = [s.median_s for sc in screens for s in sc.sessions
-                 if s.track == t.id and s.arm == "control" and s.median_s is not None
-                 and not s.failed]
         vs = [v for v in rep.verdicts if v.track == t.id]
         rows.append(TrackRow(
-            track=t, baseline_median_s=statistics.median(clean) if clean else None,
-            baseline_sessions=len(clean), best=_best(vs),
+            track=t, baseline_median_s=counts.control_baseline_s(t.id),
+            baseline_sessions=counts.qualifying_controls(t.id), best=_best(vs),
             verdicts=[v for v in vs if v.candidate is not None],
             screening=dict(Counter(d.decision for d in rep.screening if d.track == t.id))))
 
@@ -749,14 +753,14 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
         ss = pools.get(name, [])
         pts = sorted((ControlPoint(s.started_at, s.median_s, s.session_id, s.screen_id,
                                    s.track, s.config_digest)
-                      for s in ss if s.median_s is not None and not s.failed),
+                      for s in ss if s.qualifies and s.median_s is not None),
                      key=lambda p: (p.at, p.session_id))
         used: dict[str, list[SessionView]] = defaultdict(list)
         for s in ss:
             used[s.screen_id].append(s)
         pscreens = []
         for sid, group in used.items():
-            meds = [s.median_s for s in group if s.median_s is not None and not s.failed]
+            meds = [s.median_s for s in group if s.qualifies and s.median_s is not None]
             pscreens.append(PoolScreen(sid, slug(sid), group[0].track, len(group),
                                        statistics.median(meds) if meds else None,
                                        min(s.started_at for s in group)))

@@ -362,12 +362,26 @@ class SignIn:
             lifetime = SESSION_MAX_S
         return body["access_token"], max(60, min(lifetime, SESSION_MAX_S))
 
-    def logout(self) -> Response:
-        """``POST /logout``: the session cookie removed; a short page that says so."""
+    def logout(self, request: Request | None = None) -> Response:
+        """``POST /logout``: the session cookie removed; a short page that says so.  A
+        request whose ``Origin`` (else ``Referer``) names another site than ``public_url``
+        is refused with 403 and the session kept: another site cannot sign people out
+        (cross-site request forgery; browsers send ``Origin`` on every cross-origin POST,
+        Fetch standard)."""
+        if request is not None and not self._same_origin(request):
+            return _refused(403, "This sign-out did not come from this site's own page.")
         resp = HTMLResponse(SIGNED_OUT_PAGE, 200, headers=_NO_STORE)
         resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax",
                            secure=self.config.secure)
         return resp
+
+    def _same_origin(self, request: Request) -> bool:
+        own = urlsplit(self.config.public_url)
+        sent = request.headers.get("origin") or request.headers.get("referer")
+        if sent is None:
+            return True  # not a browser's cross-site form: nothing to forge
+        got = urlsplit(sent)
+        return (got.scheme, got.netloc) == (own.scheme, own.netloc)
 
     def signed_out(self, next_path: str) -> Response:
         """The answer for a session GitHub no longer accepts: cookie removed, sign in
@@ -406,9 +420,9 @@ def signin_router(current: Callable[[], SignIn | None]) -> APIRouter:
         return s.callback(request) if s else _not_found()
 
     @r.post(LOGOUT_PATH)
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
         s = need()
-        return s.logout() if s else _not_found()
+        return s.logout(request) if s else _not_found()
 
     return r
 

@@ -7,7 +7,9 @@ has problems the header reports (a failed control lifecycle); 2 unreadable campa
 
 from __future__ import annotations
 
+import html
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -41,12 +43,12 @@ def header(
     from evidence.header import EvidenceRef, build_header, source_from_campaign
 
     if not (campaign / "campaign.toml").is_file():
-        typer.echo(f"{campaign}: no campaign.toml here", err=True)
+        typer.echo(f"error: {campaign}: no campaign.toml here", err=True)
         raise typer.Exit(2)
     loaded = load_campaign(campaign)
     if loaded.scope is None:
         for f in loaded.findings[:5]:
-            typer.echo(f"{f.path}:{f.line or '-'}: {f.message}", err=True)
+            typer.echo(f"error: {f.path}:{f.line or '-'}: {f.message}", err=True)
         raise typer.Exit(2)
     found = _git_commit(campaign)
     ref_sha = sha or (found[0] if found else "0" * 40)
@@ -55,7 +57,12 @@ def header(
     )
     src = source_from_campaign(loaded, sha=ref_sha)
     content = build_header(loaded.scope.model, [src], EvidenceRef(ref_sha, at, None))
-    typer.echo(render_header(content))
+    text = render_header(content)
+    if sys.stdout.isatty():
+        # a person reads it here: '>=' rather than the '&gt;=' GitHub's Markdown needs (a
+        # pipe or a file gets the Markdown as the bot posts it)
+        text = html.unescape(text)
+    typer.echo(text)
     raise typer.Exit(1 if content.problems else 0)
 
 

@@ -86,7 +86,7 @@ from evidence.header import (
     ScreenOutcome,
     build_header,
 )
-from evidence.models import CampaignScope
+from evidence.models import DEFAULT_EVIDENCE_PATHS, CampaignScope
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class HeaderService:
 
     def register(
         self, repo: str, path: str, campaign_id: str, issue: int, default_branch: str = "main",
-        evidence_paths: Sequence[str] = ("results", "receipts"),
+        evidence_paths: Sequence[str] = DEFAULT_EVIDENCE_PATHS,
     ) -> CampaignHeader:
         """Record (or update) that ``repo``'s campaign at ``path`` lives in ``issue``, with
         its ``evidence_paths`` (relative to ``path``; PRs touching them are candidates)."""
@@ -714,7 +714,7 @@ def _under(file: str, directory: str) -> bool:
 
 def _touches_evidence(file: str, c: CampaignHeader, also: Sequence[str] = ()) -> bool:
     """Whether ``file`` lies under one of the campaign's evidence paths (or ``also``)."""
-    eps = [*(c.evidence_paths or ["results", "receipts"]), *also]
+    eps = [*(c.evidence_paths or DEFAULT_EVIDENCE_PATHS), *also]
     return any(_under(file, posixpath.join(c.path, e)) for e in eps)
 
 

@@ -226,7 +226,7 @@ def analyse_directory(root: Path, *, external_files: dict[str, Any] | None = Non
         for v in verdicts:
             reasons = "; ".join(r.text for r in v.reasons) or "-"
             rows.append(VerdictRow(loaded.scope.model.id, v.track, v.candidate or "-",
-                                   v.verdict, reasons))
+                                   v.shown, reasons))
     return rep.hashes_checked, findings, rows
 
 

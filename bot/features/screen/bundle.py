@@ -109,6 +109,11 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
         for f in res.findings[:5]:
             if f.severity in ("P0", "P1"):
                 problems.append(f"{f.path}: {f.message}")
+    from evidence.signing import files_with_private_keys
+
+    problems += [f"{rel}: holds private-key material; a bundle never carries a key (a "
+                 "leaked runner key signs anything), refused" for rel in
+                 files_with_private_keys(root)]
     sig_text = "signature not checked"
     documents: list[str] = []
     if trusted_keys is None:

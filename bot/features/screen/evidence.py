@@ -6,7 +6,9 @@ everything committed is signed), the bot commits it under
 ``<campaign>/<[screen] evidence_path>/<screen label>/`` (default ``campaigns/NAME/screens/S12/``)
 in one commit whose message names the screen, the track and the verdict:
 
-* a pull request from this repository: on the PR's head branch, over its current tip;
+* a pull request from this repository: on the PR's head branch, over its current tip, unless
+  that branch is the default branch, the PR's base or a ``campaign-bot/`` branch
+  (:func:`own_branch_reason`): then as for a fork;
 * a pull request from a fork: the bot cannot push to a fork, so on the bot's own branch
   ``campaign-bot/screens/PR-N`` of this repository, made from the base branch (never from the
   fork's commits: a branch of this repository holding a fork's code would run that code's
@@ -64,7 +66,8 @@ class CommitOutcome:
     """What happened to a verified bundle: ``state`` is ``committed``, ``already`` (the same
     files were committed before), ``refused`` (the directory holds other content), ``failed``
     (git or GitHub failed), ``dry-run`` (nothing may be written) or ``off`` (``[screen]
-    commit_bundles = false``); ``message`` is one sentence for people."""
+    commit_bundles = false``); ``message`` is one sentence for people.  ``fork``: the bundle
+    goes to the bot's own branch, for the reason ``own_reason`` (:func:`own_branch_reason`)."""
 
     state: str
     message: str
@@ -72,6 +75,7 @@ class CommitOutcome:
     branch: str | None = None
     sha: str | None = None
     fork: bool = False
+    own_reason: str | None = None
     files: int = 0
     external: list[str] = field(default_factory=list)
     web: str = ""
@@ -137,6 +141,24 @@ def commit_message(s: Any, verdict: str, run_url: str, n_files: int, n_external:
             f"Campaign-Bot-Screen: {s.label}\nCampaign-Bot-Request: {s.request_id}\n")
 
 
+def own_branch_reason(pr: PullInfo, default_branch: str) -> str | None:
+    """Why the screen's evidence goes to the bot's own ``campaign-bot/screens/PR-N`` branch
+    (made from the base branch) instead of the PR's head branch, or None when the head branch
+    may take it.  The head branch is never used when the PR comes from a fork (the bot cannot
+    push there), when it is the repository's default branch or the PR's own base (anyone who
+    can open a PR could otherwise make the bot commit onto ``main``), or when it is one of the
+    bot's own ``campaign-bot/`` branches."""
+    if pr.is_fork:
+        return "the pull request comes from a fork"
+    if pr.head_ref == default_branch:
+        return f"the pull request's head is the default branch {default_branch}"
+    if pr.head_ref == pr.base_ref:
+        return f"the pull request's head is its base branch {pr.base_ref}"
+    if pr.head_ref.startswith("campaign-bot/"):
+        return f"the pull request's head {pr.head_ref} is one of the bot's own branches"
+    return None
+
+
 def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict: str, *,
                   pr: PullInfo, evidence_path: str, max_file_bytes: int, run_url: str,
                   artifact: str | None) -> CommitOutcome:
@@ -144,9 +166,14 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
     Blocking (the flow's thread).  Never raises for git or GitHub failures: they come back as
     ``failed`` with the reason."""
     path = target_dir(s.campaign_path or "", evidence_path, s.label)
-    fork = pr.is_fork
+    try:
+        default = gh.get_default_branch()
+    except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
+        return CommitOutcome("failed", f"the default branch cannot be read: {exc}", path)
+    why_own = own_branch_reason(pr, default)
+    fork = why_own is not None
     branch = FORK_BRANCH.format(number=pr.number) if fork else pr.head_ref
-    out = CommitOutcome("failed", "", path, branch, fork=fork)
+    out = CommitOutcome("failed", "", path, branch, fork=fork, own_reason=why_own)
     try:
         committed, external = split_bundle(bundle, max_file_bytes)
     except (OSError, ValueError) as exc:

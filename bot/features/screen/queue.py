@@ -373,3 +373,24 @@ def claim_command(db: Session, repo: str, comment_id: int, command: str,
     except IntegrityError:
         return False
     return True
+
+
+def pool_waits(engine: Any) -> dict[str, tuple[int, float]]:
+    """Every pool that has ever had a screen -> (screens queued now, seconds the oldest of
+    them has waited since it was requested; 0 when none is queued), for ``/metrics``.  One
+    grouped query on the ``screens`` table; ``engine`` a SQLAlchemy Engine."""
+    from sqlalchemy import case, func
+
+    now = utcnow()
+    queued = case((Screen.state == QUEUED, 1), else_=0)
+    oldest = func.min(case((Screen.state == QUEUED, Screen.requested_at), else_=None))
+    with Session(engine) as db:
+        rows = db.execute(select(Screen.pool, func.sum(queued), oldest)
+                          .group_by(Screen.pool)).all()
+    out: dict[str, tuple[int, float]] = {}
+    for pool, n, first in rows:
+        if isinstance(first, str):  # SQLite returns MIN() of a datetime column as text
+            first = datetime.fromisoformat(first)
+        since = aware(first)
+        out[pool] = (int(n or 0), max((now - since).total_seconds(), 0.0) if since else 0.0)
+    return out

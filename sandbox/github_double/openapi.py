@@ -1,6 +1,6 @@
 """Validate the double's responses against GitHub's official REST description.
 
-``tests/fixtures/github/openapi-subset.json`` is an OpenAPI 3.0 cut of
+``openapi-subset.json`` (beside this module) is an OpenAPI 3.0 cut of
 github/rest-api-description (see its SOURCE.md).  OpenAPI 3.0 schemas are JSON Schema with
 ``nullable``; :func:`_to_json_schema` rewrites ``nullable: true`` into a ``null`` alternative
 so that python-jsonschema (Draft 7) can check them, and every ``$ref`` resolves inside the

@@ -1,6 +1,6 @@
 """A local GitHub double: a real HTTP server on 127.0.0.1 for PyGithub to talk to.
 
-It implements the REST operations of ``tests/fixtures/github/openapi-subset.json`` that
+It implements the REST operations of ``openapi-subset.json`` (beside this module) that
 campaign-bot calls, keeps their state in memory, and answers with bodies built from the
 official examples in that file (so fields we do not model are present and well-typed).
 
@@ -44,7 +44,7 @@ import re
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -421,7 +421,8 @@ class GitHubDouble:
             return repo
 
     def set_branch(
-        self, full_name: str, branch: str, files: dict[str, bytes | str], parent: str | None = None
+        self, full_name: str, branch: str, files: Mapping[str, bytes | str | None],
+        parent: str | None = None
     ) -> str:
         """Point ``branch`` at a new commit holding ``files`` (over ``parent``'s tree)."""
         with self._lock:
@@ -513,7 +514,7 @@ class GitHubDouble:
                     user_type: str = "User") -> dict[str, Any]:
         """Add an issue comment as ``user`` (e.g. a pre-existing bot comment)."""
         with self._lock:
-            c = {"id": next(self._ids), "issue": number, "body": body, "user": user,
+            c: dict[str, Any] = {"id": next(self._ids), "issue": number, "body": body, "user": user,
                  "user_type": user_type, "created_at": _now(), "updated_at": _now()}
             self.repos[full_name].comments[c["id"]] = c
             return c
@@ -531,7 +532,8 @@ class GitHubDouble:
         """Add a workflow run of ``workflow`` (a declared workflow file)."""
         with self._lock:
             repo = self.repos[full_name]
-            run = {"id": next(self._ids), "workflow": workflow, "head_sha": head_sha,
+            run: dict[str, Any] = {
+                   "id": next(self._ids), "workflow": workflow, "head_sha": head_sha,
                    "status": status, "conclusion": conclusion, "display_title": display_title,
                    "event": event, "head_branch": repo.default_branch, "run_attempt": 1,
                    "inputs": {}}
@@ -539,7 +541,7 @@ class GitHubDouble:
             return run
 
     def add_artifact(self, full_name: str, run_id: int, name: str,
-                     files: dict[str, bytes | str] | None = None, expired: bool = False,
+                     files: Mapping[str, bytes | str] | None = None, expired: bool = False,
                      zip_bytes: bytes | None = None) -> dict[str, Any]:
         """Attach a zip artifact holding ``files`` to run ``run_id``, or ``zip_bytes`` as
         they are (hostile archives: clashing, overlong or malformed entries)."""
@@ -550,7 +552,7 @@ class GitHubDouble:
                     for p, data in (files or {}).items():
                         zf.writestr(p, data)
                 zip_bytes = buf.getvalue()
-            art = {"id": next(self._ids), "run_id": run_id, "name": name,
+            art: dict[str, Any] = {"id": next(self._ids), "run_id": run_id, "name": name,
                    "zip": zip_bytes, "expired": expired}
             self.repos[full_name].artifacts[art["id"]] = art
             return art
@@ -613,7 +615,7 @@ class GitHubDouble:
         inst = payload.get("installation") if isinstance(payload, dict) else None
         repo = payload.get("repository") if isinstance(payload, dict) else None
         action = payload.get("action") if isinstance(payload, dict) else None
-        item = {
+        item: dict[str, Any] = {
             "id": next(self._hook_ids), "guid": guid,
             "delivered_at": (delivered_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "redelivery": redelivery, "duration": round(time.monotonic() - t0, 3),
@@ -648,11 +650,12 @@ class GitHubDouble:
         """``(operation id, path)`` of each successful write, for compact assertions."""
         return [(c.operation or "?", c.path) for c in self.writes()]
 
-    def validation_problems(self) -> list[str]:
+    def validation_problems(self, start: int = 0) -> list[str]:
         """Responses that do not conform to openapi-subset.json (injected faults excepted,
-        beyond the GitHub error shape)."""
+        beyond the GitHub error shape), of the calls from index ``start`` of :attr:`calls`
+        on (a caller that checks as it goes passes how many it checked already)."""
         problems = []
-        for c in list(self.calls):
+        for c in list(self.calls)[start:]:
             if c.path.startswith("/_blob/") or UNVALIDATED_PATH.match(c.path) \
                     or WEB_PATH.match(c.path) or c.is_git:
                 continue
@@ -1580,7 +1583,7 @@ class GitHubDouble:
         comments = data.get("comments") or []
         hunks = [self._validate_line(p, c) for c in comments]  # all or nothing, like GitHub
         login, kind = self._author(req)
-        r = {"id": next(self._ids), "pull": p.number, "body": body or "",
+        r: dict[str, Any] = {"id": next(self._ids), "pull": p.number, "body": body or "",
              "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED",
                        "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(event, "PENDING"),
              "commit_id": commit, "user": login, "user_type": kind, "submitted_at": _now()}
@@ -1784,5 +1787,6 @@ class GitHubDouble:
 
 
 def default_openapi_path() -> Path:
-    """``tests/fixtures/github/openapi-subset.json`` (vendored; see the SOURCE.md beside it)."""
-    return Path(__file__).resolve().parents[1] / "fixtures" / "github" / "openapi-subset.json"
+    """``openapi-subset.json`` beside this module: GitHub's REST description cut to the
+    operations the bot calls (vendored; its origin and licence are in SOURCE.md here)."""
+    return Path(__file__).resolve().parent / "openapi-subset.json"

@@ -49,7 +49,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 if TYPE_CHECKING:
@@ -375,7 +375,7 @@ class GitHTTP:
                              daemon=True).start()
 
     def _backend(self, h: BaseHTTPRequestHandler, repo_path: str, rest: str, query: str,
-                 headers: dict[str, str], body: BinaryIO, login: str) -> int:
+                 headers: dict[str, str], body: IO[bytes], login: str) -> int:
         size = body.seek(0, os.SEEK_END)
         body.seek(0)
         env = {
@@ -427,9 +427,9 @@ class GitHTTP:
                                           None, git_write=write))
 
 
-def _read_body(h: BaseHTTPRequestHandler) -> BinaryIO:
+def _read_body(h: BaseHTTPRequestHandler) -> IO[bytes]:
     """The request body (``Content-Length`` or chunked) spooled to a temporary file."""
-    spool: BinaryIO = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115
+    spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115
     if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
         while True:
             line = h.rfile.readline(1024)
@@ -458,7 +458,7 @@ def _read_body(h: BaseHTTPRequestHandler) -> BinaryIO:
     return spool
 
 
-def _cgi_headers(out: BinaryIO) -> tuple[int, list[tuple[str, str]], bytes]:
+def _cgi_headers(out: IO[bytes]) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and the first body bytes of a CGI response."""
     buf = b""
     while b"\r\n\r\n" not in buf and b"\n\n" not in buf:
