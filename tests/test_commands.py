@@ -226,3 +226,27 @@ def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
     results = router.dispatch(ev, port(repo), RepoConfig())
     assert all(r.ok for r in results), results
     assert repo.write_summary() == []
+
+
+def test_a_feature_adds_a_new_command_prefix_by_adding_its_command(repo) -> None:
+    """No closed list of prefixes: ``/bench`` is read as a command once a feature added the
+    verb ``bench`` (and ``/campaign report`` beside ``/campaign help``), and only then."""
+    local = Router()
+    commands = Commands(local, RepoConfigs())
+    ran: list[tuple[str, tuple[str, ...]]] = []
+
+    def bench(ctx: CommandContext) -> None:
+        ran.append((ctx.command.verb, ctx.command.verb_args))
+
+    body = "/bench now please\n/campaign report weekly"
+    local.dispatch(comment_event(body, login="carol"), port(repo), RepoConfig())
+    assert ran == [] and commands.prefixes == {}
+    commands.add(CommandSpec("bench", "/bench WHEN", "Bench.", ("/bench now",), Who.ANYONE),
+                 bench)
+    commands.add(CommandSpec("campaign report", "/campaign report", "Report.",
+                             ("/campaign report",), Who.ANYONE), bench)
+    assert commands.prefixes == {"bench": False, "campaign": True}
+    results = local.dispatch(comment_event(body, login="carol", comment_id=556), port(repo),
+                             RepoConfig())
+    assert all(r.ok for r in results)
+    assert ran == [("bench", ("now", "please")), ("campaign report", ("weekly",))]

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.commands.parser import Command, new_commands, parse
+from bot.commands.parser import Command, Prefixes, new_commands, parse
 from bot.comments import upsert_comment
 from bot.github.port import GitHubPort
 from bot.inbox.payloads import IssueCommentPayload
@@ -239,10 +239,11 @@ def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, 
             previous)
 
 
-def _unique(body: str, previous: str | None) -> list[Command]:
+def _unique(body: str, previous: str | None, prefixes: Prefixes) -> list[Command]:
     """Commands to run for a comment body (new ones only on an edit); a command repeated
     verbatim in one comment runs once."""
-    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    cmds = (new_commands(body, previous, prefixes) if previous is not None
+            else parse(body, prefixes))
     seen: set[str] = set()
     out = []
     for c in cmds:
@@ -252,13 +253,14 @@ def _unique(body: str, previous: str | None) -> list[Command]:
     return out
 
 
-def commands_in(event: Event, bot_login: str) -> list[Command]:
-    """The commands an ``issue_comment`` delivery asks to run (bots ignored, edits diffed)."""
+def commands_in(event: Event, bot_login: str, prefixes: Prefixes) -> list[Command]:
+    """The commands with ``prefixes`` an ``issue_comment`` delivery asks to run (bots
+    ignored, edits diffed)."""
     target = _comment_target(event, bot_login)
     if target is None:
         return []
     *_, body, previous = target
-    return _unique(body, previous)
+    return _unique(body, previous, prefixes)
 
 
 class Commands:
@@ -281,11 +283,24 @@ class Commands:
         if hit is None or hit[0] is not event.payload:
             target = _comment_target(event, bot_login)
             hit = (event.payload, target,
-                   _unique(target[4], target[5]) if target is not None else [])
+                   _unique(target[4], target[5], self.prefixes) if target is not None
+                   else [])
             self._parsed[id(event.payload)] = hit
             while len(self._parsed) > 16:
                 self._parsed.pop(next(iter(self._parsed)))
         return hit[1], hit[2]
+
+    @property
+    def prefixes(self) -> dict[str, bool]:
+        """``{prefix: groups sub-commands}`` of the added commands (the first word of each
+        verb; it groups when a verb has a second word): the lines the parser reads as
+        commands.  A feature adding ``/bench`` (verb ``bench``) or ``/campaign report``
+        (verb ``campaign report``) needs nothing else."""
+        out: dict[str, bool] = {}
+        for verb in self._specs:
+            first, _, sub = verb.partition(" ")
+            out[first] = out.get(first, False) or bool(sub)
+        return out
 
     @property
     def specs(self) -> list[CommandSpec]:
