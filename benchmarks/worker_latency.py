@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from github_double import GitHubDouble, default_openapi_path  # noqa: E402
-from github_double.openapi import OpenAPISubset  # noqa: E402
 from screen_scope import scope_dict, toml_dumps  # noqa: E402
 from webhook_load import FIXTURE, Result, free_port, load, stop, wait_up  # noqa: E402
+
+from sandbox.github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 
 SECRET = "benchmark-secret"
 DERIVED = ROOT / "tests" / "fixtures" / "github" / "webhooks-derived"
