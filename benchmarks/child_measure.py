@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import NamedTuple
 
 POLL_S = 0.002
 """Polling period of :func:`wait_polling` (seconds): a peak held for less may be missed."""
@@ -27,15 +28,27 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def wait_polling(pids: list[int]) -> tuple[float, int, float]:
-    """Reap every child in ``pids``, polling its ``VmHWM`` every :data:`POLL_S` seconds.
+class Usage(NamedTuple):
+    """What :func:`wait_usage` measured of one or more children."""
 
-    Returns ``(peak MiB of the largest, exit status of the first that failed or 0, CPU seconds
-    of all of them)``; a status is ``os.waitstatus_to_exitcode``'s (negative: killed by that
-    signal).  The caller must not reap the children itself (``Popen.wait``/``poll``)."""
+    peak_mib: float
+    """``VmHWM`` of the largest child, MiB."""
+    code: int
+    """Exit status of the first child that failed, else 0 (``os.waitstatus_to_exitcode``'s:
+    negative when killed by that signal)."""
+    user_s: float
+    """User CPU seconds of all the children."""
+    sys_s: float
+    """System CPU seconds of all the children."""
+
+
+def wait_usage(pids: list[int]) -> Usage:
+    """Reap every child in ``pids``, polling its ``VmHWM`` every :data:`POLL_S` seconds, and
+    return their :class:`Usage`.  The caller must not reap the children itself
+    (``Popen.wait``/``poll``)."""
     peak = {p: 0.0 for p in pids}
     code = 0
-    cpu = 0.0
+    user = system = 0.0
     live = set(pids)
     while live:
         for p in list(live):
@@ -44,6 +57,14 @@ def wait_polling(pids: list[int]) -> tuple[float, int, float]:
             if done:
                 live.discard(p)
                 code = code or os.waitstatus_to_exitcode(status)
-                cpu += usage.ru_utime + usage.ru_stime
+                user += usage.ru_utime
+                system += usage.ru_stime
         time.sleep(POLL_S)
-    return max(peak.values(), default=0.0), code, cpu
+    return Usage(max(peak.values(), default=0.0), code, user, system)
+
+
+def wait_polling(pids: list[int]) -> tuple[float, int, float]:
+    """:func:`wait_usage` as ``(peak MiB of the largest, exit status of the first that failed
+    or 0, CPU seconds user + system of all of them)``."""
+    u = wait_usage(pids)
+    return u.peak_mib, u.code, u.user_s + u.sys_s

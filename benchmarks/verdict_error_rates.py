@@ -178,6 +178,15 @@ def paired(screens: int) -> list[dict]:
     return rows
 
 
+def table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """Print one Markdown table under a ``###`` title."""
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--screens", type=int, default=4000, help="screens per scenario (>= 2000)")
@@ -188,36 +197,28 @@ def main() -> None:
     out = {"screens": a.screens, "campaigns": a.campaigns, "sigma": 0.03, "theta0": THETA0}
 
     out["unequal_noise"] = un = unequal_noise(a.screens)
-    print("### False SUPPORTED at the boundary and power (percent, Wilson 95 % interval)\n")
-    print("| sessions per arm | rank rule, 3x noisier | shipped rule, 3x noisier | "
-          "shipped, equal noise | power sigma 0.02 rank / shipped | power 0.03 | power 0.05 |")
-    print("|---|---|---|---|---|---|---|")
-    for r in un:
-        print(f"| {r['arm']} | {fmt(r['false_rank_3x'])} | {fmt(r['false_shipped_3x'])} | "
-              f"{fmt(r['false_shipped_1x'])} | "
-              + " | ".join(f"{r[f'power_rank_{s:g}']['pct']:.1f} / "
-                           f"{r[f'power_shipped_{s:g}']['pct']:.1f}" for s in (0.02, 0.03, 0.05))
-              + " |")
-
+    table("False SUPPORTED at the boundary and power (percent, Wilson 95 % interval)",
+          ["sessions per arm", "rank rule, 3x noisier", "shipped rule, 3x noisier",
+           "shipped, equal noise", "power sigma 0.02 rank / shipped", "power 0.03",
+           "power 0.05"],
+          [[str(r["arm"]), fmt(r["false_rank_3x"]), fmt(r["false_shipped_3x"]),
+            fmt(r["false_shipped_1x"])]
+           + [f"{r[f'power_rank_{s:g}']['pct']:.1f} / {r[f'power_shipped_{s:g}']['pct']:.1f}"
+              for s in (0.02, 0.03, 0.05)] for r in un])
     out["campaign"] = cp = campaign(a.campaigns)
-    print("\n### 12 candidates per track: family-wise false SUPPORTED and power per candidate\n")
-    print("| sessions per arm | no correction | Holm | confirmation screen | "
-          "power: none / Holm / confirmation |")
-    print("|---|---|---|---|---|")
-    for r in cp:
-        print(f"| {r['arm']} | {fmt(r['boundary_none'])} | {fmt(r['boundary_holm'])} | "
-              f"{fmt(r['boundary_confirm'])} | {r['power_none']['pct']:.1f} / "
-              f"{r['power_holm']['pct']:.1f} / {r['power_confirm']['pct']:.1f} |")
-
+    table("12 candidates per track: family-wise false SUPPORTED and power per candidate",
+          ["sessions per arm", "no correction", "Holm", "confirmation screen",
+           "power: none / Holm / confirmation"],
+          [[str(r["arm"]), fmt(r["boundary_none"]), fmt(r["boundary_holm"]),
+            fmt(r["boundary_confirm"]),
+            " / ".join(f"{r[f'power_{k}']['pct']:.1f}" for k in ("none", "holm", "confirm"))]
+           for r in cp])
     out["paired"] = pr = paired(a.screens)
-    print("\n### Paired order (ABBA... adjacent pairs, exact Wilcoxon) against the rank rule\n")
-    print("| sessions per arm | false SUPPORTED, no drift: rank / paired | with drift | "
-          "power, no drift: rank / paired | with drift |")
-    print("|---|---|---|---|---|")
-    for r in pr:
-        print(f"| {r['arm']} | " + " | ".join(
-            f"{fmt(r[f'{k}_rank'])} / {fmt(r[f'{k}_paired'])}"
-            for k in ("false_no_drift", "false_drift", "power_no_drift", "power_drift")) + " |")
+    table("Paired order (ABBA... adjacent pairs, exact Wilcoxon) against the rank rule",
+          ["sessions per arm", "false SUPPORTED, no drift: rank / paired", "with drift",
+           "power, no drift: rank / paired", "with drift"],
+          [[str(r["arm"])] + [f"{fmt(r[f'{k}_rank'])} / {fmt(r[f'{k}_paired'])}" for k in (
+              "false_no_drift", "false_drift", "power_no_drift", "power_drift")] for r in pr])
     if a.json:
         a.json.write_text(json.dumps(out, indent=1) + "\n")
 

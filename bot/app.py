@@ -38,6 +38,7 @@ from sqlalchemy.engine import Engine
 
 from bot import database
 from bot.features import config, header, help, review, screen
+from bot.features.dashboard import api as dashboard_api
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
 from bot.features.screen import queue as screen_queues
@@ -462,6 +463,7 @@ def create_app(
     dashboard = live_dashboard(settings, lambda: state["engine"], metrics=metrics)
     state["dashboard"] = dashboard
     live.add_routes(app, dashboard)
+    app.include_router(dashboard_api.Api(dashboard).router())  # read-only JSON, /api/v1
     return app
 
 

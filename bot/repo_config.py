@@ -19,6 +19,8 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
                                      # goes to <campaign>/<evidence_path>/<screen label>/
     max_committed_file_bytes = 10485760  # larger files (the output MP4s) stay in the run's
                                      # artifact, listed in the bundle's external-artifacts.json
+    max_committed_files = 1000       # a bundle with more files to commit is not committed
+    max_committed_bytes = 52428800   # nor one whose committed files exceed 50 MiB in all
 
     [review]
     enabled = true                   # review evidence on PRs
@@ -45,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evidence.repository import DEFAULT_CAMPAIGN_PATHS
+
 if TYPE_CHECKING:
     from bot.github.port import GitHubPort
 
@@ -62,6 +66,15 @@ DEFAULT_MAX_COMMITTED_FILE_BYTES = 10 * 1024 * 1024
 run's artifact keeps them and the bundle's ``external-artifacts.json`` records their SHA-256,
 size and origin.  GitHub warns about files over 50 MB and refuses files over 100 MB (GitHub
 Docs, "About large files on GitHub")."""
+DEFAULT_MAX_COMMITTED_FILES = 1000
+"""Files one screen may commit: a screen of campaign #320's protocol (6 sessions) bundles
+about 40 (receipts, logs, media reports, manifests); a thousand leaves room for long orders
+and still stops a runner that fills its bundle with files from ending up in the repository
+(9,015 files went into one commit before this cap)."""
+DEFAULT_MAX_COMMITTED_BYTES = 50 * 1024 * 1024
+"""Bytes one screen may commit (files under ``max_committed_file_bytes`` only): logs and
+JSON documents of a screen are a few MiB; 50 MiB stops a bundle of many just-small-enough
+files (60 MiB went into one commit before this cap)."""
 CACHE_TTL_S = 60.0
 """Seconds a loaded config is reused (a push to the default branch shows within a minute)."""
 
@@ -79,7 +92,8 @@ def _relative_glob(v: str) -> str:
 class CampaignsSection(_Strict):
     """Where campaigns live: each directory matching one of ``paths`` holds a campaign.toml."""
 
-    paths: list[str] = Field(default_factory=lambda: ["campaigns/*"], min_length=1)
+    paths: list[str] = Field(default_factory=lambda: list(DEFAULT_CAMPAIGN_PATHS),
+                             min_length=1)
 
     @field_validator("paths")
     @classmethod
@@ -104,6 +118,15 @@ class ScreenSection(_Strict):
         default=DEFAULT_MAX_COMMITTED_FILE_BYTES, ge=0, description=(
             "Larger bundle files stay in the run's artifact, listed with their SHA-256 in "
             "external-artifacts.json."))
+
+    max_committed_files: int = Field(
+        default=DEFAULT_MAX_COMMITTED_FILES, ge=1, description=(
+            "A verified bundle with more files to commit than this is not committed (it stays "
+            "the run's artifact)."))
+    max_committed_bytes: int = Field(
+        default=DEFAULT_MAX_COMMITTED_BYTES, ge=0, description=(
+            "A verified bundle whose files to commit add up to more bytes than this is not "
+            "committed (it stays the run's artifact)."))
 
     @field_validator("evidence_path")
     @classmethod

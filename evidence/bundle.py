@@ -10,8 +10,8 @@ What is read:
   :data:`evidence.manifest.SKIP_DIRS` skipped outside bags; symlinks never followed; inside a
   signed bundle checked with ``--trusted-keys``, only the files its signed manifests list)
   whose top-level ``schema`` is ``campaign-bot/receipt@1``, ``campaign-bot/status@1``,
-  ``campaign-bot/media-report@1``, ``campaign-bot/probe@1`` or
-  ``campaign-bot/trace-summary@1`` (diagnostics: listed, never inputs to a verdict).
+  ``campaign-bot/media-report@1``, ``campaign-bot/probe@1``/``@2`` or
+  ``campaign-bot/trace-summary@1``/``@2`` (diagnostics: listed, never inputs to a verdict).
   Validation is strict (a string is not a number, ``NaN``
   and negative seconds are refused) and every error becomes a :class:`Finding` with the file,
   the field path and the line, never a traceback.

@@ -19,6 +19,7 @@ import contextlib
 import re
 import statistics
 import time
+import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidence.bundle import LoadedCampaign, load_campaign
+from evidence.bundle import Doc, LoadedCampaign, load_campaign, validation_findings
 from evidence.claims import Claim
 from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
 from evidence.hashing import HashPool
@@ -41,7 +42,7 @@ from evidence.manifest import (
     index_tree,
     verify_tree,
 )
-from evidence.models import Finding
+from evidence.models import CampaignScope, Finding
 from evidence.screening import ScreeningDecision
 from evidence.verdicts import TrackVerdict
 
@@ -232,8 +233,13 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    setup_findings: Sequence[Finding] = (),
                    loaded: LoadedCampaign | None = None,
                    hasher: HashPool | None = None,
-                   external_files: dict[str, Any] | None = None) -> CheckReport:
+                   external_files: dict[str, Any] | None = None,
+                   campaign_dir: Path | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
+
+    ``campaign_dir``: the campaign whose campaign.toml judges ``root``, a bundle kept outside
+    it (a run's artifact, a runner's output folder); raises ValueError when that
+    campaign.toml cannot be read or validated, or when ``root`` holds its own.
 
     :mod:`evidence.review` adds the per-track verdicts, screening decisions and review
     findings; with ``base_ref`` the FROZEN_RECEIPT_CHANGED rule, with ``claims_file`` the
@@ -305,6 +311,11 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                        json_docs=docs, max_document_bytes=max_document_bytes,
                                        hasher=pool, external_files=external_files)
     lc = got[0]
+    if campaign_dir is not None:
+        if lc.scope is not None or "campaign.toml" in idx.files:
+            raise ValueError(f"{root} holds its own campaign.toml; --campaign is for a bundle "
+                             "outside its campaign")
+        lc.scope = _outside_scope(campaign_dir, min(max_file_bytes, max_document_bytes))
     findings = [*setup_findings, *cap_findings(sig_findings)]
     once: set[tuple[str, str]] = set()
     for f in [*cap_findings(lc.findings), *vr.findings]:
@@ -331,7 +342,7 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                                 message="receipts found but no campaign.toml: tracks and "
                                         "candidates cannot be tied to a frozen scope",
                                 resolution="add the campaign's campaign.toml at the root"))
-    if lc.scope is not None:
+    if lc.scope is not None and campaign_dir is None:  # the inputs live beside campaign.toml
         from evidence.input_rules import input_findings
         from evidence.reference_rules import reference_findings
 
@@ -526,6 +537,33 @@ def _result_line(rep: CheckReport) -> str:
     if n:
         return f"[red]exit 1: {n} problem(s)[/], {notes} note(s)  ({rep.seconds:.2f} s)"
     return f"[green]exit 0: no problems[/], {notes} note(s)  ({rep.seconds:.2f} s)"
+
+
+def _outside_scope(campaign_dir: Path, limit: int) -> Doc[CampaignScope]:
+    """The validated campaign.toml of ``campaign_dir`` as a document (its path as given),
+    for judging a bundle outside its campaign.  Raises ValueError naming the file, and the
+    field and line of its first problem."""
+    from pydantic import ValidationError
+
+
+    toml = campaign_dir / "campaign.toml"
+    try:
+        if toml.stat().st_size > limit:
+            raise ValueError(f"--campaign {toml}: larger than {limit} bytes")
+        text = toml.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"--campaign {toml}: {why}") from None
+    try:
+        data = tomllib.loads(text)
+        scope = CampaignScope.model_validate(data, strict=True)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"--campaign {toml}: not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        first = validation_findings(exc, "campaign.toml", text, fmt="toml")[0]
+        raise ValueError(f"--campaign {toml}:{first.line or '-'}: {first.message} (check the "
+                         "campaign itself for every problem)") from None
+    return Doc(str(toml), scope, text)
 
 
 def _title(rep: CheckReport) -> str:

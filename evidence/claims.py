@@ -173,8 +173,9 @@ def sources_from(ev: Evidence, verdicts: Sequence[TrackVerdict]) -> Sources:
     sc = ev.scope
     for t in sc.tracks:
         s.latency.append((t.duration_s, f"scope track {t.id} duration"))
-        label = f"scope track {t.id} target reduction"
-        s.percent.append((t.target_reduction * 100, label))
+        label = (f"scope track {t.id} max slowdown" if t.kind == "no-regression"
+                 else f"scope track {t.id} target reduction")
+        s.percent.append((abs(t.target_reduction) * 100, label))
         s.settings.add(label)
     p = sc.protocol
     for name in ("request_timeout_s", "shutdown_timeout_s", "init_timeout_s", "idle_wait_s"):

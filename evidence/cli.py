@@ -14,8 +14,8 @@ SQLAlchemy, FastAPI or PyGithub; ``check`` and ``schema`` load no plug-in at all
 are reserved); ``check`` imports scipy only when a verdict needs it
 (``benchmarks/startup.py`` measures it, ``tests/test_startup.py`` enforces it).  The console
 script enters through :mod:`evidence.launch`, which starts hashing a bag for ``check
-DIRECTORY`` before this module (and typer) is imported.  Help texts are escaped for rich
-markup only when help is shown (:func:`escape_help_on_demand`), so ``check --json`` never
+DIRECTORY`` before this module (and typer) is imported.  Help texts are prepared only when
+help is shown (:func:`escape_help_on_demand`), so ``check --json`` never
 imports rich; every evidence model is declared with pydantic's ``defer_build``, so a model's
 validator is built the first time it is used, and a check builds only those it needs.
 
@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -95,7 +96,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
+    # click's plain help: names are never cut, help texts wrap to the terminal (escape_help)
+    rich_markup_mode=None,
+    # every command inherits these: -h, and help as wide as the terminal (click's default
+    # stops at 80 columns)
+    context_settings={"help_option_names": ["-h", "--help"],
+                      "max_content_width": shutil.get_terminal_size((80, 24)).columns},
 )
 
 
@@ -245,12 +251,18 @@ def check_cmd(
         help="Do not verify signatures (by default the campaign folder's trusted-keys.pem, "
              "found as the bot finds it, verifies every signed bundle, and each unsigned "
              "bundle is a P1 finding).")] = False,
+    campaign: Annotated[Path | None, typer.Option(
+        "--campaign", metavar="DIR",
+        help="The campaign whose campaign.toml and trusted-keys.pem judge DIRECTORY, a "
+             "bundle kept outside it (a run's artifact, a runner's output folder).")] = None,
 ) -> None:
     """Validate every document and verify every manifest under DIRECTORY in one pass, then
     give per-track verdicts, screening decisions and review findings.
 
     Prints a summary that fits an 80x24 terminal; --details prints everything, --json one
-    JSON document.
+    JSON document.  DIRECTORY may also be a repository root (it holds
+    .github/campaign-bot.toml): each campaign its [campaigns] paths name is checked in turn
+    (--json: a JSON array), and the exit status is the worst.
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
@@ -261,8 +273,25 @@ def check_cmd(
     if no_signatures and trusted_keys is not None:
         print_error("--no-signatures and --trusted-keys exclude each other")
         raise typer.Exit(EXIT_USAGE)
+    if campaign is not None and not (campaign / "campaign.toml").is_file():
+        print_error(f"--campaign {campaign}: no campaign.toml there")
+        raise typer.Exit(EXIT_USAGE)
+    if campaign is None and not (directory / "campaign.toml").exists():
+        from evidence.repository import RepositoryError, campaign_dirs
+
+        try:
+            found = campaign_dirs(directory)
+        except RepositoryError as exc:
+            print_error(str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        if found is not None:  # a repository root: every campaign in turn
+            _check_repository(directory, found, as_json, dict(
+                details=details, max_file_bytes=max_file_bytes,
+                max_document_bytes=max_document_bytes, base=base, claims=claims,
+                prior_noise=prior_noise, trusted_keys=trusted_keys,
+                no_signatures=no_signatures))
     found_keys = None if no_signatures or trusted_keys is not None else \
-        campaign_keys_file(directory)
+        campaign_keys_file(campaign if campaign is not None else directory)
     verify = trusted_keys is not None or found_keys is not None
 
     # The hashing threads start on a bag's payload before the document models are imported
@@ -283,16 +312,52 @@ def check_cmd(
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
                max_document_bytes, base, claims, prior_noise, trusted_keys,
-               found_keys, no_signatures)
+               found_keys, no_signatures, campaign)
     finally:
         sys.setswitchinterval(switch)
         pool.close(cancel=True)
 
 
+def _check_repository(root: Path, campaigns: list[Path], as_json: bool,
+                      options: dict[str, Any]) -> None:
+    """``check`` of each campaign of the repository at ``root`` in turn (as
+    ``check CAMPAIGN``), each under a ``== path`` line, or one JSON array with ``--json``;
+    raises ``typer.Exit`` with the worst exit status (2 when there is no campaign)."""
+    import contextlib
+    import io
+    import json
+
+    if not campaigns:
+        print_error(f"{root}: no campaign directory (a folder with campaign.toml) matches the "
+                    "[campaigns] paths of .github/campaign-bot.toml")
+        raise typer.Exit(EXIT_USAGE)
+    worst, docs = 0, []
+    for n, camp in enumerate(campaigns):
+        rel = camp.relative_to(root).as_posix()
+        buf = io.StringIO()
+        if not as_json:
+            print(f"{chr(10) if n else ''}== {rel}", flush=True)
+        try:
+            with contextlib.redirect_stdout(buf) if as_json else contextlib.nullcontext():
+                check_cmd(directory=camp, as_json=as_json, campaign=None, **options)
+            code = EXIT_OK
+        except typer.Exit as exc:
+            code = exc.exit_code
+        worst = max(worst, code)
+        if as_json and buf.getvalue().strip():
+            docs.append(json.loads(buf.getvalue()))
+    if as_json:
+        sys.stdout.write(json.dumps(docs, indent=2) + "\n")
+    else:
+        print(f"\nrepository {root}: {len(campaigns)} campaign(s) checked, exit {worst}")
+    raise typer.Exit(worst)
+
+
 def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_json: bool,
            details: bool, max_file_bytes: int, max_document_bytes: int, base: str | None,
            claims: Path | None, prior_noise: bool, trusted_keys: Path | None,
-           found_keys: Path | None, no_signatures: bool) -> None:
+           found_keys: Path | None, no_signatures: bool, campaign: Path | None = None
+           ) -> None:
     """The body of ``campaign-bot check`` once the hashing pool runs: raises
     ``typer.Exit`` with the exit code.  ``found_keys``: the campaign folder's keys file
     (:func:`evidence.signing.campaign_keys_file`); an empty or unparsable one is a P1
@@ -305,11 +370,12 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
         why = "not a regular file" if claims.exists() else "no such file"
         print_error(f"--claims {claims}: {why}")
         raise typer.Exit(EXIT_USAGE)
-    from evidence.signing import KeyFileError, load_trusted_keys
-
     keys = None
     summary = SignatureSummary(source="skipped" if no_signatures else "none")
     setup: list[Finding] = []
+    if trusted_keys is not None or found_keys is not None:
+        # cryptography (0.02 s to import) only where keys are in use
+        from evidence.signing import KeyFileError, load_trusted_keys
     if trusted_keys is not None:
         try:
             keys = load_trusted_keys(trusted_keys)
@@ -339,7 +405,7 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
                              trusted_keys=keys, hasher=pool, signatures=summary,
                              require_signed=trusted_keys is not None,
-                             setup_findings=setup)
+                             setup_findings=setup, campaign_dir=campaign)
     except BaseRefError as e:
         if progress:
             progress.stop()
@@ -412,7 +478,8 @@ def command_group(parent: typer.Typer, name: str, help_text: str) -> typer.Typer
         if info.name == name and info.typer_instance is not None:
             return info.typer_instance
     group = typer.Typer(name=name, help=help_text, no_args_is_help=True,
-                        add_completion=False, pretty_exceptions_enable=False)
+                        add_completion=False, pretty_exceptions_enable=False,
+                        rich_markup_mode=None)
     parent.add_typer(group, name=name)
     return group
 
@@ -526,22 +593,76 @@ def plain_rst(text: str) -> str:
 
 def escape_help(cmd: Any) -> Any:
     """``cmd`` (a click command as typer builds it) and its sub-commands with every help text
-    (command help, short help, epilog, option and argument help) escaped for rich markup, so
-    bracketed text such as ``[default: CAMPAIGN_BOT_HOST or 127.0.0.1]`` shows in ``--help``
-    instead of being read as a markup tag (typer renders help with ``rich_markup_mode="rich"``),
-    reStructuredText literals made plain (:func:`plain_rst`), command help :func:`reflow`-ed,
-    and on/off flags shown without a value placeholder.  Returns ``cmd``."""
+    (command help, short help, epilog, option and argument help) made plain:
+    reStructuredText literals as backticks (:func:`plain_rst`), command help
+    :func:`reflow`-ed, and on/off flags shown without a value placeholder.  Help is click's
+    plain text (the app's ``rich_markup_mode=None``): bracketed text such as ``[default:
+    ...]`` needs no escaping, option names are never cut to fit a narrow terminal (rich's
+    option table cut them at 80 columns: ``--idle-timeout…``), and only the help texts
+    wrap.  Returns ``cmd``."""
     for attr in ("help", "short_help", "epilog"):
         if isinstance(getattr(cmd, attr, None), str):
-            setattr(cmd, attr, escape(reflow(plain_rst(getattr(cmd, attr)))))
+            setattr(cmd, attr, reflow(plain_rst(getattr(cmd, attr))))
     for param in getattr(cmd, "params", ()):
         if isinstance(getattr(param, "help", None), str):
-            param.help = escape(plain_rst(param.help))
+            param.help = plain_rst(param.help)
         if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
             param.metavar = ""  # an on/off flag takes no value: show none (typer shows <bool>)
     for sub in (getattr(cmd, "commands", None) or {}).values():  # a group's sub-commands
         escape_help(sub)
     return cmd
+
+
+class _Deferred(type):
+    """Metaclass of a stand-in for a class of another module (its ``_module``): calling the
+    stand-in or reading one of its attributes imports that module and uses the real class."""
+
+    _module: str
+
+    def _real(cls) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(cls._real(), name)
+
+
+DEFERRED_RICH_MODULES = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+"""Modules that ``typer.rich_utils`` imports at module level and ``--help`` never uses, with
+the one class it takes from each: ``Markdown`` (markdown-it-py) serves only
+``rich_markup_mode="markdown"`` (campaign-bot uses ``"rich"``), ``Traceback`` (Pygments)
+only pretty exceptions (disabled).  Together about a fifth of ``--help``'s CPU time."""
+
+
+def import_help_formatter() -> None:
+    """Import ``typer.rich_utils`` (typer's help formatter) without the modules of
+    :data:`DEFERRED_RICH_MODULES`: while it is imported, each of them is a stand-in module
+    whose class (:class:`_Deferred`) imports the real one when first used; the stand-ins are
+    removed again at once, so any later ``import rich.markdown`` gets the real module.
+    Falls back to a plain import when a typer release wants more from those modules."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    import types
+
+    placed = []
+    for module, name in DEFERRED_RICH_MODULES.items():
+        if module not in sys.modules:
+            stand_in = types.ModuleType(module)
+            setattr(stand_in, name, _Deferred(name, (), {"_module": module}))
+            sys.modules[module] = stand_in
+            placed.append(module)
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:
+        sys.modules.pop("typer.rich_utils", None)
+    finally:
+        for module in placed:
+            del sys.modules[module]
+    import typer.rich_utils  # noqa: F401,F811 - the plain import when the first one failed
 
 
 def escape_help_on_demand(root: Any) -> Any:
@@ -557,6 +678,7 @@ def escape_help_on_demand(root: Any) -> Any:
         def format_help(ctx: Any, formatter: Any) -> Any:
             if not state["escaped"]:
                 state["escaped"] = True
+                import_help_formatter()
                 escape_help(root)
             help_option = cmd.get_help_option(ctx)  # made per command on first use
             if help_option is not None and help_option.metavar is None:

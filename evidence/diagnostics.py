@@ -1,5 +1,6 @@
 """Rows that ``campaign-bot check`` lists for diagnostic documents: operator probes
-(``campaign-bot/probe@1``) and profiler trace summaries (``campaign-bot/trace-summary@1``).
+(``campaign-bot/probe@1``/``@2``) and profiler trace summaries
+(``campaign-bot/trace-summary@1``/``@2``).
 
 Both are evidence for choosing candidates, never inputs to a verdict and never a speedup:
 the tables say so in their titles.  Each row carries the SHA-256 of the document's bytes, so
@@ -16,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROBES_TITLE = ("operator probes (ms, medians of measured calls per rank; operator "
+PROBES_TITLE = ("operator probes (medians of measured calls per rank; operator "
                 "observations, never verdict inputs or model gains)")
-TRACES_TITLE = ("trace summaries (s; diagnostic: overlapping kernel time, never a speedup)")
+TRACES_TITLE = ("trace summaries (diagnostic: overlapping kernel time, never a speedup)")
 
 
 class ProbeRow(BaseModel):
@@ -41,6 +42,9 @@ class ProbeRow(BaseModel):
     nonexact_ranks: list[int] = Field(default_factory=list)
     max_abs_diff: float | None = None
     shapes: str = ""
+    findings: list[str] = Field(default_factory=list,
+                                description="probe@2: each rank's finding (faster, slower, "
+                                "no material difference), launch-bound arms noted.")
 
 
 class TraceRow(BaseModel):
@@ -54,8 +58,9 @@ class TraceRow(BaseModel):
     trace_sha256: str
     region: str | None = None
     region_span_s: float | None = None
-    communication_outside_compute_s: float
-    no_device_s: float
+    communication_outside_compute_s: float | None = Field(
+        description="None when the trace has no device kernel (see its findings).")
+    no_device_s: float | None = None
     top_kernel: str | None = None
     top_kernel_s: float | None = None
 
@@ -82,9 +87,15 @@ def probe_rows(root: Path, docs: Sequence[Any]) -> list[ProbeRow]:
             candidate_median_ms=t, ratio=t / c if c > 0 else None,
             exact_ranks=p.device_count - len(p.nonexact_ranks()),
             nonexact_ranks=p.nonexact_ranks(), max_abs_diff=max(diffs) if diffs else None,
+            findings=[c.finding + (f" (launch-bound: {', '.join(c.launch_bound)})"
+                                   if c.launch_bound else "") for c in p.comparisons],
             shapes="; ".join(f"{s.name} {'x'.join(map(str, s.shape))} {s.dtype}"
                              for s in p.inputs)))
     return out
+
+
+def _s(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e9
 
 
 def trace_rows(root: Path, docs: Sequence[Any]) -> list[TraceRow]:
@@ -98,10 +109,16 @@ def trace_rows(root: Path, docs: Sequence[Any]) -> list[TraceRow]:
                 path=d.path, sha256=sha, rank=r.rank, trace_sha256=r.sha256,
                 region=d.model.region,
                 region_span_s=None if r.region_span_ns is None else r.region_span_ns / 1e9,
-                communication_outside_compute_s=r.communication_outside_compute_ns / 1e9,
-                no_device_s=r.no_device_ns / 1e9, top_kernel=top.name if top else None,
+                communication_outside_compute_s=_s(r.communication_outside_compute_ns),
+                no_device_s=_s(r.no_device_ns), top_kernel=top.name if top else None,
                 top_kernel_s=top.total_ns / 1e9 if top else None))
     return out
+
+
+def _f3(v: float | None) -> str:
+    from evidence.durations import duration_text
+
+    return duration_text(None if v is None else v * 1e9)
 
 
 def render_rows(probes: Sequence[ProbeRow], traces: Sequence[TraceRow], console: Any) -> None:
@@ -111,8 +128,10 @@ def render_rows(probes: Sequence[ProbeRow], traces: Sequence[TraceRow], console:
 
     if probes:
         t = Table(title=PROBES_TITLE, title_justify="left")
-        for c in ("probe", "control", "candidate", "ratio", "exact ranks", "max abs diff",
-                  "device", "shapes", "sha256"):
+        from evidence.durations import ms_text
+
+        for c in ("probe", "control", "candidate", "ratio", "finding", "exact ranks",
+                  "max abs diff", "device", "shapes", "sha256"):
             t.add_column(c, overflow="fold",
                          justify="right" if c in ("ratio", "exact ranks") else "left")
         for p in probes:
@@ -120,9 +139,10 @@ def render_rows(probes: Sequence[ProbeRow], traces: Sequence[TraceRow], console:
             if p.nonexact_ranks:
                 exact = f"[red]{exact}[/]"
             t.add_row(escape(f"{p.probe_id} ({p.path})"),
-                      escape(f"{p.control} {p.control_median_ms:.3f}"),
-                      escape(f"{p.candidate} {p.candidate_median_ms:.3f}"),
-                      "—" if p.ratio is None else f"{p.ratio:.3f}x", exact,
+                      escape(f"{p.control} {ms_text(p.control_median_ms)}"),
+                      escape(f"{p.candidate} {ms_text(p.candidate_median_ms)}"),
+                      "—" if p.ratio is None else f"{p.ratio:.3f}x",
+                      escape("; ".join(sorted(set(p.findings))) or "—"), exact,
                       "—" if p.max_abs_diff is None else f"{p.max_abs_diff:.3g}",
                       escape(f"{p.device_count}x {p.device} @{p.revision[:10]}"),
                       escape(p.shapes), p.sha256[:12])
@@ -134,9 +154,9 @@ def render_rows(probes: Sequence[ProbeRow], traces: Sequence[TraceRow], console:
             t.add_column(c, overflow="fold", justify="left" if c in (
                 "summary", "top kernel", "trace sha256") else "right")
         for r in traces:
-            span = "—" if r.region_span_s is None else f"{r.region_span_s:.3f}"
-            top = "—" if r.top_kernel is None else f"{r.top_kernel} {r.top_kernel_s:.3f}"
+            span = _f3(r.region_span_s)
+            top = "—" if r.top_kernel is None else f"{r.top_kernel} {_f3(r.top_kernel_s)}"
             t.add_row(escape(f"{r.path} ({r.sha256[:12]})"), str(r.rank), span,
-                      f"{r.communication_outside_compute_s:.3f}", f"{r.no_device_s:.3f}",
+                      _f3(r.communication_outside_compute_s), _f3(r.no_device_s),
                       escape(top), r.trace_sha256[:12])
         console.print(t)

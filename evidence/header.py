@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from evidence.models import CampaignScope, Finding, Receipt
 
-VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE"]
+VerdictValue = Literal["SUPPORTED", "FAILED", "INCONCLUSIVE", "EQUIVALENT", "NOT SHOWN"]
 ScreenValue = Literal["PROMOTE_TO_FULL_SCREEN", "REJECT", "CONTINUE"]
 
 LIFECYCLE_FIX = (
@@ -230,7 +230,8 @@ class HeaderContent:
 
 # ------------------------------------------------------------------------------ helpers
 
-_VERDICT_RANK = {"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2}
+_VERDICT_RANK = {"SUPPORTED": 0, "EQUIVALENT": 0, "INCONCLUSIVE": 1, "NOT SHOWN": 1,
+                 "FAILED": 2}
 
 
 def short_sha(sha: str) -> str:
@@ -403,7 +404,7 @@ def build_header(
         if best is None:
             board.append(
                 BoardRow(
-                    t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, None,
+                    t.id, t.target_text, t.quality_mode, base, None,
                     "no verdict", "-", "-", None, "no candidate screened on this track",
                 )
             )
@@ -412,7 +413,7 @@ def build_header(
         reason = v.summary or (v.reasons[0].text if v.reasons else "")
         board.append(
             BoardRow(
-                t.id, f"-{t.target_reduction * 100:g} %", t.quality_mode, base, v.candidate,
+                t.id, t.target_text, t.quality_mode, base, v.candidate,
                 v.shown + (" (REGRESSION)" if v.regression else ""), fmt_ratio(v),
                 f"{v.m} vs {v.n}", s.pr, reason,
             )
@@ -646,7 +647,8 @@ def _next_action(
             + _mention(scope.requesters)
             + "."
         )
-    open_tracks = [r.track for r in board if r.verdict != "SUPPORTED (confirmed)"]
+    open_tracks = [r.track for r in board
+                   if r.verdict not in ("SUPPORTED (confirmed)", "EQUIVALENT")]
     if open_tracks:
         known = "unknown queue; " if queue is None else ""
         return (
@@ -691,8 +693,14 @@ def screen_decisions_from(ev: Any) -> list[ScreenDecision]:
     ``evidence.verdicts.Evidence``: the last screen's decision per (candidate, track)."""
     from evidence.screening import screen_decisions
 
+    return latest_screen_decisions(screen_decisions(ev))
+
+
+def latest_screen_decisions(decisions: Iterable[Any]) -> list[ScreenDecision]:
+    """The last of ``decisions`` (:class:`evidence.screening.ScreeningDecision`, in the
+    engine's order) per (candidate, track), as the header shows them."""
     latest: dict[tuple[str, str], ScreenDecision] = {}
-    for d in screen_decisions(ev):
+    for d in decisions:
         latest[(d.candidate, d.track)] = ScreenDecision(d.candidate, d.track, d.decision, d.reason)
     return list(latest.values())
 

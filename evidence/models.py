@@ -207,15 +207,70 @@ class Serving(Strict):
 
 
 class Track(Strict):
-    """One independently judged target, e.g. ``5s-lossless``."""
+    """One independently judged target, e.g. ``5s-lossless``.
+
+    ``kind = "speedup"`` (the default) asks for ``target_reduction`` (0.30: at least 30 %
+    lower latency; verdicts SUPPORTED / FAILED / INCONCLUSIVE).  ``kind = "no-regression"``
+    asks that a change (a lifecycle or shutdown fix) cost no latency beyond a pre-registered
+    margin ``max_slowdown`` (0.05: at most 5 % slower than control), a non-inferiority test
+    judged from the same exact bounds with theta0 = 1 + max_slowdown: EQUIVALENT when the
+    upper bound of the candidate/control ratio lies below it, else NOT SHOWN
+    (:func:`evidence.verdicts.judge`).  For such a track ``target_reduction`` is
+    ``-max_slowdown``, filled in."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     duration_s: Seconds
     expected_frames: int = Field(gt=0)
     quality_mode: Literal["lossless", "lossy"]
+    kind: Literal["speedup", "no-regression"] = Field(
+        default="speedup", description="speedup: a latency target; no-regression: no slower "
+        "than control by more than max_slowdown (EQUIVALENT / NOT SHOWN).")
     target_reduction: float = Field(
-        gt=0, lt=1, description="Required latency reduction, 0.30 = 30 % lower E2E latency."
-    )
+        gt=-1, lt=1, description="Required latency reduction, 0.30 = 30 % lower E2E latency "
+        "(speedup tracks, > 0); for a no-regression track, -max_slowdown (filled in).")
+    max_slowdown: float | None = Field(
+        default=None, gt=0, lt=1, description="no-regression tracks only: the pre-registered "
+        "margin, 0.05 = at most 5 % slower than control.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_no_regression_target(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "no-regression":
+            ms = data.get("max_slowdown")
+            if ms is None and "target_reduction" not in data:
+                raise ValueError("a no-regression track needs max_slowdown (0.05 = at most "
+                                 "5 % slower than control)")
+            if isinstance(ms, int | float) and not isinstance(ms, bool) and "target_reduction" \
+                    not in data:
+                return {**data, "target_reduction": -float(ms)}
+        return data
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Track:
+        if self.kind == "speedup":
+            if self.max_slowdown is not None:
+                raise ValueError("max_slowdown is for kind = \"no-regression\" tracks")
+            if self.target_reduction <= 0:
+                raise ValueError("target_reduction must be above 0 (0.30 = 30 % lower)")
+        elif self.max_slowdown is None:
+            raise ValueError("a no-regression track needs max_slowdown (0.05 = at most 5 % "
+                             "slower than control)")
+        elif not math.isclose(self.target_reduction, -self.max_slowdown):
+            raise ValueError("a no-regression track states max_slowdown, not target_reduction")
+        return self
+
+    @property
+    def theta0(self) -> float:
+        """The candidate/control ratio the track asks for: ``1 - target_reduction`` (0.70 for
+        a 30 % reduction; 1.05 for a no-regression track with a 5 % margin)."""
+        return 1 - self.target_reduction
+
+    @property
+    def target_text(self) -> str:
+        """``-30 %`` for a speedup track, ``<= +5 %`` for a no-regression track."""
+        if self.kind == "no-regression":
+            return f"<= +{-self.target_reduction * 100:g} %"
+        return f"-{self.target_reduction * 100:g} %"
 
 
 class Protocol(Strict):

@@ -1,4 +1,5 @@
-"""Operator probes: ``campaign-bot/probe@1``, an operator-level screen on actual shapes.
+"""Operator probes: ``campaign-bot/probe@2`` (and ``probe@1``, still read), an operator-level
+screen on actual shapes.
 
 Campaigns screen operators before spending device hours on a model A/B: campaign #320
 rejected an alternative dense attention kernel at "201.82 ms Laser vs 311.75 ms fused
@@ -8,6 +9,14 @@ it is not promoted as lossless".  A probe document records such a screen: the op
 kernel names of control and candidate, the tensor shapes and dtypes, the device and device
 count, the engine revision, per-rank timings (milliseconds; repeated samples, warmups kept
 apart) and per-rank exactness (bit-exact, max absolute and relative difference, finite).
+
+``probe@2`` adds what a performance engineer needs to line a probe up with a profiler
+(``timing``: device-event timing, cache flush, graph capture, repeat budget, launch floor;
+``versions``: torch, CUDA/CANN, driver), host latency as a separate figure per call
+(``host_samples_ms``), and per rank a ``comparison`` of the arms (ratio of medians with a
+bootstrap interval, and a finding that is ``faster`` only when the whole interval is below 1
+and the difference is material: :func:`compare_samples`).  ``probe@1`` documents (host
+``perf_counter_ns`` around a synchronized call) are still read and listed.
 
 A probe is never an input to a verdict: its gain is an operator observation, not an
 end-to-end or model gain.  Two review rules guard that
@@ -28,8 +37,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -57,17 +67,188 @@ class TensorSpec(Strict):
 
 
 class RankTiming(Strict):
-    """Timings of one arm on one rank, milliseconds.  Warmups are apart and never counted."""
+    """Timings of one arm on one rank, milliseconds.  Warmups are apart and never counted.
+
+    ``samples_ms`` are what the probe's ``timer`` measured (``probe@2`` on a GPU or NPU: the
+    device's own events around the call; ``probe@1``: host time around a synchronized
+    call); ``host_samples_ms`` (``probe@2``) the host latency of the same calls, from the call
+    to its return, each issued with the device idle: what it costs the host to issue the
+    call (a separate pass of its own; any count)."""
 
     rank: int = Field(ge=0)
     arm: str = Field(pattern=r"^(control|candidate)$")
     warmups_ms: list[Millis] = Field(default_factory=list)
     samples_ms: list[Millis] = Field(min_length=1, description="Measured repetitions.")
+    host_samples_ms: list[Millis] = Field(
+        default_factory=list, description="Host latency of calls issued with the device idle "
+        "(probe@2).")
 
     @property
     def median_ms(self) -> float:
         """Median of the measured samples (ms)."""
         return statistics.median(self.samples_ms)
+
+    @property
+    def min_ms(self) -> float:
+        """Fastest measured sample (ms)."""
+        return min(self.samples_ms)
+
+    @property
+    def iqr_ms(self) -> tuple[float, float]:
+        """(first quartile, third quartile) of the measured samples, ms (the inclusive
+        method of :func:`statistics.quantiles`; both equal the sample when there is one)."""
+        return quartiles(self.samples_ms)
+
+    @property
+    def host_median_ms(self) -> float | None:
+        """Median host latency (ms), None when not recorded (probe@1)."""
+        return statistics.median(self.host_samples_ms) if self.host_samples_ms else None
+
+
+def quartiles(xs: Sequence[float]) -> tuple[float, float]:
+    """(Q1, Q3) of ``xs`` by :func:`statistics.quantiles` (``method="inclusive"``); a single
+    value is its own quartiles.  Raises ``statistics.StatisticsError`` on an empty list."""
+    if len(xs) == 1:
+        return float(xs[0]), float(xs[0])
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+ProbeFinding = Literal["faster", "slower", "no material difference", "too few samples"]
+
+MIN_EFFECT = 0.02
+"""Default materiality threshold: a candidate/control ratio within 2 % of 1 is ``no material
+difference`` even when its interval excludes 1.  The interval holds only the sampling noise
+of one run; on an H200 (docs/probes-and-traces.md) the probe ratio of memory- and
+launch-bound pairs moved at most about 2 % between runs, so a smaller "gain" is not
+reproducible.  Compute-bound pairs near the card's power cap moved up to 6 % between runs
+(the fused QKV pair: 0.992 to 1.050; two ``do_bench`` runs of one of its arms differed by
+5.5 %): raise ``--min-effect`` or repeat the probe for those."""
+CONFIDENCE = 0.95
+"""Default confidence level of the ratio's interval."""
+RESAMPLES = 2000
+"""Bootstrap resamples of the ratio's interval (fixed seed, so a probe's document is
+reproducible from its samples)."""
+
+
+def compare_samples(control: Sequence[float], candidate: Sequence[float], *,
+                    confidence: float = CONFIDENCE, min_effect: float = MIN_EFFECT,
+                    resamples: int = RESAMPLES, seed: int = 0
+                    ) -> tuple[float, float | None, float | None, ProbeFinding]:
+    """The candidate/control ratio of medians, its bootstrap interval and the finding.
+
+    Returns ``(ratio, low, high, finding)``.  The interval is the percentile bootstrap of
+    ``median(candidate) / median(control)`` over independent resamples of each arm
+    (``scipy.stats.bootstrap``, ``paired=False``; scipy because its resampling and
+    percentile rules are maintained and documented, not re-derived here), at
+    ``confidence`` with ``resamples`` resamples and a fixed ``seed``.  ``finding``:
+    ``faster`` only when the whole interval is below 1 and the ratio is at most
+    ``1 - min_effect``; ``slower`` the mirror (interval above 1, ratio at least
+    ``1 + min_effect``); ``no material difference`` otherwise (an interval that contains 1
+    is never "faster"); ``too few samples`` with fewer than 2 samples in an arm (no interval).
+
+    Raises ``ValueError`` on an empty arm or a control median of 0.
+    """
+    if not control or not candidate:
+        raise ValueError("both arms need samples")
+    c, k = statistics.median(control), statistics.median(candidate)
+    if c <= 0:
+        raise ValueError("control median is 0: no ratio")
+    ratio = k / c
+    if len(control) < 2 or len(candidate) < 2:
+        return ratio, None, None, "too few samples"
+    import numpy as np
+    from scipy import stats
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.median(y, axis=axis) / np.median(x, axis=axis)  # type: ignore[no-any-return]
+
+    x = np.asarray(control, dtype=float)
+    y = np.asarray(candidate, dtype=float)
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
+        lo = hi = ratio  # no spread: every resample gives the same ratio
+    else:
+        res = stats.bootstrap((x, y), stat, paired=False, vectorized=True,
+                              confidence_level=confidence, n_resamples=resamples,
+                              method="percentile", rng=np.random.default_rng(seed))
+        lo = float(res.confidence_interval.low)
+        hi = float(res.confidence_interval.high)
+    if hi < 1 and ratio <= 1 - min_effect:
+        finding: ProbeFinding = "faster"
+    elif lo > 1 and ratio >= 1 + min_effect:
+        finding = "slower"
+    else:
+        finding = "no material difference"
+    return ratio, lo, hi, finding
+
+
+class RankComparison(Strict):
+    """Candidate against control on one rank (``probe@2``).
+
+    ``ratio``: median candidate / median control (below 1: the candidate took less time);
+    ``low``/``high``: its bootstrap interval at ``confidence``; ``finding`` as
+    :func:`compare_samples` decides it; ``launch_bound``: arms whose device median is within
+    a few launch latencies of the launch floor, or whose host latency is at least their
+    device time (the host, not the device, sets their pace; see
+    :func:`launch_bound`)."""
+
+    rank: int = Field(ge=0)
+    ratio: Annotated[float, AfterValidator(_finite_nonneg)]
+    low: Annotated[float, AfterValidator(_finite_nonneg)] | None = None
+    high: Annotated[float, AfterValidator(_finite_nonneg)] | None = None
+    confidence: float = Field(gt=0, lt=1)
+    method: str = Field(description="How the interval was computed.")
+    finding: ProbeFinding
+    launch_bound: list[Literal["control", "candidate"]] = Field(default_factory=list)
+
+
+LAUNCH_LATENCIES = 4
+"""An arm whose device median is under this many launch floors is launch-bound: its time is
+a few kernel launches' worth, so on the device it is set by how fast the host issues work
+(PyTorch's CUDA-semantics notes and Triton's ``do_bench`` docs: small kernels are
+launch-overhead dominated; use graphs or an end-to-end screen)."""
+
+
+def launch_bound(device_median_ms: float, host_median_ms: float | None,
+                 launch_floor_ms: float | None) -> bool:
+    """True when an arm is launch-bound: its device median is below
+    :data:`LAUNCH_LATENCIES` launch floors (``launch_floor_ms``: the host latency of one
+    trivial kernel launch), or its host latency is at least its device time.  False when
+    neither figure is known (the CPU, ``probe@1``)."""
+    if launch_floor_ms is not None and device_median_ms < LAUNCH_LATENCIES * launch_floor_ms:
+        return True
+    return host_median_ms is not None and host_median_ms >= device_median_ms
+
+
+class ProbeTiming(Strict):
+    """How ``probe@2`` timed the calls.
+
+    ``method``: ``cuda-events``/``npu-events`` (the device's own events around each call,
+    ``enable_timing=True``), ``host`` (``time.perf_counter_ns`` around the call; the CPU,
+    where the call is synchronous, or ``--timer host`` with a synchronize before and after);
+    ``cache_flush``: a buffer of ``flush_bytes`` zeroed on the device before every measured
+    call, so no call finds the previous call's data in the L2 (Triton's ``do_bench`` does
+    the same with 256 MB); ``hold_ms``: per launch-bound arm, a spin kernel of that length
+    before each call (after the flush, outside the events), longer than the host takes to
+    issue the call, so the events time the call's device work back to back rather than the
+    host's launch gaps;
+    ``graph``: each arm captured once in a CUDA/NPU graph and timed by
+    replay; ``budget_s`` and ``min_repeats``/``max_repeats``: measured calls per arm, from the
+    warmups' time estimate, at least ``min_repeats``; ``launch_floor_ms``: median host
+    latency of one trivial kernel launch on this device (None on the CPU)."""
+
+    method: Literal["cuda-events", "npu-events", "host", "host-sync"]
+    cache_flush: bool
+    flush_bytes: int | None = Field(default=None, ge=0)
+    graph: bool = False
+    hold_ms: dict[str, Annotated[float, AfterValidator(_finite_nonneg)]] = Field(
+        default_factory=dict, description="arm -> spin (ms) before each of its calls that "
+        "keeps the device busy while the host issues it (CUDA; launch-bound arms only).")
+    budget_s: float | None = Field(default=None, ge=0)
+    min_repeats: int = Field(ge=1)
+    max_repeats: int | None = Field(default=None, ge=1)
+    launch_floor_ms: Annotated[float, AfterValidator(_finite_nonneg)] | None = None
+    min_effect: float = Field(default=MIN_EFFECT, ge=0, lt=1)
 
 
 class RankExactness(Strict):
@@ -89,10 +270,16 @@ class RankExactness(Strict):
     detail: str | None = None
 
 
-class OperatorProbe(Strict):
-    """``campaign-bot/probe@1``: one operator-level screen of a candidate against control."""
+PROBE_SCHEMAS = ("campaign-bot/probe@1", "campaign-bot/probe@2")
+"""Probe versions this campaign-bot reads; it writes the last."""
 
-    schema_: str = schema_field("probe", 1)
+
+class OperatorProbe(Strict):
+    """``campaign-bot/probe@2`` (``probe@1`` read too): one operator-level screen of a
+    candidate against control.  A ``probe@2`` document needs ``timing``, ``versions`` and
+    one ``comparisons`` entry per rank; a ``probe@1`` document has none of them."""
+
+    schema_: str = schema_field("probe", 2)
     probe_id: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     campaign: str | None = None
     candidate_name: str | None = Field(
@@ -115,11 +302,53 @@ class OperatorProbe(Strict):
     exactness: list[RankExactness] = Field(min_length=1)
     created_at: datetime
     notes: str | None = None
+    timing: ProbeTiming | None = Field(default=None, description="probe@2: how calls were "
+                                       "timed.")
+    versions: dict[str, str] = Field(
+        default_factory=dict, description="probe@2: torch, CUDA/CANN, driver, python ... as "
+        "the probing process saw them; a missing one was not found.")
+    comparisons: list[RankComparison] = Field(default_factory=list,
+                                              description="probe@2: one per rank.")
 
     @field_validator("schema_")
     @classmethod
     def _schema(cls, v: str) -> str:
-        return _check_schema(v, "campaign-bot/probe@1")
+        if v in PROBE_SCHEMAS:
+            return v
+        return _check_schema(v, PROBE_SCHEMAS[-1])
+
+    @property
+    def version(self) -> int:
+        """The document's schema version (1 or 2)."""
+        return int(self.schema_.rpartition("@")[2])
+
+    @model_validator(mode="after")
+    def _v2_fields(self) -> OperatorProbe:
+        if self.version == 1:
+            extra = [n for n in ("timing", "comparisons") if getattr(self, n)]
+            if extra or self.versions:
+                raise ValueError(f"{', '.join(extra or ['versions'])}: not part of probe@1; "
+                                 "write 'campaign-bot/probe@2'")
+            return self
+        if self.timing is None:
+            raise ValueError("timing: probe@2 needs how the calls were timed")
+        got = sorted(c.rank for c in self.comparisons)
+        if got != list(range(self.device_count)):
+            raise ValueError(f"comparisons: needs exactly one entry per rank 0.."
+                             f"{self.device_count - 1}, got {got}")
+        c_med, k_med = self.medians_ms("control"), self.medians_ms("candidate")
+        for c in self.comparisons:
+            want = k_med[c.rank] / c_med[c.rank] if c_med[c.rank] > 0 else None
+            if want is not None and not math.isclose(c.ratio, want, rel_tol=1e-6):
+                raise ValueError(f"comparisons: rank {c.rank} ratio {c.ratio} is not its "
+                                 f"medians' ratio {want:.6g}")
+            if c.finding == "faster" and (c.high is None or c.high >= 1):
+                raise ValueError(f"comparisons: rank {c.rank} says faster but its interval "
+                                 f"reaches {c.high}")
+            if c.finding == "slower" and (c.low is None or c.low <= 1):
+                raise ValueError(f"comparisons: rank {c.rank} says slower but its interval "
+                                 f"reaches {c.low}")
+        return self
 
     @model_validator(mode="after")
     def _per_rank(self) -> OperatorProbe:

@@ -187,7 +187,8 @@ def review_check(
 
 # ----------------------------------------------------------------------------- render
 
-VERDICT_STYLE = {"SUPPORTED": "green", "FAILED": "red", "INCONCLUSIVE": "yellow"}
+VERDICT_STYLE = {"SUPPORTED": "green", "FAILED": "red", "INCONCLUSIVE": "yellow",
+                 "EQUIVALENT": "green", "NOT SHOWN": "yellow"}
 
 
 def _r(x: float | None, nd: int = 3) -> str:

@@ -114,3 +114,30 @@ def write_atomic(path: os.PathLike[str] | str, text: str) -> None:
     tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(target)
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice.  RFC 8259 section 4 leaves which value wins to the
+    reader ("the behavior of software that receives such an object is unpredictable"), so a
+    signed document that holds one is refused: the bot and ``campaign-bot check`` must read
+    the same numbers from the same bytes."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise DuplicateKey(f"duplicate key {k!r} in one object: readers disagree on "
+                                   "which value wins")
+            seen.add(k)
+    return out
+
+
+def loads_document(text: str | bytes, *, limit: int = MAX_JSON_DEPTH) -> Any:
+    """:func:`loads` for a signed evidence document (receipt, media report): also raises
+    :class:`DuplicateKey`.  The one reader the bot uses for bundle documents; ``campaign-bot
+    check`` reports the same duplicates as ``JSON_INVALID`` findings
+    (:mod:`evidence.bundle`)."""
+    return loads(text, limit=limit, object_pairs_hook=_unique)

@@ -20,7 +20,8 @@ Rules, per (track, candidate, screen), in order:
    so far exceeds the margin.
 4. PROMOTE_TO_FULL_SCREEN when the Hodges-Lehmann ratio of the sessions so far is at or below
    ``theta0 = 1 - target_reduction`` (the pair is consistent with the target) and quality is
-   not failed.
+   not failed; no decision at all when the screen already is a full one (each arm has
+   ``protocol.min_measured_sessions_per_arm`` qualified sessions): its verdict says the rest.
 5. REJECT (futility on the target) when the sessions already exclude reaching the target:
    the exact rule of :func:`evidence.verdicts.decide` already says FAILED, or even the most
    favourable pairwise ratio, granted the scope's futility margin as the most one pair may
@@ -86,7 +87,8 @@ class ScreeningDecision(BaseModel):
 
 
 def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
-    """One :class:`ScreeningDecision` per (screen, track, candidate) with candidate sessions."""
+    """One :class:`ScreeningDecision` per (screen, track, candidate) with candidate sessions,
+    except a full screen that would be promoted (rule 4: nothing to promote)."""
     scope = ev.scope
     tracks = {t.id: t for t in scope.tracks}
     reports = [r.report for r in ev.reports]
@@ -103,14 +105,15 @@ def screen_decisions(ev: Evidence) -> list[ScreeningDecision]:
             ctrl = sorted((r for r in rs if r.arm == "control"), key=lambda r: r.slot)
             mine = sorted((r for r in rs if r.arm == "candidate" and r.candidate == cand),
                           key=lambda r: r.slot)
-            out.append(_decide(sid, tr, cand, ctrl, mine, theta0, fut,
-                               track, ev, reports))
+            d = _decide(sid, tr, cand, ctrl, mine, theta0, fut, track, ev, reports)
+            if d is not None:
+                out.append(d)
     return out
 
 
 def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receipt],
             theta0: float | None, fut: float, track: Track | None, ev: Evidence,
-            reports: list[MediaReport]) -> ScreeningDecision:
+            reports: list[MediaReport]) -> ScreeningDecision | None:
     base: dict[str, Any] = {"track": tr, "candidate": cand, "screen_id": sid, "futility_ratio": fut,
             "theta0": theta0, "m": len(ctrl), "n": len(mine)}
     failed = [f"{r.session_id}: {t}" for r in mine for _, t in request_issues(r)]
@@ -155,6 +158,9 @@ def _decide(sid: str, tr: str, cand: str, ctrl: list[Receipt], mine: list[Receip
             decision="REJECT", reason=f"ratio {ratio:.3f} over {len(c_med)} vs {len(t_med)} "
             f"sessions is beyond the futility margin {fut:g}x", **base)
     if theta0 is not None and ratio <= theta0:
+        full = ev.scope.protocol.min_measured_sessions_per_arm
+        if len(c_med) >= full and len(t_med) >= full:
+            return None  # already a full balanced screen: nothing to promote; its verdict says
         return ScreeningDecision(
             decision="PROMOTE_TO_FULL_SCREEN", reason=f"ratio {ratio:.3f} at or below the "
             f"target's {theta0:g}: worth a full balanced screen", **base)

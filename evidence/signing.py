@@ -316,6 +316,9 @@ class BundleVerification:
     external-artifacts map or by the caller with the signed SHA-256): not verifiable here."""
     external_map: bool = False
     """True when the bundle's external-artifacts map was read (it is then covered)."""
+    predicate: dict[str, Any] = field(default_factory=dict)
+    """The signed statement's predicate (what the runner says it ran), once the envelope
+    verifies."""
 
     @property
     def ok(self) -> bool:
@@ -402,6 +405,8 @@ def check_signed_bundle(root: Path, keys: dict[str, Ed25519PublicKey], *,
     except ValueError as exc:
         res.problems.append(f"{ATTESTATION_FILE}: {exc}")
         return res
+    pred = stmt.get("predicate")
+    res.predicate = pred if isinstance(pred, dict) else {}
     problems = res.problems
     hashes: dict[str, str] = {}
 

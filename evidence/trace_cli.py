@@ -14,14 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from evidence.trace_names import COMM_PATTERN, DEVICE_CATS, DEVICE_PROCESS
+from evidence.trace_names import COMM_PATTERN, COPY_PATTERN, DEVICE_CATS, DEVICE_PROCESS
 
 
 def register(app: Any) -> None:
     """Add ``trace summarize`` to the ``campaign-bot`` typer app."""
     trace_app = typer.Typer(name="trace", help="Profiler trace summaries (diagnostic, never a "
                             "speedup).", no_args_is_help=True, add_completion=False,
-                            pretty_exceptions_enable=False)
+                            pretty_exceptions_enable=False, rich_markup_mode=None)
 
     @trace_app.command("summarize")
     def summarize_cmd(
@@ -41,11 +41,18 @@ def register(app: Any) -> None:
         communication: Annotated[str, typer.Option(
             help="Regular expression of communication kernel names (case-insensitive).")
         ] = COMM_PATTERN,
+        copy: Annotated[str, typer.Option(
+            help="Regular expression of copy and memset task names (case-insensitive; "
+            "gpu_memcpy/gpu_memset events are copies whatever their name).")] = COPY_PATTERN,
+        host_region: Annotated[bool, typer.Option(
+            "--host-region", help="Take the region's window from its host-side annotation "
+            "even when the trace has the device-side one.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the JSON document.")
                             ] = False,
     ) -> None:
-        """Summarize profiler traces per rank: kernel sums, region span, communication
-        outside compute, time with no device kernel.  Exit 0 written, 2 unreadable input."""
+        """Summarize profiler traces per rank: kernel sums, region span, copy, compute and
+        communication busy and their overlaps, time with no device work.  Exit 0 written, 2
+        unreadable input."""
         import sys
 
         from rich.console import Console
@@ -78,6 +85,7 @@ def register(app: Any) -> None:
             doc = summarize(traces, region=region, top=top,
                             kernel_cats=kernel_cat or list(DEVICE_CATS),
                             device_process=device_process, communication=communication,
+                            copy=copy, device_annotation=not host_region,
                             progress=(lambda n: bar.advance(task, n)) if bar else None)
         except (TraceError, ValueError, re.error) as exc:
             err.print(f"[red]error:[/] cannot summarize: {escape(str(exc))}")

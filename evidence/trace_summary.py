@@ -2,14 +2,21 @@
 
 Reads Chrome trace-format exports (the JSON that ``torch.profiler`` writes with
 ``export_chrome_trace``, that torch_npu's profiler and ``msprof --export`` write as
-``trace_view.json``), one file per rank, and writes a ``campaign-bot/trace-summary@1``
-document with, per rank:
+``trace_view.json``), one file per rank, and writes a ``campaign-bot/trace-summary@2``
+document (``@1`` documents are still read) with, per rank:
 
-* device kernel duration sums by name (the top N by total time, and the totals);
-* integer-nanosecond interval unions: the span of a named region (first start to last
-  end, and the union of its occurrences), the time communication kernels run outside any
-  compute kernel, and the time with no device kernel at all, inside a window (the region's
-  span when one is named, else the extent of device activity);
+* device kernel duration sums by full name, each with its short name (template arguments
+  and parameters folded, as Nsight Systems and Holistic Trace Analysis print them) and its
+  class (the top N by total time, and the totals);
+* integer-nanosecond interval unions inside a window, the way profilers mean them: copy
+  busy (copies and memsets), compute busy, communication busy, their pairwise overlaps,
+  communication outside any compute kernel, and the time with no device work at all;
+* the window: the device-side span of a named region (torch's ``gpu_user_annotation``,
+  which covers the kernels the range launched) when the trace has one, else the host-side
+  annotation's span with a note saying so (it opens before the first kernel is queued),
+  else the extent of device activity;
+* findings instead of zeros: a trace with no device kernel (a CPU-only profile), async
+  ``b``/``e`` events it cannot place, a region that matches nothing;
 * the trace file's SHA-256 and size.
 
 What a summary is not: kernel durations overlap (streams run concurrently), so their sums
@@ -30,7 +37,16 @@ its last complete event.
 Classification (each overridable): a device kernel is an ``X`` (or ``B``/``E``) event whose
 ``cat`` is one of :data:`DEVICE_CATS` (torch.profiler's CUDA kernels and copies), or whose
 process is named like :data:`DEVICE_PROCESS` (msprof's "Ascend Hardware"); its name
-matching :data:`COMM_PATTERN` makes it a communication kernel, else a compute kernel.
+matching :data:`COMM_PATTERN` makes it a communication kernel, else a ``cat`` in
+:data:`COPY_CATS` or a name matching :data:`COPY_PATTERN` a copy, else a compute kernel
+(the order of Holistic Trace Analysis's ``get_kernel_type``).
+
+Against Holistic Trace Analysis 0.5.0 (``HTA_DISABLE_NS_ROUNDING=1``) on the same traces,
+without a region: HTA's ``kernel_time`` is this window, its ``idle_time`` is
+``no_device_ns``, its ``compute_time`` is ``compute_busy_ns`` and its ``non_compute_time``
+is ``device_busy_ns - compute_busy_ns``; docs/probes-and-traces.md gives the figures and
+the differences (HTA works in float microseconds; with its default rounding on, it moves
+each kernel's start up and end down to whole microseconds).
 """
 
 from __future__ import annotations
@@ -43,12 +59,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import Field, field_validator
 
 from evidence.models import Sha256, Strict, _check_schema, schema_field
-from evidence.trace_names import COMM_PATTERN, DEVICE_CATS, DEVICE_PROCESS
+from evidence.trace_names import (
+    COMM_PATTERN,
+    COPY_CATS,
+    COPY_PATTERN,
+    DEVICE_ANNOTATION_CATS,
+    DEVICE_CATS,
+    DEVICE_PROCESS,
+    short_kernel_name,
+)
 
 HOST_CATS = frozenset({"cpu_op", "user_annotation", "gpu_user_annotation", "python_function",
                        "cuda_runtime", "cuda_driver", "ac2g", "trace", "fwdbwd", "overhead",
@@ -67,13 +91,34 @@ class TraceError(ValueError):
 # ----------------------------------------------------------------------------- models
 
 
+SUMMARY_SCHEMAS = ("campaign-bot/trace-summary@1", "campaign-bot/trace-summary@2")
+"""Versions read; the last is written."""
+
+KernelKind = Literal["compute", "communication", "copy"]
+
+
 class KernelSum(Strict):
-    """Total device time of one kernel name on one rank (integer nanoseconds)."""
+    """Total device time of one kernel on one rank (integer nanoseconds).  ``name`` is the
+    short name (:func:`evidence.trace_names.short_kernel_name`), ``full_name`` the name as
+    the trace writes it (``@2``; sums are per full name)."""
 
     name: str
+    full_name: str | None = None
     count: int = Field(ge=0)
     total_ns: int = Field(ge=0)
     communication: bool = False
+    kind: KernelKind | None = None
+
+
+class TraceFinding(Strict):
+    """Something the summary cannot measure, said instead of printing zeros.
+
+    ``code``: ``NO_DEVICE_KERNEL`` (no event is a device kernel: the busy and idle figures
+    are None), ``UNPLACED_ASYNC`` (async ``b``/``e``/``n`` events are in no union),
+    ``NO_REGION`` (the region pattern matches no event)."""
+
+    code: Literal["NO_DEVICE_KERNEL", "UNPLACED_ASYNC", "NO_REGION"]
+    message: str
 
 
 class RankSummary(Strict):
@@ -88,30 +133,40 @@ class RankSummary(Strict):
     device_kernels: int = Field(ge=0)
     window_start_ns: int | None = None
     window_end_ns: int | None = None
-    window_source: str = Field(description="'region' or 'device activity' or 'empty'.")
+    window_source: str = Field(description="'device region' (the region's device-side "
+                               "annotation), 'host region' (its host-side annotation; "
+                               "@1: 'region'), 'device activity' or 'empty'.")
     region_matches: int = Field(default=0, ge=0)
     region_span_ns: int | None = Field(default=None, ge=0)
     region_union_ns: int | None = Field(default=None, ge=0)
-    device_busy_ns: int = Field(default=0, ge=0,
-                                description="Union of all device kernels in the window.")
-    compute_busy_ns: int = Field(default=0, ge=0)
-    communication_busy_ns: int = Field(default=0, ge=0)
-    communication_outside_compute_ns: int = Field(
+    device_busy_ns: int | None = Field(
+        default=0, ge=0, description="Union of all device work in the window; None: no "
+        "device kernel (see findings).")
+    compute_busy_ns: int | None = Field(default=0, ge=0)
+    communication_busy_ns: int | None = Field(default=0, ge=0)
+    copy_busy_ns: int | None = Field(default=None, ge=0,
+                                     description="Copies and memsets (@2).")
+    compute_communication_overlap_ns: int | None = Field(default=None, ge=0)
+    compute_copy_overlap_ns: int | None = Field(default=None, ge=0)
+    communication_copy_overlap_ns: int | None = Field(default=None, ge=0)
+    communication_outside_compute_ns: int | None = Field(
         default=0, ge=0,
         description="Communication kernel time not overlapped by any compute kernel.")
-    no_device_ns: int = Field(default=0, ge=0,
-                              description="Window time with no device kernel at all.")
+    no_device_ns: int | None = Field(default=0, ge=0,
+                                     description="Window time with no device work at all.")
     kernel_total_ns: int = Field(
         default=0, ge=0, description="Sum over every kernel (overlapping kernels count twice).")
     kernel_names: int = Field(default=0, ge=0)
     kernels: list[KernelSum] = Field(default_factory=list, description="Top N by total_ns.")
+    findings: list[TraceFinding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 
 class TraceSummary(Strict):
-    """``campaign-bot/trace-summary@1``: per-rank summaries of profiler traces."""
+    """``campaign-bot/trace-summary@2`` (``@1`` read too): per-rank summaries of profiler
+    traces."""
 
-    schema_: str = schema_field("trace-summary", 1)
+    schema_: str = schema_field("trace-summary", 2)
     label: str = LABEL
     created_at: datetime
     region: str | None = Field(default=None, description="Region name pattern (regex).")
@@ -128,7 +183,9 @@ class TraceSummary(Strict):
     @field_validator("schema_")
     @classmethod
     def _schema(cls, v: str) -> str:
-        return _check_schema(v, "campaign-bot/trace-summary@1")
+        if v in SUMMARY_SCHEMAS:
+            return v
+        return _check_schema(v, SUMMARY_SCHEMAS[-1])
 
 
 # -------------------------------------------------------------------------- intervals
@@ -308,7 +365,9 @@ def _not_json(path: Path, exc: Exception) -> str:
 class _Acc:
     compute: Intervals = field(default_factory=Intervals)
     comm: Intervals = field(default_factory=Intervals)
+    copy: Intervals = field(default_factory=Intervals)
     region: Intervals = field(default_factory=Intervals)
+    region_device: Intervals = field(default_factory=Intervals)
     sums: dict[str, list[int]] = field(default_factory=dict)
     pending: dict[Any, list[tuple[str, int, int]]] = field(default_factory=dict)
     pid_device: dict[Any, bool] = field(default_factory=dict)
@@ -323,14 +382,19 @@ def summarize_trace(
     kernel_cats: Sequence[str] = DEVICE_CATS,
     device_process: str = DEVICE_PROCESS,
     communication: str = COMM_PATTERN,
+    copy: str = COPY_PATTERN,
+    device_annotation: bool = True,
     position: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> RankSummary:
     """Summarize one trace (see the module docstring).
 
     ``region``: a regular expression searched in event names (any category: torch's
-    ``record_function`` annotations, msprof's ranges); ``top``: kernels kept by total time;
-    ``kernel_cats``, ``device_process``, ``communication``: the classification;
+    ``record_function`` annotations, msprof's ranges); ``device_annotation``: take the
+    window from the region's device-side annotation (:data:`DEVICE_ANNOTATION_CATS`) when
+    the trace has one (False: always the host-side span); ``top``: kernels kept by total
+    time; ``kernel_cats``, ``device_process``, ``communication``, ``copy``: the
+    classification;
     ``position``: the rank when the trace has no ``distributedInfo``; ``progress(n)``:
     called with each number of bytes read.
 
@@ -340,19 +404,31 @@ def summarize_trace(
     path = Path(path)
     region_re = re.compile(region) if region else None
     comm_re = re.compile(communication, re.I)
+    copy_re = re.compile(copy, re.I)
     dev_re = re.compile(device_process, re.I)
     cats = frozenset(kernel_cats)
+    copy_cats = frozenset(COPY_CATS)
+    dev_ann = frozenset(DEVICE_ANNOTATION_CATS)
     acc = _Acc()
     notes: list[str] = []
-    comm_cache: dict[str, bool] = {}
+    kind_cache: dict[str, KernelKind] = {}
+    sets: dict[KernelKind, Intervals] = {"compute": acc.compute, "communication": acc.comm,
+                                         "copy": acc.copy}
     stacks: dict[tuple[Any, Any], list[tuple[str, Any, int]]] = {}
     events = skipped = 0
+    unplaced: dict[str, int] = {}
 
-    def kernel(name: str, start: int, end: int) -> None:
-        is_comm = comm_cache.get(name)
-        if is_comm is None:
-            is_comm = comm_cache[name] = bool(comm_re.search(name))
-        (acc.comm if is_comm else acc.compute).add(start, end)
+    def kernel(name: str, start: int, end: int, cat: Any = None) -> None:
+        kind = kind_cache.get(name)
+        if kind is None:
+            if comm_re.search(name):
+                kind = "communication"
+            elif cat in copy_cats or copy_re.search(name):
+                kind = "copy"
+            else:
+                kind = "compute"
+            kind_cache[name] = kind
+        sets[kind].add(start, end)
         s = acc.sums.get(name)
         if s is None:
             acc.sums[name] = [1, end - start]
@@ -363,9 +439,12 @@ def summarize_trace(
 
     def complete(name: str, cat: Any, pid: Any, start: int, end: int) -> None:
         if region_re is not None and region_re.search(name):
-            acc.region.add(start, end)
+            if cat in dev_ann:
+                acc.region_device.add(start, end)
+            else:
+                acc.region.add(start, end)
         if isinstance(cat, str) and cat in cats:
-            kernel(name, start, end)
+            kernel(name, start, end, cat)
             return
         if isinstance(cat, str) and cat.lower() in HOST_CATS:
             return
@@ -405,6 +484,8 @@ def summarize_trace(
                     complete(bname, bcat, pid, t0, t)
                 else:
                     skipped += 1
+            elif ph in ("b", "e", "n"):
+                unplaced[name] = unplaced.get(name, 0) + 1
             elif ph == "M" and name == "process_name":
                 args = ev.get("args")
                 pname = args.get("name") if isinstance(args, dict) else None
@@ -429,37 +510,80 @@ def summarize_trace(
     if unresolved:
         notes.append(f"{unresolved} event(s) of processes without process_name metadata "
                      "and without a device category: not counted as device kernels")
-    if region_re is not None and not len(acc.region):
-        notes.append(f"no event matches the region {region!r}")
+    findings: list[TraceFinding] = []
+    if unplaced:
+        top_names = ", ".join(repr(n) for n, _ in sorted(unplaced.items(),
+                                                         key=lambda kv: -kv[1])[:3])
+        findings.append(TraceFinding(
+            code="UNPLACED_ASYNC", message=f"{sum(unplaced.values())} async b/e/n event(s) "
+            f"({top_names}) are not placed: async events pair by id across threads and "
+            "carry no device stream, so they are in no union; if they are device work, "
+            "the busy figures miss it"))
+    if not acc.kernels:
+        findings.append(TraceFinding(
+            code="NO_DEVICE_KERNEL", message=f"no device kernel among {events} events: a "
+            "CPU-only profile (torch.profiler without ProfilerActivity.CUDA, msprof without "
+            "device data) has none, or its device events use a category outside "
+            f"{', '.join(kernel_cats)} (--kernel-cat); busy and idle figures are left empty"))
+    has_region = bool(len(acc.region) or len(acc.region_device))
+    if region_re is not None and not has_region:
+        findings.append(TraceFinding(code="NO_REGION",
+                                     message=f"no event matches the region {region!r}; the "
+                                     "window is the extent of device activity"))
     win = None
     wsrc = "empty"
-    if region_re is not None and len(acc.region):
-        win, wsrc = extent(acc.region), "region"
-    elif len(acc.compute) or len(acc.comm):
-        win, wsrc = extent(acc.compute, acc.comm), "device activity"
+    reg = acc.region
+    if region_re is not None and len(acc.region_device) and device_annotation:
+        reg, wsrc = acc.region_device, "device region"
+    elif region_re is not None and len(acc.region):
+        wsrc = "host region"
+        if acc.kernels:
+            notes.append("window from the region's host-side annotation: "
+                         + ("the trace has no device-side annotation of it (torch's "
+                            "gpu_user_annotation); " if not len(acc.region_device) else "")
+                         + "a host span opens before its first kernel is queued, so it holds "
+                         "launch lead-in as time with no device work")
+    elif region_re is not None and len(acc.region_device):
+        reg, wsrc = acc.region_device, "device region"
+    if wsrc != "empty":
+        win = extent(reg)
+    elif acc.kernels:
+        win, wsrc = extent(acc.compute, acc.comm, acc.copy), "device activity"
     lo, hi = win if win else (None, None)
     out = RankSummary(
         path=str(path), sha256=sha, bytes=size, rank=rank if rank is not None else position,
         rank_source=rank_source, events=events, device_kernels=acc.kernels,
         window_start_ns=lo, window_end_ns=hi, window_source=wsrc,
-        region_matches=len(acc.region), notes=notes)
-    if len(acc.region):
-        r_ext = extent(acc.region)
+        region_matches=len(reg) if wsrc.endswith("region") else 0, notes=notes,
+        findings=findings)
+    if wsrc.endswith("region"):
+        r_ext = extent(reg)
         assert r_ext is not None
         out.region_span_ns = r_ext[1] - r_ext[0]
-        out.region_union_ns = union_ns(acc.region)
-    if win is not None:
-        busy = union_ns(acc.compute, acc.comm, lo=lo, hi=hi)
-        compute = union_ns(acc.compute, lo=lo, hi=hi)
+        out.region_union_ns = union_ns(reg)
+    if win is not None and acc.kernels:
+        u = lambda *xs: union_ns(*xs, lo=lo, hi=hi)  # noqa: E731
+        busy = u(acc.compute, acc.comm, acc.copy)
+        compute, comm, cp = u(acc.compute), u(acc.comm), u(acc.copy)
         out.device_busy_ns = busy
         out.compute_busy_ns = compute
-        out.communication_busy_ns = union_ns(acc.comm, lo=lo, hi=hi)
-        out.communication_outside_compute_ns = busy - compute
+        out.communication_busy_ns = comm
+        out.copy_busy_ns = cp
+        out.compute_communication_overlap_ns = compute + comm - u(acc.compute, acc.comm)
+        out.compute_copy_overlap_ns = compute + cp - u(acc.compute, acc.copy)
+        out.communication_copy_overlap_ns = comm + cp - u(acc.comm, acc.copy)
+        out.communication_outside_compute_ns = u(acc.compute, acc.comm) - compute
         out.no_device_ns = (hi - lo) - busy  # type: ignore[operator]
+    else:
+        for f in ("device_busy_ns", "compute_busy_ns", "communication_busy_ns",
+                  "communication_outside_compute_ns", "no_device_ns"):
+            setattr(out, f, None)
     ranked = sorted(acc.sums.items(), key=lambda kv: (-kv[1][1], kv[0]))
     out.kernel_total_ns = sum(v[1] for v in acc.sums.values())
     out.kernel_names = len(acc.sums)
-    out.kernels = [KernelSum(name=n, count=c, total_ns=t, communication=comm_cache.get(n, False))
+    out.kernels = [KernelSum(name=short_kernel_name(n), full_name=n, count=c, total_ns=t,
+                             communication=kind_cache[n] == "communication",
+                             kind=kind_cache[n])
                    for n, (c, t) in ranked[:top]]
     return out
 
@@ -472,6 +596,8 @@ def summarize(
     kernel_cats: Sequence[str] = DEVICE_CATS,
     device_process: str = DEVICE_PROCESS,
     communication: str = COMM_PATTERN,
+    copy: str = COPY_PATTERN,
+    device_annotation: bool = True,
     progress: Callable[[int], None] | None = None,
     **meta: Any,
 ) -> TraceSummary:
@@ -483,7 +609,8 @@ def summarize(
         raise ValueError("give at least one trace")
     ranks = [summarize_trace(p, region=region, top=top, kernel_cats=kernel_cats,
                              device_process=device_process, communication=communication,
-                             position=i, progress=progress) for i, p in enumerate(paths)]
+                             copy=copy, device_annotation=device_annotation, position=i,
+                             progress=progress) for i, p in enumerate(paths)]
     seen: dict[int, str] = {}
     for r in ranks:
         if r.rank in seen:
@@ -498,39 +625,42 @@ def summarize(
 # --------------------------------------------------------------------------------- CLI
 
 
-def _s(ns: int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e9:.3f}"
-
-
 def render_summary(doc: TraceSummary, console: Any) -> None:
-    """Print the per-rank intervals and each rank's top kernels with rich."""
+    """Print the per-rank intervals (units adapt: s, ms, us, ns), each rank's top kernels by
+    short name, then findings and notes, with rich."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"trace summary (seconds; {doc.label})", title_justify="left")
-    for c in ("rank", "trace", "window", "region span", "device busy",
-              "comm outside compute", "no device kernel", "kernels"):
+    from evidence.durations import duration_text as d
+
+    t = Table(title=f"trace summary ({doc.label})", title_justify="left")
+    for c in ("rank", "trace", "window", "device busy", "compute", "copy", "comm",
+              "comm outside compute", "copy under compute", "no device work", "kernels"):
         t.add_column(c, justify="left" if c in ("trace", "window") else "right",
-                     overflow="fold")
+                     overflow="fold", no_wrap=c not in ("trace", "window"))
     for r in doc.ranks:
         win = "—" if r.window_start_ns is None else (
-            f"{r.window_source} {_s((r.window_end_ns or 0) - r.window_start_ns)}")
-        t.add_row(str(r.rank), escape(f"{r.path} ({r.sha256[:12]})"), win,
-                  _s(r.region_span_ns), _s(r.device_busy_ns),
-                  _s(r.communication_outside_compute_ns), _s(r.no_device_ns),
-                  str(r.device_kernels))
+            f"{r.window_source} {d((r.window_end_ns or 0) - r.window_start_ns)}")
+        t.add_row(str(r.rank), escape(f"{r.path} ({r.sha256[:12]})"), escape(win),
+                  d(r.device_busy_ns), d(r.compute_busy_ns), d(r.copy_busy_ns),
+                  d(r.communication_busy_ns), d(r.communication_outside_compute_ns),
+                  d(r.compute_copy_overlap_ns), d(r.no_device_ns), str(r.device_kernels))
     console.print(t)
     for r in doc.ranks:
         if not r.kernels:
             continue
         k = Table(title=f"rank {r.rank}: kernel duration sums (top {len(r.kernels)} of "
-                  f"{r.kernel_names}; overlapping, not exclusive)", title_justify="left")
-        for c in ("kernel", "count", "total s", "comm"):
-            k.add_column(c, justify="left" if c == "kernel" else "right", overflow="fold")
+                  f"{r.kernel_names}; overlapping, not exclusive; full names in the JSON)",
+                  title_justify="left")
+        for c in ("kernel", "class", "count", "total"):
+            k.add_column(c, justify="left" if c in ("kernel", "class") else "right",
+                         overflow="fold")
         for ks in r.kernels:
-            k.add_row(escape(ks.name), str(ks.count), f"{ks.total_ns / 1e9:.3f}",
-                      "yes" if ks.communication else "")
+            kind = ks.kind or ("communication" if ks.communication else "")
+            k.add_row(escape(ks.name), kind, str(ks.count), d(ks.total_ns))
         console.print(k)
     for r in doc.ranks:
+        for f in r.findings:
+            console.print(f"[yellow]rank {r.rank}: {f.code}:[/] {escape(f.message)}")
         for n in r.notes:
             console.print(f"[yellow]rank {r.rank}:[/] {escape(n)}")

@@ -69,6 +69,13 @@ def screen_cmd(
     lpips_sha256: Annotated[str | None, typer.Option(
         help="SHA-256 the LPIPS backbone file must have [default: the runner config's "
              "media.lpips_sha256].")] = None,
+    frozen_scope: Annotated[Path | None, typer.Option(
+        help="The default branch's campaign.toml (the workflow checks it out): control, "
+             "protocol, pool and serving come from it; the campaign's own file may differ "
+             "only in its candidates.")] = None,
+    frozen_scope_blob: Annotated[str | None, typer.Option(
+        help="Git blob SHA the --frozen-scope file must have (the bot pins it at dispatch).")
+    ] = None,
     futility_stop: Annotated[bool, typer.Option(
         help="Stop once the first control/candidate pair shows candidate/control above the "
              "protocol's futility_ratio (the rest of the order is recorded as not run).")
@@ -100,7 +107,8 @@ def screen_cmd(
         campaign=campaign, candidate=candidate, track=track, dry_run=dry_run,
         sessions=sessions, control_only=control_only, host=host, port=port,
         health_poll_s=health_poll_s, idle_timeout_s=idle_timeout_s,
-        request_estimate_s=request_estimate_s, futility_stop=futility_stop, **host_opts)
+        request_estimate_s=request_estimate_s, futility_stop=futility_stop,
+        frozen_scope=frozen_scope, frozen_scope_blob=frozen_scope_blob, **host_opts)
     try:
         code = run_screen(opts, Console(highlight=False))
     except UsageError as exc:
@@ -285,7 +293,7 @@ def register(app: typer.Typer) -> None:
     app.command("screen")(screen_cmd)
     app.command("keygen")(keygen_cmd)
     runner = typer.Typer(help="Runner-side checks against the pinned vLLM-Omni.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)
     runner.command("check-flags")(check_flags_cmd)
     app.add_typer(runner, name="runner")
     command_group(app, "doctor", DOCTOR_HELP).command("runner")(doctor_runner_cmd)

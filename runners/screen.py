@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from evidence.hashing import git_blob_sha
 from evidence.models import (
     CampaignScope,
     Candidate,
@@ -107,6 +108,8 @@ class ScreenOptions:
     lpips_weights: Path | None = None
     lpips_sha256: str | None = None
     futility_stop: bool = False
+    frozen_scope: Path | None = None
+    frozen_scope_blob: str | None = None
     server_user: str | None = None
     server_pass_env: list[str] = field(default_factory=list)
     server_env: dict[str, str] = field(default_factory=dict)
@@ -134,9 +137,14 @@ class SessionResult:
 def load_scope(campaign_dir: Path) -> CampaignScope:
     """Read and validate ``campaign_dir/campaign.toml``.  Raises UsageError naming the file,
     the field and the problem."""
+    return load_scope_file(campaign_dir / "campaign.toml")
+
+
+def load_scope_file(path: Path) -> CampaignScope:
+    """Read and validate the campaign scope file ``path``.  Raises UsageError naming the
+    file, the field and the problem."""
     from evidence.signing import read_small_text
 
-    path = campaign_dir / "campaign.toml"
     try:
         raw = tomllib.loads(read_small_text(path))
     except OSError as exc:
@@ -153,6 +161,56 @@ def load_scope(campaign_dir: Path) -> CampaignScope:
         lines = [f"{path}: field {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
                  for e in exc.errors()]
         raise UsageError("\n".join(lines)) from exc
+
+
+FROZEN_SECTIONS = ("id", "engine", "image_digest", "checkpoint", "pool", "inputs", "workload",
+                   "serving", "tracks", "protocol", "quality_gates")
+"""``campaign.toml`` fields a pull request may not change for its own screen: everything that
+defines the control, the measurement and the judgement.  Only ``[[candidates]]`` (and the
+campaign's prose, budget and requesters, which the runner does not use) come from the PR."""
+
+
+def frozen_scope(opts: ScreenOptions, checkout: CampaignScope) -> tuple[CampaignScope, str]:
+    """The scope a screen runs: with ``opts.frozen_scope`` (the default branch's
+    ``campaign.toml``, checked out by the workflow), that file, whose git blob SHA must be
+    ``opts.frozen_scope_blob`` (pinned by the bot at dispatch), with only the candidates
+    taken from the checkout (the pull request); the checkout must not differ from it in any
+    of :data:`FROZEN_SECTIONS`.  Without it, the checkout's own scope (a screen run by hand).
+    Returns ``(scope, blob SHA of the file the control came from)``.  Raises UsageError
+    naming the file and the sections that differ."""
+    own_file = opts.campaign / "campaign.toml"
+    if opts.frozen_scope is None:
+        try:
+            return checkout, git_blob_sha(own_file.read_bytes())
+        except OSError as exc:
+            raise UsageError(f"{own_file}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = opts.frozen_scope.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--frozen-scope {opts.frozen_scope}: cannot read: "
+                         f"{exc.strerror or exc}") from None
+    blob = git_blob_sha(data)
+    want = (opts.frozen_scope_blob or "").lower()
+    if blob != want:
+        raise UsageError(f"--frozen-scope {opts.frozen_scope}: its git blob SHA is {blob}, the "
+                         f"screen was dispatched for {want or '(none given)'}: the default "
+                         "branch's campaign.toml changed since the dispatch; not running")
+    frozen = load_scope_file(opts.frozen_scope)
+    differ = [k for k in FROZEN_SECTIONS
+              if getattr(frozen, _attr(k)) != getattr(checkout, _attr(k))]
+    if differ:
+        raise UsageError(
+            f"{own_file}: the pull request changes {', '.join(differ)} of the campaign's "
+            "frozen scope (the default branch's campaign.toml defines the control, protocol, "
+            "pool and serving settings); a screen runs only a candidate against that control. "
+            "Merge the scope change first, or define the change as a candidate "
+            "(add_flags, remove_flags, env)")
+    return frozen.model_copy(update={"candidates": checkout.candidates}), blob
+
+
+def _attr(field_name: str) -> str:
+    return next((n for n, f in CampaignScope.model_fields.items()
+                 if (f.alias or n) == field_name), field_name)
 
 
 def resolve_inputs(scope: CampaignScope, campaign_dir: Path) -> Inputs:
@@ -335,7 +393,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     (failed request, unqualified lifecycle, failed gate, interruption, sessions not run);
     2 bad usage or unreadable input (nothing started)."""
     console = console or Console()
-    scope = load_scope(opts.campaign)
+    scope, scope_blob = frozen_scope(opts, load_scope(opts.campaign))
     try:
         track = scope.track(opts.track)
         cand: Candidate | None = None
@@ -393,7 +451,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
                       "device idle gate is recorded as not checked, so no session's lifecycle "
                       "can qualify")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
-                   tool, isolation).run()
+                   tool, isolation, scope_blob).run()
 
 
 def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation | None:
@@ -430,8 +488,9 @@ class _Screen:
     def __init__(self, opts: ScreenOptions, console: Console, scope: CampaignScope,
                  track: str, duration_s: float, cand: Candidate | None,
                  plan: list[PlannedSession], inputs: Inputs, key: Any, tool: str,
-                 isolation: Isolation | None = None) -> None:
+                 isolation: Isolation | None = None, scope_blob: str | None = None) -> None:
         self.opts, self.console, self.scope = opts, console, scope
+        self.scope_blob = scope_blob
         self.isolation = isolation
         self.identity: ServerIdentity | None = isolation.identity if isolation else None
         self.scratch: Path | None = None
@@ -756,6 +815,7 @@ class _Screen:
                           "receipt": r.path.relative_to(self.out).as_posix(),
                           "problems": r.problems} for r in self.results],
             "interrupted": self.interrupted, "problems": problems, "notes": self.notes,
+            "scope": {"blob": self.scope_blob, "frozen": self.opts.frozen_scope is not None},
             "runner": {"campaign_bot": _own_version(), "host": socket.gethostname(),
                        "device_tool": self.tool,
                        "server_account": self.identity.name if self.identity else None},
@@ -769,6 +829,10 @@ class _Screen:
         predicate["problem_count"] = len(problems)
         predicate["bag_writer"] = writer
         predicate["server_account"] = self.identity.name if self.identity else None
+        # the git blob of the campaign.toml the control, protocol and pool came from, and
+        # whether it was the default branch's pinned at dispatch (--frozen-scope)
+        predicate["scope_blob"] = self.scope_blob
+        predicate["scope_frozen"] = self.opts.frozen_scope is not None
         sign_bundle(self.out, self.key, predicate)
         self._print_summary(problems)
         return EXIT_PROBLEMS if problems else EXIT_OK
@@ -789,6 +853,11 @@ class _Screen:
         for n in self.notes:
             self.console.print(f"note: {n}")
         self.console.print(f"bundle written and signed: {self.out}")
+        from runners.judge import judgement_lines
+
+        for line in judgement_lines(self.out, self.opts.campaign, self.track,
+                                    self.cand.name if self.cand else None):
+            self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _own_version() -> str:

@@ -338,11 +338,16 @@ class Stand:
                 dst = camp / path[len(camp_path) + 1:]
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_bytes(data)
+        # "Check out the default branch's campaign scope": campaign.toml at the run's commit
+        frozen = work / "scope-campaign.toml"
+        frozen.write_bytes(double.repo(repo).trees[str(run["head_sha"])][
+            f"{camp_path}/campaign.toml"])
         # "Run the screen": campaign-bot screen, the stand-in server as the model server
         out = work / "bundle"
         args = ["screen", "--campaign", str(camp), "--track", str(inputs["track"]),
                 "--out", str(out), "--signing-key", str(self.key), "--device-tool", "none",
-                "--health-poll-s", "0.1"]
+                "--health-poll-s", "0.1", "--frozen-scope", str(frozen),
+                "--frozen-scope-blob", str(inputs.get("scope_blob", ""))]
         if inputs.get("candidate") == "control":
             args.append("--control-only")
         else:

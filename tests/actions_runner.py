@@ -7,13 +7,14 @@ and executes the job's steps on this machine:
 * ``run:`` steps run as real ``bash -e`` scripts with the job's and the step's ``env:``
   (expressions evaluated), ``GITHUB_OUTPUT``, ``GITHUB_WORKSPACE`` and ``RUNNER_TEMP``;
 * ``actions/checkout`` writes the tree of its ``ref`` (a commit SHA, ``refs/pull/N/head`` or a
-  branch) into the workspace (a ``git``
+  branch) into the workspace (or its ``path`` there) (a ``git``
   shim answers ``git rev-parse HEAD`` with the checked-out commit: the double holds no git
   objects);
 * ``actions/upload-artifact`` zips ``with.path`` into the run's artifact on the double.
 
 It sends the ``workflow_job`` and ``workflow_run`` deliveries GitHub sends to the App, signed
 with the App's webhook secret.  Supported expressions: ``inputs.X``, ``runner.temp``,
+``github.sha``,
 ``steps.ID.outputs.X``, ``fromJSON(...)``, ``always()``, ``success()``, ``failure()``,
 ``&&``, ``||``, ``==``, ``!=`` and string literals: what the screen workflow uses.
 """
@@ -51,6 +52,7 @@ class Context:
     runner_temp: str
     steps: dict[str, dict[str, str]] = field(default_factory=dict)
     failed: bool = False
+    sha: str = ""
 
     def lookup(self, path: str) -> Any:
         parts = path.split(".")
@@ -58,6 +60,8 @@ class Context:
             return self.inputs.get(parts[1], "")
         if parts == ["runner", "temp"]:
             return self.runner_temp
+        if parts == ["github", "sha"]:
+            return self.sha
         if parts[0] == "steps" and len(parts) == 4 and parts[2] == "outputs":
             return self.steps.get(parts[1], {}).get(parts[3], "")
         raise WorkflowError(f"unsupported expression context {path!r}")
@@ -198,7 +202,7 @@ class ActionsRunner:
         temp = self.work / f"run-{run['id']}" / "temp"
         ws.mkdir(parents=True)
         temp.mkdir()
-        ctx = Context(inputs, str(temp))
+        ctx = Context(inputs, str(temp), sha=state.runs[run["id"]]["head_sha"])
         runs_on = ctx.value(job["runs-on"])
         runs_on = [runs_on] if isinstance(runs_on, str) else list(runs_on)
         if not set(runs_on) <= set(self.labels):
@@ -230,11 +234,13 @@ class ActionsRunner:
                 m = re.fullmatch(r"refs/pull/(\d+)/head", ref)
                 sha = (state.pulls[int(m.group(1))].head_sha if m else
                        ref if re.fullmatch(r"[0-9a-f]{40}", ref) else state.refs[ref])
+                sub = step["with"].get("path")
                 for path, data in state.trees[sha].items():
-                    dst = ws / path
+                    dst = (ws / sub if sub else ws) / path
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     dst.write_bytes(data)
-                (self.work / f"run-{run['id']}" / "HEAD").write_text(sha)
+                if not sub:  # `git rev-parse HEAD` in the workspace answers this checkout
+                    (self.work / f"run-{run['id']}" / "HEAD").write_text(sha)
             elif uses.startswith("actions/upload-artifact@"):
                 w = {k: ctx.render(v) for k, v in step["with"].items()}
                 root = Path(w["path"])

@@ -191,3 +191,48 @@ def test_committed_schemas_accept_the_example_documents() -> None:
     bad["arm"] = "treatment"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema("receipt"))
+
+
+def test_check_of_a_repository_root_checks_each_campaign(tmp_path: Path) -> None:
+    """``check REPO`` finds the campaigns through .github/campaign-bot.toml's [campaigns]
+    paths, checks each in turn and exits with the worst status; --json gives one array."""
+    import shutil
+    import subprocess
+    import sys
+
+    repo = tmp_path / "repo"
+    (repo / ".github").mkdir(parents=True)
+    (repo / ".github" / "campaign-bot.toml").write_text('[campaigns]\npaths = ["c/*"]\n')
+    shutil.copytree(EXAMPLE, repo / "c" / "h3")
+    (repo / "c" / "notes").mkdir()  # no campaign.toml: not a campaign
+    cli = [sys.executable, "-c", "from evidence.cli import main; main()", "check"]
+    res = subprocess.run([*cli, str(repo)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1, res.stderr
+    assert res.stdout.startswith("== c/h3\ncampaign h3-ref2va-4x910b1  (")
+    assert res.stdout.rstrip().endswith(f"repository {repo}: 1 campaign(s) checked, exit 1")
+    res = subprocess.run([*cli, str(repo), "--json"], capture_output=True, text=True,
+                         timeout=120)
+    (doc,) = json.loads(res.stdout)
+    assert res.returncode == 1 and doc["campaign"] == "h3-ref2va-4x910b1"
+    (repo / ".github" / "campaign-bot.toml").write_text('[campaigns]\npaths = ["../x"]\n')
+    res = subprocess.run([*cli, str(repo)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and "../x" in res.stderr
+
+
+def test_check_judges_a_bundle_outside_its_campaign(tmp_path: Path) -> None:
+    """``check BUNDLE --campaign DIR``: the bundle's receipts are judged under DIR's
+    campaign.toml (verdicts per track); without it there is nothing to judge."""
+    import shutil
+
+    bundle = tmp_path / "artifact"
+    shutil.copytree(EXAMPLE / "bundles" / "screen-tp2-sp2-5s", bundle)
+    alone = json.loads(CliRunner().invoke(app, ["check", str(bundle), "--json"]).stdout)
+    assert alone["campaign"] is None and alone["verdicts"] == []
+    r = CliRunner().invoke(app, ["check", str(bundle), "--json", "--campaign", str(EXAMPLE)])
+    rep = json.loads(r.stdout)
+    assert rep["campaign"] == "h3-ref2va-4x910b1"
+    assert {v["track"] for v in rep["verdicts"]} >= {"5s-lossless"}
+    bad = CliRunner().invoke(app, ["check", str(bundle), "--campaign", str(tmp_path)])
+    assert bad.exit_code == 2 and "no campaign.toml there" in bad.output
+    own = CliRunner().invoke(app, ["check", str(EXAMPLE), "--campaign", str(EXAMPLE)])
+    assert own.exit_code == 2 and "holds its own campaign.toml" in own.output

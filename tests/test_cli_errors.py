@@ -53,3 +53,38 @@ def test_trace_summarize_of_a_non_json_file_is_one_line(tmp_path: Path) -> None:
 ], ids=["check-exclusive-options", "schema-unknown"])
 def test_usage_errors_share_the_style(args: list[str | Path]) -> None:
     one_error_line(run(*args))
+
+
+def _help_commands() -> list[list[str]]:
+    """Every command path of ``campaign-bot`` (groups and their sub-commands)."""
+    from evidence.cli import command
+
+    root = command()
+    out: list[list[str]] = [[]]
+    for name, cmd in sorted(root.commands.items()):
+        out.append([name])
+        for sub in sorted(getattr(cmd, "commands", None) or {}):
+            out.append([name, sub])
+    return out
+
+
+def test_help_fits_80_columns_and_never_cuts_a_name() -> None:
+    """At 80 columns every ``--help`` line fits and no option or variable name is cut with an
+    ellipsis (rich's option table cut '--idle-timeout…' and '$CAMPAIGN_BOT_S…');
+    ``screen --help`` is much shorter than the 157 lines it had."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_BOT_")}
+    env["COLUMNS"] = "80"
+    lengths = {}
+    for path in _help_commands():
+        res = subprocess.run([*CLI, *path, "--help"], capture_output=True, text=True,
+                             env=env, timeout=60)
+        assert res.returncode == 0, (path, res.stderr)
+        long = [ln for ln in res.stdout.splitlines() if len(ln) > 80]
+        assert not long, (path, long)
+        assert "…" not in res.stdout, (path, res.stdout)
+        assert "\\[" not in res.stdout, path  # no markup escapes shown as text
+        lengths[" ".join(path)] = res.stdout.count("\n")
+    assert lengths["screen"] < 100, lengths["screen"]
+    res = subprocess.run([*CLI, "screen", "--help"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert "--idle-timeout-s" in res.stdout and "$CAMPAIGN_BOT_SERVER_CMD" in res.stdout

@@ -145,7 +145,7 @@ def test_every_receipt_is_copied_with_the_digest_its_screen_page_shows(
 def test_every_local_link_resolves_and_nothing_is_loaded_from_the_network(
         example_site: Path) -> None:
     pages = sorted(example_site.glob("*.html"))
-    assert len(pages) == 3 + 1 + 5  # index, budget, findings; one pool; five screens
+    assert len(pages) == 3 + 4 + 1 + 5  # index, budget, findings; 4 tracks; 1 pool; 5 screens
     for p in pages:
         page = Page(p.read_text())
         assert page.scripts == 0, p.name
@@ -233,7 +233,7 @@ def test_parallel_and_serial_writes_give_identical_sites(tmp_path: Path) -> None
     site = build_site(plan.root)
     one = write_site(site, tmp_path / "one", plan.root, jobs=1)
     two = write_site(site, tmp_path / "two", plan.root, jobs=2)
-    assert one.pages == two.pages and len(one.pages) == 3 + 1 + 45
+    assert one.pages == two.pages and len(one.pages) == 3 + 4 + 1 + 45  # 4 track pages
     for name in one.pages:
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
@@ -388,7 +388,12 @@ def test_budget_comes_from_the_bots_ledger_with_database(bot_db: str, tmp_path: 
     res = run_report(plan.root, "--out", out, "--database", bot_db)
     assert res.returncode == 0, res.stderr  # four clean screens: no finding
     budget = Page((out / "budget.html").read_text())
-    assert budget.marks == {"receipts": 3 * 4, "ledger": 3 * n["entries"]}
+    # the forecast: what the queued screen leaves once charged (hours only: a queued screen
+    # reserves no candidate direction)
+    assert budget.marks == {"receipts": 3 * 4, "ledger": 3 * n["entries"], "forecast": 2}
+    html = (out / "budget.html").read_text()
+    assert "(4.00 h estimated): 66.00 h left of 80.00 h" in html
+    assert "(1.00 h estimated): 16.50 h left of 20.00 h" in html
     text = " ".join(" ".join(budget.text).split())
     # used 8 + 2 device-hours (the failed screen charged too), 4 reserved by the queued
     # screen, allowed 64 + 16 extended
@@ -451,8 +456,12 @@ def test_a_campaign_without_receipts_yet(tmp_path: Path) -> None:
     assert "no receipts yet" in index and "no candidate screened on this track yet" in index
     budget = Page((out / "budget.html").read_text())
     assert len(budget.charts) == 3 and budget.marks == {}
-    assert sorted(p.name for p in out.glob("*.html")) == [
-        "budget.html", "findings.html", "index.html", f"pool-{slug('ascend910b1-x4')}.html"]
+    assert sorted(p.name for p in out.glob("*.html")) == sorted([
+        "budget.html", "findings.html", "index.html", f"pool-{slug('ascend910b1-x4')}.html",
+        *(f"track-{slug(t)}.html" for t in ("5s-lossless", "15s-lossless", "5s-lossy",
+                                              "15s-lossy"))])
+    track = Page((out / f"track-{slug('5s-lossless')}.html").read_text())
+    assert track.marks == {}  # nothing to draw yet, and nothing drawn
 
 
 def test_p3_is_a_note_everywhere() -> None:

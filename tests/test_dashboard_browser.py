@@ -38,6 +38,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-sync"]
 EXE = Path(sys.executable).parent / "campaign-bot"
 HOSTILE = '<img src=x onerror="alert(1)">'
+DOTTED = "resident-layers.v2.5s-lossy"
+"""A hand-run screen's id with dots (allowed by the receipt schema): its chart's CSS
+selectors once broke and it rendered black."""
+WIDTHS = ((1280, 800), (390, 844))
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +74,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Path, Site
         f.write_text(json.dumps(doc, indent=2))
     plan.measured_timed[HOSTILE] = plan.measured_timed.pop(plan.screens[4])
     plan.screens[4] = HOSTILE
+    for f in (plan.root / "receipts" / plan.screens[2]).glob("*.json"):
+        doc = json.loads(f.read_text())
+        doc["screen_id"] = DOTTED
+        f.write_text(json.dumps(doc, indent=2))
+    plan.measured_timed[DOTTED] = plan.measured_timed.pop(plan.screens[2])
+    plan.screens[2] = DOTTED
     out = root / "site"
     env = {**os.environ, "COLUMNS": "2000"}
     res = subprocess.run([str(EXE), "report", str(plan.root), "--out", str(out)],
@@ -134,7 +144,7 @@ def test_every_page_loads_cleanly_and_is_structured(browser: Any, server: str,
                                                     campaign: tuple[Plan, Path, Site]) -> None:
     _plan, out, _site = campaign
     names = _pages(out)
-    assert len(names) == 3 + 1 + 12
+    assert len(names) == 3 + 4 + 1 + 12  # overview, budget, findings; tracks; pool; screens
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     watch = Watch(page)
     for name in names:
@@ -239,3 +249,133 @@ def test_screenshots_of_the_overview_and_a_screen(browser: Any, server: str, tmp
     assert watch.problems == []  # the hostile id opened no dialog
     for name in ("index.png", "screen.png"):
         assert _png_size(tmp_path / name) == (1280, 800)
+
+
+AXE_JS = None
+
+
+def _axe_source() -> str:
+    """axe-core's ``axe.min.js`` as the ``axe-playwright-python`` wheel ships it (a [dev]
+    dependency): loaded into each page by the test, never by the pages."""
+    global AXE_JS
+    if AXE_JS is None:
+        import axe_playwright_python
+
+        AXE_JS = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text()
+    return AXE_JS
+
+
+def serious_axe_violations(page: Any) -> list[str]:
+    """Violations of serious or critical impact that axe-core finds on ``page`` (every rule
+    axe runs by default: WCAG 2.x A and AA, and best practices), as ``rule: target``."""
+    page.evaluate(_axe_source())
+    res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [f"{v['id']} ({v['impact']}): {n['target']}" for v in res["violations"]
+            if v["impact"] in ("serious", "critical") for n in v["nodes"]]
+
+
+def narrow_problems(page: Any) -> list[str]:
+    """At the page's width: horizontal page scroll, and chart text smaller than 11 px."""
+    out = []
+    over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    if over > 0:
+        out.append(f"page scrolls sideways by {over} px")
+    small = page.evaluate("""() => {
+      const out = [];
+      for (const svg of document.querySelectorAll('svg.chart')) {
+        const vb = svg.viewBox.baseVal;
+        const scale = svg.getBoundingClientRect().width / (vb && vb.width ? vb.width : 1);
+        for (const t of svg.querySelectorAll('text')) {
+          if (!t.textContent.trim() || t.getBBox().width === 0) continue;
+          const px = parseFloat(getComputedStyle(t).fontSize) * scale;
+          if (px < 11) out.push(`${t.textContent.trim().slice(0, 30)}: ${px.toFixed(1)} px`);
+        }
+      }
+      return out.slice(0, 5);
+    }""")
+    return out + [f"chart text {t}" for t in small]
+
+
+def test_no_serious_axe_violation_and_usable_at_390px(browser: Any, server: str,
+                                                      campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, out, _site = campaign
+    problems: list[str] = []
+    for width, height in WIDTHS:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        for name in _pages(out):
+            page.goto(server + name)
+            problems += [f"{width}px {name}: {v}" for v in serious_axe_violations(page)]
+            if width < 600:
+                problems += [f"{width}px {name}: {v}" for v in narrow_problems(page)]
+        page.close()
+    assert problems == []
+
+
+def test_a_screen_id_with_dots_renders_its_chart(browser: Any, server: str,
+                                                 campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, _out, site = campaign
+    dotted = next(s for s in site.screens if s.screen_id == DOTTED)
+    page = browser.new_page()
+    page.goto(server + f"screen-{dotted.slug}.html")
+    # pygal's style rules are scoped by the chart's id: with them the background is white
+    # and the points take the arm's colour; without them both are black (SVG's default)
+    fills = page.evaluate("""() => {
+      const svg = document.querySelector('svg.chart');
+      const bg = getComputedStyle(svg.querySelector('.background')).fill;
+      const dot = getComputedStyle(svg.querySelector('.mark')).fill;
+      return [bg, dot];
+    }""")
+    page.close()
+    assert fills[0] == "rgb(255, 255, 255)", fills
+    assert fills[1] not in ("rgb(0, 0, 0)", "none"), fills
+
+
+def test_forest_plot_marks_match_the_verdicts(browser: Any, server: str,
+                                              campaign: tuple[Plan, Path, Site]) -> None:
+    _plan, _out, site = campaign
+    page = browser.new_page()
+    page.goto(server + "index.html")
+    checked = 0
+    for row in site.tracks:
+        plot = page.locator(f'svg.forest[aria-labelledby^="{_forest_id(row)}"]')
+        assert plot.count() == 1, row.track.id
+        marks = plot.locator(".mark")
+        want = {v.candidate: v for v in row.verdicts if v.ratio is not None}
+        assert marks.count() == len(want), row.track.id
+        for mk in marks.all():
+            v = want[mk.get_attribute("data-candidate")]
+            assert mk.get_attribute("data-verdict") == v.verdict
+            assert float(mk.get_attribute("data-ratio")) == pytest.approx(v.ratio, rel=1e-5)
+            assert mk.get_attribute("data-status") == _settled(v)
+            fill = mk.locator("circle").get_attribute("fill")
+            assert (fill == "#ffffff") == (_settled(v) != "confirmed")  # open: not settled
+            if v.lower is None or v.upper is None:
+                assert mk.get_attribute("data-lower") is None
+                assert mk.locator("line").count() == 0
+                continue
+            assert float(mk.get_attribute("data-lower")) == pytest.approx(v.lower, rel=1e-5)
+            assert float(mk.get_attribute("data-upper")) == pytest.approx(v.upper, rel=1e-5)
+            # the circle sits at the ratio on the plot's own scale, between its bounds
+            cx = float(mk.locator("circle").get_attribute("cx"))
+            line = mk.locator("line")
+            x1, x2 = (float(line.get_attribute(a)) for a in ("x1", "x2"))
+            assert x1 <= cx <= x2
+            checked += 1
+        target = plot.locator(".target")
+        assert float(target.get_attribute("data-ratio")) == pytest.approx(row.theta0)
+    page.close()
+    assert checked >= 4  # the plan has candidates with exact bounds on every track
+
+
+def _settled(v: Any) -> str:
+    """SUPPORTED carries the engine's confirmation state; FAILED and EQUIVALENT are
+    settled; INCONCLUSIVE and NOT SHOWN are open."""
+    if v.verdict == "SUPPORTED":
+        return v.confirmation or "provisional"
+    return "confirmed" if v.verdict in ("FAILED", "EQUIVALENT") else "provisional"
+
+
+def _forest_id(row: Any) -> str:
+    from bot.features.dashboard.charts import css_id
+
+    return css_id(f"forest-{row.slug}")

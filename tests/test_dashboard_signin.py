@@ -18,6 +18,7 @@ settings name the variable.  Headless Chromium does the whole flow as a person w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -63,8 +64,16 @@ class Served:
 @pytest.fixture
 def served(github_double: Any, tmp_path: Path) -> Iterator[Served]:
     plan = write_campaign(tmp_path / "c", screens=3)
-    files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()
-             for p in plan.root.rglob("*") if p.is_file()}
+    with serve_campaign(github_double, tmp_path, plan.root) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def serve_campaign(github_double: Any, tmp_path: Path, campaign: Path) -> Iterator[Served]:
+    """The service with sign-in configured, serving the campaign directory ``campaign`` from
+    a public repository and two private ones (amy reads both, mallory neither)."""
+    files = {f"{ROOT}/{p.relative_to(campaign).as_posix()}": p.read_bytes()
+             for p in campaign.rglob("*") if p.is_file()}
     github_double.add_repo(PUBLIC_REPO, files)
     for repo in (PRIVATE, PRIVATE2):
         github_double.add_repo(repo, files).private = True

@@ -60,7 +60,9 @@ def test_lfs_pointer(data: bytes, expected: tuple[str, int] | None) -> None:
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../b", "/etc/passwd", "a/.git/config", "a/.GIT",
-                                  "a//b", "./a", ""])
+                                  "a//b", "./a", "", "x.log\r", "a\nb", "tab\there",
+                                  "evil\u202egnp.exe", "d/" + "n" * 256,
+                                  "/".join(["d" * 200] * 21)])
 def test_unsafe_paths(path: str) -> None:
     assert unsafe_path(path) is not None
 
@@ -93,6 +95,23 @@ def test_fetch_materialise_everything_no_per_file_cap(github_double: Any, tmp_pa
     listing = port(d).list_dir("campaigns", "main")
     assert mirrors.tree_sha(REPO, refs["refs/heads/main"], "campaigns/h3") == next(
         e.sha for e in listing if e.path == "campaigns/h3")
+
+
+def test_over_long_names_are_skipped_not_raised(github_double: Any, tmp_path: Path,
+                                               mirrors: GitMirrors) -> None:
+    """A name over 255 bytes or a path over PATH_MAX in a campaign folder is listed as not
+    written (the review reports it), never an ENAMETOOLONG that fails the delivery."""
+    d = github_double
+    long_name = "campaigns/h3/" + "n" * 300 + ".json"
+    deep = "campaigns/h3/" + "/".join(["d" * 250] * 17) + "/x.json"
+    d.add_repo(REPO, {"campaigns/h3/campaign.toml": "id = 'h3'\n", long_name: "{}\n",
+                      deep: "{}\n"})
+    tip = mirrors.fetch(remote(d), REPO, ["refs/heads/main"])["refs/heads/main"]
+    out = mirrors.materialise(REPO, tip, "campaigns/h3", tmp_path / "m")
+    why = dict(out.skipped)
+    assert why["n" * 300 + ".json"] == "not written: path component over 255 bytes"
+    assert why[deep.removeprefix("campaigns/h3/")].startswith("not written: path over ")
+    assert (tmp_path / "m/campaign.toml").exists() and out.files == 1
 
 
 def test_over_the_campaign_limit_nothing_is_written(github_double: Any, tmp_path: Path

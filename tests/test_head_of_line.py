@@ -141,6 +141,10 @@ def test_a_404_repository_is_not_retried_and_does_not_hold_the_installation(
     ("issue_comment", lambda p: p.update(comment="oops"), "comment"),
     ("issue_comment", lambda p: p["issue"].update(number="two"), "issue.number"),
     ("issue_comment", lambda p: p.update(repository=["acme/x"]), "repository"),
+    # ids past a signed 64-bit BIGINT, and a repository without its full_name, were an
+    # OverflowError / KeyError retried three times
+    ("issue_comment", lambda p: p["comment"].update(id=2**63), "comment.id"),
+    ("issue_comment", lambda p: p["repository"].pop("full_name"), "repository.full_name"),
 ])
 def test_a_wrong_shape_payload_fails_at_once_naming_the_field(
         service: Service, event: str, mangle: Any, field: str) -> None:

@@ -1,5 +1,8 @@
-"""Operator probes (``campaign-bot/probe@1``): timing on the CPU with torch, exactness, the
-document's validation, ``check`` listing them apart from verdicts, and the two probe rules."""
+"""Operator probes (``campaign-bot/probe@2``, ``probe@1`` still read): timing on the CPU with
+torch (the paths that need no device: the CPU timer, the host-sync timer, repeats by budget,
+ABBA blocks, the launch-bound rule, the hold, the ratio's interval and finding), exactness,
+the document's validation, ``check`` listing them apart from verdicts, and the two probe
+rules."""
 
 from __future__ import annotations
 
@@ -17,8 +20,18 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from evidence.check import check_campaign
-from evidence.operator_probe import OperatorProbe
-from runners.probe import compare_outputs, register, run_probe
+from evidence.operator_probe import OperatorProbe, compare_samples, launch_bound, quartiles
+from runners.probe import (
+    ProbeError,
+    ProbeSettings,
+    block_order,
+    compare_outputs,
+    hold_for,
+    register,
+    repeats_for,
+    run_probe,
+    split_names,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
@@ -47,15 +60,29 @@ def _mm_f64(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def test_run_probe_times_both_arms_with_warmups_apart() -> None:
     doc = run_probe(_mm, torch.matmul, _inputs(), probe_id="matmul", revision="abc1234",
-                    control_op="torch.mm", candidate_op="torch.matmul", warmups=2,
-                    repeats=5, input_names=["x", "w"])
+                    control_op="torch.mm", candidate_op="torch.matmul",
+                    settings=ProbeSettings(warmups=2, repeats=5, budget_s=None),
+                    input_names=["x", "w"], control_kernels=["gemm"])
+    assert doc.schema_ == "campaign-bot/probe@2" and doc.version == 2
     assert doc.device_count == 1 and doc.device.startswith("cpu")
+    assert doc.timing is not None and doc.timing.method == "host"
+    assert not doc.timing.cache_flush and doc.timing.launch_floor_ms is None
+    assert doc.versions["torch"] == torch.__version__ and "python" in doc.versions
+    assert doc.control.kernels == ["gemm"]
+    (cmp_,) = doc.comparisons
+    assert cmp_.ratio == pytest.approx(doc.medians_ms("candidate")[0]
+                                       / doc.medians_ms("control")[0])
+    assert cmp_.low is not None and cmp_.high is not None and cmp_.low <= cmp_.high
+    assert cmp_.launch_bound == []  # the CPU has no launch floor
     assert [(s.name, s.shape, s.dtype) for s in doc.inputs] == [
         ("x", [64, 96], "float32"), ("w", [96, 32], "float32")]
     assert [(s.shape, s.dtype) for s in doc.outputs] == [([64, 32], "float32")]
     for t in doc.timings:
         assert len(t.warmups_ms) == 2 and len(t.samples_ms) == 5
         assert all(v > 0 for v in t.samples_ms)
+        assert t.host_samples_ms == []  # on the CPU the sample is the host time itself
+        q1, q3 = t.iqr_ms
+        assert t.min_ms <= q1 <= t.median_ms <= q3
     (ex,) = doc.exactness
     assert ex.bit_exact and ex.finite and ex.max_abs_diff == 0.0 and ex.elements == 64 * 32
     back = OperatorProbe.model_validate_json(doc.model_dump_json(by_alias=True), strict=True)
@@ -64,8 +91,8 @@ def test_run_probe_times_both_arms_with_warmups_apart() -> None:
 
 def test_nonexact_candidate_is_measured_not_hidden() -> None:
     doc = run_probe(_mm, _mm_f64, _inputs(), probe_id="f64", revision="abc1234",
-                    control_op="mm fp32", candidate_op="mm fp64 accumulate", warmups=0,
-                    repeats=2)
+                    control_op="mm fp32", candidate_op="mm fp64 accumulate",
+                    settings=ProbeSettings(warmups=0, repeats=2))
     (ex,) = doc.exactness
     assert not ex.bit_exact and ex.finite
     assert ex.max_abs_diff is not None and 0 < ex.max_abs_diff < 1e-3
@@ -211,12 +238,22 @@ def test_cli_probe_run(tmp_path: Path) -> None:
     r = CliRunner().invoke(_APP, [
         "probe", "run", "--control", f"{mod}:separate", "--candidate", f"{mod}:combined",
         "--inputs", f"{mod}:inputs", "--probe-id", "qkv-combined", "--revision", "abc1234",
-        "--out", str(out), "--warmups", "1", "--repeats", "3", "--track", "5s-lossless"],
-        terminal_width=200)
+        "--out", str(out), "--warmups", "1", "--repeats", "3", "--budget-s", "0",
+        "--track", "5s-lossless", "--control-kernels", "gemm,cat", "--candidate-kernels",
+        "gemm"], terminal_width=200)
     assert r.exit_code == 0, r.output
     doc = OperatorProbe.model_validate_json(out.read_text(), strict=True)
     assert doc.control.operator == "separate" and doc.track == "5s-lossless"
+    assert doc.repeats == 3 and doc.control.kernels == ["gemm", "cat"]
+    assert doc.candidate.kernels == ["gemm"]
     assert "operator observation, not a model gain" in r.output
+    assert "median" in r.output and "IQR" in r.output and "interval" in r.output
+    assert " us" in r.output or " ms" in r.output  # units adapt
+    flush = CliRunner().invoke(_APP, [
+        "probe", "run", "--control", f"{mod}:separate", "--candidate", f"{mod}:combined",
+        "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
+        str(tmp_path / "f.json"), "--flush"])
+    assert flush.exit_code == 2 and "need a CUDA GPU or an NPU" in flush.output
     bad = CliRunner().invoke(_APP, [
         "probe", "run", "--control", f"{mod}:separate", "--candidate", f"{mod}:broken",
         "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
@@ -228,6 +265,161 @@ def test_cli_probe_run(tmp_path: Path) -> None:
         "--inputs", f"{mod}:inputs", "--probe-id", "x", "--revision", "r", "--out",
         str(tmp_path / "c.json")])
     assert missing.exit_code == 2 and "no_such_module_xyz" in missing.output
+
+
+# ------------------------------------------------------------- timing paths without a device
+
+
+def test_host_sync_timer_and_budget_on_the_cpu() -> None:
+    """``timer="host"`` is the probe@1 timer; a budget sets the repeats from the warmups'
+    estimate, clamped to [repeats, max_repeats]."""
+    doc = run_probe(_mm, torch.matmul, _inputs(), probe_id="h", revision="r", control_op="a",
+                    candidate_op="b", settings=ProbeSettings(timer="host", warmups=2,
+                                                             repeats=3, budget_s=10.0,
+                                                             max_repeats=7))
+    assert doc.timing is not None and doc.timing.method == "host-sync"
+    assert doc.repeats == 7 and "synchronize" in doc.timer
+    assert "launch latency" in (doc.notes or "")
+
+
+def test_repeats_for_budget() -> None:
+    s = ProbeSettings(repeats=10, budget_s=1.0, max_repeats=500)
+    assert repeats_for([4.0, 8.0], s) == 250  # 1000 ms of the cheaper arm
+    assert repeats_for([0.001, 0.001], s) == 500  # capped
+    assert repeats_for([400.0, 800.0], s) == 10  # at least repeats
+    assert repeats_for([None, 1.0], s) == 10  # no warmups, no estimate
+    assert repeats_for([2.0, 3.0], ProbeSettings(repeats=4, budget_s=None)) == 4
+    assert repeats_for([0.0, 0.0], s) == 500
+
+
+def test_block_order_is_abba_and_exact() -> None:
+    order = block_order(5, {"control": 2, "candidate": 3})
+    assert order == ["control"] * 2 + ["candidate"] * 3 + ["candidate"] * 2 + ["control"] * 3
+    assert block_order(3, {"control": 0, "candidate": 0}) == [
+        "control", "candidate", "candidate", "control", "control", "candidate"]
+    big = block_order(1000, {"control": 7, "candidate": 300})
+    assert big.count("control") == big.count("candidate") == 1000
+
+
+def test_hold_only_for_arms_the_host_cannot_keep_ahead_of() -> None:
+    host = {"control": [0.08] * 9 + [0.5], "candidate": [0.01] * 10}
+    hold = hold_for(host, {"control": 0.03, "candidate": 0.3})
+    assert list(hold) == ["control"]  # 0.08 ms to issue 0.03 ms of device work
+    assert hold["control"] == pytest.approx(1.25 * 0.08 + 0.01)  # 90th percentile, not max
+    assert hold_for({"control": [50.0]}, {"control": 1.0}) == {"control": 2.0}  # capped
+    assert hold_for({"control": []}, {"control": 1.0}) == {}
+
+
+@pytest.mark.parametrize("bad", [
+    {"warmups": -1}, {"repeats": 0}, {"repeats": 5, "max_repeats": 4},
+    {"budget_s": float("nan")}, {"flush_bytes": 0}, {"min_effect": 1.0},
+    {"timer": "wall"}, {"block_s": -1.0},
+])
+def test_bad_settings_are_refused(bad: dict) -> None:
+    with pytest.raises(ProbeError):
+        ProbeSettings(**bad).check()
+
+
+@pytest.mark.parametrize("kw", [{"flush": True}, {"graph": True}])
+def test_flush_and_graph_need_a_device(kw: dict) -> None:
+    with pytest.raises(ProbeError, match="need a CUDA GPU or an NPU"):
+        run_probe(_mm, torch.matmul, _inputs(), probe_id="x", revision="r", control_op="a",
+                  candidate_op="b", settings=ProbeSettings(**kw))
+
+
+def test_interval_containing_one_is_never_faster() -> None:
+    import random
+
+    rng = random.Random(3)
+    control = [1.0 + rng.gauss(0, 0.1) for _ in range(20)]
+    noisy = [0.96 + rng.gauss(0, 0.1) for _ in range(20)]  # wide spread
+    ratio, lo, hi, finding = compare_samples(control, noisy)
+    assert ratio < 0.96  # a 5 % "gain" by the medians alone
+    assert lo is not None and hi is not None and lo < 1 < hi
+    assert finding == "no material difference"
+    tight = [0.9 + rng.gauss(0, 0.001) for _ in range(40)]
+    ratio, lo, hi, finding = compare_samples([1.0 + rng.gauss(0, 0.001) for _ in range(40)],
+                                             tight)
+    assert hi is not None and hi < 1 and finding == "faster" and ratio == pytest.approx(0.9, 0.01)
+    # a tight interval that excludes 1 but a difference under min_effect: not material
+    near = compare_samples([1.0, 1.001, 0.999] * 20, [1.01, 1.011, 1.009] * 20)
+    assert near[2] is not None and near[2] > 1 and near[3] == "no material difference"
+    assert compare_samples([1.0, 1.001] * 20, [1.1, 1.101] * 20)[3] == "slower"
+    assert compare_samples([1.0], [0.5]) == (0.5, None, None, "too few samples")
+    assert compare_samples([2.0, 2.0], [1.0, 1.0]) == (0.5, 0.5, 0.5, "faster")
+    with pytest.raises(ValueError):
+        compare_samples([0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError):
+        compare_samples([], [1.0])
+
+
+def test_launch_bound_rule() -> None:
+    assert launch_bound(0.02, None, 0.007)  # under 4 launch floors
+    assert not launch_bound(0.5, 0.05, 0.007)
+    assert launch_bound(0.5, 0.6, 0.007)  # the host takes longer to issue than the device
+    assert not launch_bound(0.02, None, None)  # nothing known (CPU, probe@1)
+    assert quartiles([3.0]) == (3.0, 3.0)
+    assert quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 4.0)
+
+
+def test_split_names() -> None:
+    assert split_names(["MatMulV3, Cast", "Cast", " ", "FlashAttentionScore"]) == [
+        "MatMulV3", "Cast", "FlashAttentionScore"]
+    assert split_names(None) == []
+
+
+def _v2(**kw: Any) -> dict[str, Any]:
+    d = _probe(schema="campaign-bot/probe@2",
+               timing={"method": "cuda-events", "cache_flush": True, "flush_bytes": 1 << 28,
+                       "min_repeats": 3},
+               versions={"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"},
+               comparisons=[{"rank": r, "ratio": 29.126 / 35.431, "low": 0.8, "high": 0.84,
+                             "confidence": 0.95, "method": "test", "finding": "faster"}
+                            for r in (0, 1)])
+    d.update(kw)
+    return d
+
+
+def test_probe_v2_and_v1_documents() -> None:
+    v2 = OperatorProbe.model_validate(_v2())
+    assert v2.version == 2 and v2.versions["driver"] == "580.159.04"
+    v1 = OperatorProbe.model_validate(_probe())
+    assert v1.version == 1 and v1.timing is None and v1.comparisons == []
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"timing": None}, "timing"),
+    ({"comparisons": []}, "comparisons"),
+    ({"comparisons": [{"rank": r, "ratio": 0.5, "confidence": 0.95, "method": "t",
+                       "finding": "no material difference"} for r in (0, 1)]}, "ratio"),
+    ({"comparisons": [{"rank": r, "ratio": 29.126 / 35.431, "low": 0.8, "high": 1.01,
+                       "confidence": 0.95, "method": "t", "finding": "faster"}
+                      for r in (0, 1)]}, "says faster"),
+    ({"schema": "campaign-bot/probe@3"}, "unknown schema version"),
+])
+def test_invalid_v2_documents(change: dict, words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        OperatorProbe.model_validate(_v2(**change))
+
+
+def test_check_lists_a_v2_probe_with_its_findings(tmp_path: Path) -> None:
+    rep = check_campaign(_campaign_with(tmp_path, _v2()))
+    (row,) = rep.probes
+    assert row.findings == ["faster", "faster"]
+    assert not [f for f in rep.findings if f.path == "results/probe-fused-proj.json"]
+    from rich.console import Console
+
+    from evidence.check import render
+
+    con = Console(record=True, width=250)
+    render(rep, con, details=True)
+    shown = con.export_text()
+    assert "35.4 ms" in shown and "faster" in shown
+
+
+def test_v1_document_with_v2_fields_is_refused() -> None:
+    with pytest.raises(ValidationError, match="not part of probe@1"):
+        OperatorProbe.model_validate(_probe(versions={"torch": "2.11"}))
 
 
 def test_cli_probe_run_without_torch_says_which_extra(tmp_path: Path,

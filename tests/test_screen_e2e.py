@@ -511,3 +511,21 @@ def test_check_trusted_keys_needs_a_signed_bundle(tmp_path: Path,
     res = _cli("check", str(tmp_path), "--trusted-keys", str(bad))
     assert res.returncode == 2
     assert "no '-----BEGIN PUBLIC KEY-----' block" in " ".join(res.stderr.split())
+
+
+def test_a_screen_ends_with_its_ratio_decision_and_verdict(
+        tmp_path: Path, keys: tuple[Path, Path], npu_dir: Path) -> None:
+    """The last lines of ``screen`` say what the bundle means, judged as ``check`` and the
+    bot judge it (it ended with the bundle's path only)."""
+    out = tmp_path / "b"
+    res = _cli(*_screen_args(out, keys[0], "noop"), env=_env(npu_dir))
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    tail = res.stdout.split("bundle written and signed: ", 1)[1].splitlines()[1:]
+    assert tail[0].startswith("ratio candidate/control: "), tail
+    assert tail[1].startswith("screening decision: "), tail
+    assert tail[2].startswith("verdict on 1s-lossless: "), tail
+    assert tail[3] == f"every finding: campaign-bot check {out} --campaign {CAMPAIGN}", tail
+    rep = json.loads(_cli("check", str(out), "--campaign", str(CAMPAIGN), "--json",
+                          env=_env(npu_dir)).stdout)
+    (v,) = [x for x in rep["verdicts"] if x["candidate"] == "noop"]
+    assert tail[2].startswith(f"verdict on 1s-lossless: {v['verdict']}"), (tail, v)

@@ -241,3 +241,56 @@ def test_a_bundle_holding_a_private_key_is_refused(tmp_path: Path, key: Path) ->
         assert not res.ok and res.documents == []
         assert any("data/outputs/candidate.mp4: holds private-key material" in p
                    for p in res.problems), res.problems
+
+
+def test_a_name_with_a_line_break_is_refused_before_git(setup: tuple[Any, GitMirrors],
+                                                        tmp_path: Path, key: Path) -> None:
+    """``x.log\\r`` beside ``x.log`` was committed with ``x.log``'s content (paths went to
+    ``git hash-object --stdin-paths`` one per line): now nothing is committed."""
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, b"x")
+    (bundle / "data" / "x.log").write_text("honest\n")
+    (bundle / "data" / "x.log\r").write_text("other\n")
+    head = d.repo(REPO).refs["topic"]
+    out = run(git, port(d), screen(), bundle)
+    assert out.state == "failed" and "a control character" in out.message, out.message
+    assert d.repo(REPO).refs["topic"] == head
+    with pytest.raises(ValueError, match="a line break in a file name"):
+        git.blob_shas(REPO, [bundle / "data" / "x.log\r"])
+
+
+def test_a_bundle_over_the_commit_caps_is_not_committed(setup: tuple[Any, GitMirrors],
+                                                       tmp_path: Path, key: Path) -> None:
+    """More files, or more bytes, to commit than ``[screen] max_committed_files`` /
+    ``max_committed_bytes``: refused, nothing pushed (9,015 files and 60 MiB each went into
+    one commit before the caps)."""
+    d, git = setup
+    bundle = make_bundle(tmp_path / "b", key, b"x")
+    for i in range(30):
+        (bundle / "data" / f"f{i}.txt").write_text("y" * 1000)
+    head = d.repo(REPO).refs["topic"]
+    out = run(git, port(d), screen(), bundle, max_files=20)
+    assert out.state == "refused" and "over the caps of 20 files" in out.message, out.message
+    out = run(git, port(d), screen(), bundle, max_bytes=10_000)
+    assert out.state == "refused" and "10,000 bytes" in out.message
+    assert d.repo(REPO).refs["topic"] == head
+    assert run(git, port(d), screen(), bundle).state == "committed"  # the defaults hold it
+
+
+def test_a_signed_receipt_with_a_duplicate_key_is_refused_as_check_refuses_it(
+        tmp_path: Path) -> None:
+    """One reader for signed documents: the bot read ``{"x": 1, "x": 2}`` as 2 (last wins)
+    where ``campaign-bot check`` reports JSON_INVALID; now both refuse it."""
+    from bot.features.screen.bundle import read_bundle
+    from evidence.bundle import load_campaign
+
+    d = tmp_path / "b" / "data" / "receipts"
+    d.mkdir(parents=True)
+    (d / "r.json").write_text('{"schema": "campaign-bot/receipt@1", "arm": "control",\n'
+                              ' "arm": "candidate"}\n')
+    docs = read_bundle(tmp_path / "b", ["data/receipts/r.json"])
+    assert docs.receipts == [] and docs.unreadable == [
+        "data/receipts/r.json: not readable JSON: duplicate key 'arm' in one object: readers "
+        "disagree on which value wins"]
+    found = load_campaign(tmp_path / "b").findings
+    assert any(f.rule == "JSON_INVALID" and "duplicate key 'arm'" in f.message for f in found)

@@ -21,6 +21,7 @@ from bot.features.screen.queue import Screen
 from bot.features.screen.results import on_workflow_job
 from bot.features.screen.runtime import CommentContext, Runtime, ScreenOptions
 from bot.github.pygithub import PyGithubPort, make_client
+from evidence.hashing import git_blob_sha
 
 REPO = "octo/campaign"
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -91,7 +92,11 @@ def test_candidate_is_queued_dispatched_and_checked(env) -> None:
                              "head_sha": d.repo(REPO).pulls[5].head_sha, "request_id": req_id,
                              "sessions": "6",
                              # the campaign pool's labels: the one place runner labels live
-                             "runs_on": '["self-hosted","ascend-4x910b1"]'}
+                             "runs_on": '["self-hosted","ascend-4x910b1"]',
+                             # the default branch's campaign.toml, by its git blob SHA
+                             "scope_blob": git_blob_sha(
+                                 d.repo(REPO).trees[d.repo(REPO).refs["main"]]
+                                 ["campaigns/h3/campaign.toml"])}
     assert run["head_branch"] == "main"
     check = next(iter(d.repo(REPO).check_runs.values()))
     assert (check["name"], check["status"], check["external_id"]) == (
@@ -330,3 +335,4 @@ def test_bundle_documents_come_from_the_signed_manifest_only(tmp_path: Path) -> 
     assert [r.arm for r in sorted(docs.receipts, key=lambda r: r.slot)] == ["control",
                                                                          "candidate"]
     assert docs.problems == docs.unreadable == []
+

@@ -161,9 +161,16 @@ class Runner:
                 dst = camp / path[len(inputs["campaign"]) + 1:]
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_bytes(data)
+        # ... and the default branch's campaign.toml at the run's commit, as the workflow's
+        # second checkout does: the control comes from it (its blob pinned by the bot)
+        frozen = self.work / f"scope-{run['id']}.toml"
+        frozen.write_bytes(double.repo(repo).trees[run["head_sha"]][
+            f"{inputs['campaign']}/campaign.toml"])
         out = self.work / f"bundle-{run['id']}"
         args = ["screen", "--campaign", str(camp), "--track", inputs["track"],
                 "--out", str(out), "--signing-key", str(self.key), "--health-poll-s", "0.1"]
+        if mode != "unpinned":  # "unpinned": an older workflow that runs the PR's own scope
+            args += ["--frozen-scope", str(frozen), "--frozen-scope-blob", inputs["scope_blob"]]
         if inputs["candidate"] == "control":
             args.append("--control-only")
         else:
@@ -665,6 +672,22 @@ def test_tampered_bundle_is_refused(service: Env) -> None:
     assert "Sessions in run order" not in body
     assert [(c["name"], c["conclusion"]) for c in e.checks()] == [
         ("campaign-bot/screen: noop", "failure")]
+
+
+def test_a_pr_that_redefines_its_control_never_gets_supported(service: Env) -> None:
+    """A pull request that slows the control down in its own campaign.toml, screened by a
+    runner that ran the PR's scope instead of the default branch's (an older workflow):
+    the signed bundle verifies, and is still REFUSED, with the reason; no ratio is shown."""
+    e = service
+    e.runner.mode["*"] = "unpinned"
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 120,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert (s1.state, s1.verdict) == ("failed", "REFUSED")
+    body = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    assert "the runner did not take the control from the default branch's campaign.toml" in body
+    assert "not pinned at dispatch" in body and "Sessions in run order" not in body
 
 
 def test_runner_killed_mid_screen_is_reported_charged_and_not_counted(service: Env) -> None:

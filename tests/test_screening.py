@@ -126,3 +126,13 @@ def test_exact_rule_failed_rejects_on_target() -> None:
     rs = screen([100.0, 101.0, 99.0, 100.5], [80.0, 79.0, 81.0, 80.5], order="ABBAABBA")
     d = screen_decisions(Evidence.from_lists(_track_target(0.5, futility_ratio=1.6), rs))[0]
     assert d.decision == "REJECT" and "exact rule already excludes" in d.reason, d.reason
+
+
+def test_a_full_balanced_screen_is_not_promoted_to_one() -> None:
+    """Three qualified sessions per arm (the protocol's minimum), all clearly faster: the
+    screen already is a full one, so no PROMOTE_TO_FULL_SCREEN is shown (it was); its verdict
+    says the rest.  One pair of the same is still promoted."""
+    full = screen([100.0, 101.0, 99.0], [60.0, 61.0, 59.0], order="ABBAAB")
+    assert screen_decisions(Evidence.from_lists(scope(), full)) == []
+    (d,) = screen_decisions(Evidence.from_lists(scope(), _pair(100.0, 60.0)))
+    assert d.decision == "PROMOTE_TO_FULL_SCREEN"

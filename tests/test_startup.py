@@ -30,9 +30,16 @@ HEAVY = ("av", "numpy", "scipy", "torch", "torchvision", "lpips", "fastapi", "uv
 """Top-level modules no ``--help`` and no plug-in registration may import."""
 
 CHECK_HEAVY = ("av", "numpy", "scipy", "torch", "torchvision", "lpips", "fastapi", "uvicorn",
-               "sqlalchemy", "alembic", "apscheduler", "github", "pydantic_settings", "asyncio")
+               "sqlalchemy", "alembic", "apscheduler", "github", "pydantic_settings", "asyncio",
+               "cryptography")
 """Top-level modules ``check`` of the example may not import: its verdicts are exact counts
-(evidence.stats), which need neither numpy nor scipy."""
+(evidence.stats), which need neither numpy nor scipy, and it has no trusted keys (signatures
+need cryptography)."""
+
+HELP_UNUSED = ("markdown_it", "pygments")
+"""Top-level modules that typer's help formatter imports but never uses for campaign-bot
+(markdown help, pretty tracebacks): ``--help`` does without them
+(:func:`evidence.cli.import_help_formatter`)."""
 
 _PROBE = textwrap.dedent("""
     import json, sys
@@ -83,6 +90,8 @@ def test_help_imports_no_heavy_module_and_loads_every_plugin(tmp_path: Path) -> 
     heavy = sorted(_top(got["modules"]) & set(HEAVY))
     assert not heavy, f"campaign-bot --help imported {heavy}"
     assert "evidence.models" not in got["modules"], "--help built the pydantic models"
+    unused = sorted(_top(got["modules"]) & set(HELP_UNUSED))
+    assert not unused, f"campaign-bot --help imported {unused}"
     missing = [m for m in _plugin_modules() if m not in got["modules"]]
     assert not missing, f"--help did not load the plug-ins {missing}"
     assert "warning" not in output, output
@@ -105,7 +114,7 @@ def test_check_of_the_example_imports_only_what_it_needs(tmp_path: Path) -> None
 
 
 def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
-    """Help texts are escaped for rich markup only when help is formatted, and a docstring's
+    """Help texts are prepared (plain, reflowed) only when help is formatted, and a docstring's
     hard line breaks do not reach the terminal."""
     res = subprocess.run([sys.executable, "-c", "from evidence.launch import main; main()",
                           "check", "--help"], cwd=ROOT, capture_output=True, text=True,
@@ -123,6 +132,28 @@ def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
                          timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     assert "[default: CAMPAIGN_BOT_HOST or 127.0.0.1]" in res.stdout, res.stdout
+
+
+def test_help_formatter_stand_ins_give_way_to_the_real_classes() -> None:
+    """The stand-ins for ``rich.markdown.Markdown`` and ``rich.traceback.Traceback`` that
+    typer's help formatter is imported with make the real objects when used, and leave no
+    stand-in module behind for a later import."""
+    code = textwrap.dedent("""
+        import sys
+        from evidence.cli import import_help_formatter
+        import_help_formatter()
+        assert "rich.markdown" not in sys.modules and "rich.traceback" not in sys.modules
+        import typer.rich_utils as ru
+        made = ru.Markdown("**bold**")
+        import rich.markdown, rich.traceback
+        assert type(made) is rich.markdown.Markdown, type(made)
+        assert ru.Traceback.from_exception.__self__ is rich.traceback.Traceback
+        assert hasattr(rich.markdown, "MarkdownElement")  # the real module, not the stand-in
+        print("ok")
+    """)
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
 
 
 def test_reflow_keeps_lists_and_paragraphs() -> None:
@@ -211,6 +242,11 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, eps: list[_EP]) -> typer.Typer:
     monkeypatch.setattr(cli, "app", app)
     # a fresh once-per-process cache, the original put back after the test
     monkeypatch.setattr(cli, "_load_plugins", functools.cache(cli._load_plugins.__wrapped__))
+    # pydantic's plug-in loader binds importlib.metadata.entry_points when first imported
+    # (typer imports pydantic for its options): imported under this patch, it would keep
+    # these fake entry points as pydantic plug-ins for every later test of the session.
+    import pydantic.plugin._loader  # noqa: F401
+
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: eps)
     return app
 

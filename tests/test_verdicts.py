@@ -579,3 +579,46 @@ def test_a_screen_that_overlaps_the_first_does_not_confirm_it() -> None:
     v = next(v for v in judge(Evidence.from_lists(scope(), rs)) if v.candidate == "rank-local"
              and v.track == "5s-lossless")
     assert v.verdict == "SUPPORTED" and v.confirmation == "provisional"
+
+
+# --------------------------------------------------------------- no-regression tracks
+
+NO_REGRESSION = {"id": "15s-shutdown", "duration_s": 15, "expected_frames": 362,
+                 "quality_mode": "lossless", "kind": "no-regression", "max_slowdown": 0.05}
+
+
+@pytest.mark.parametrize(("candidate", "verdict"), [
+    ([100.5, 101.0, 101.5], "EQUIVALENT"),   # upper bound 1.015 < 1.05
+    ([104.0, 106.0, 107.0], "NOT SHOWN"),    # pairs above 1.05: not shown within 5 %
+    ([130.0, 131.0, 132.0], "NOT SHOWN"),    # a clear regression
+], ids=["within-margin", "not-shown", "regression"])
+def test_no_regression_track_is_a_non_inferiority_verdict(candidate: list[float],
+                                                          verdict: str) -> None:
+    sc = scope(tracks=[NO_REGRESSION])
+    rs = screen([100.0, 101.0, 102.0], candidate, order="ABBAAB", track="15s-shutdown")
+    v = next(v for v in judge(Evidence.from_lists(sc, rs)) if v.candidate == "rank-local")
+    assert v.verdict == verdict and v.theta0 == pytest.approx(1.05)
+    assert v.confirmation is None and v.shown == verdict
+    if verdict == "EQUIVALENT":
+        assert v.upper is not None and v.upper < 1.05
+    assert sc.tracks[0].target_text == "<= +5 %"
+
+
+@pytest.mark.parametrize(("track", "error"), [
+    ({k: v for k, v in NO_REGRESSION.items() if k != "max_slowdown"}, "needs max_slowdown"),
+    ({**NO_REGRESSION, "target_reduction": 0.30}, "states max_slowdown, not target_reduction"),
+    ({**NO_REGRESSION, "kind": "speedup", "target_reduction": 0.3}, "max_slowdown is for"),
+    ({**NO_REGRESSION, "kind": "speedup", "max_slowdown": None, "target_reduction": -0.1},
+     "target_reduction must be above 0"),
+], ids=["no-margin", "both", "margin-on-speedup", "negative-target"])
+def test_track_kind_fields_are_checked(track: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValidationError, match=error):
+        scope(tracks=[track])
+
+
+def test_screen_check_run_conclusion_of_a_no_regression_verdict() -> None:
+    from bot.features.screen.results import check_conclusion
+
+    assert check_conclusion("success", "EQUIVALENT") == "success"
+    assert check_conclusion("success", "NOT SHOWN") == "neutral"
+    assert check_conclusion("success", "SUPPORTED") == "success"

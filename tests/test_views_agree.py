@@ -92,10 +92,15 @@ def _figures(root: Path, live_site: LiveSite) -> None:
         # static report and live pages: the index's baseline cell of that track
         trow = next(r for r in site.tracks if r.track.id == t.id)
         assert trow.baseline_sessions == n
+        tid = re.escape(t.id)
         for html in (index_html, live_index):
-            cell = re.search(rf"<code>{re.escape(t.id)}</code>.*?<td class=\"num\">(.*?)</td>",
-                             html, re.S)
+            # the board row's baseline cell, and the track's card where the page has one
+            cell = re.search(rf"<th scope=\"row\">(?:<a [^>]*>)?<code>{tid}</code>.*?"
+                             r"<td class=\"num\">(.*?)</td>", html, re.S)
             assert cell and f"{n} clean control session(s)" in cell.group(1), (t.id, n)
+            for card in re.findall(rf"Track <code>{tid}</code>.*?<dt>Sessions</dt><dd>(\d+) "
+                                   r"clean control session", html, re.S):
+                assert int(card) == n, (t.id, n, card)
     # pool pages: every qualifying control session of the pool, on every track
     for p in site.pools:
         want = sum(check_ctrl.values()) if p.name == scope.pool.name else 0

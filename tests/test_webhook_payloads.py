@@ -65,3 +65,21 @@ def test_pull_request_fork_flag() -> None:
     assert m.number == m.pull_request.number and not m.pull_request.is_fork
     p["pull_request"]["head"]["repo"] = None
     assert payloads.parse("pull_request", p).pull_request.is_fork
+
+
+@pytest.mark.parametrize(("event", "payload", "field"), [
+    ("workflow_run", {"workflow_run": {"id": 2**63}}, "workflow_run.id"),
+    ("workflow_job", {"workflow_job": {"id": 1, "run_id": 2**64}}, "workflow_job.run_id"),
+    ("workflow_run", {"workflow_run": {"id": 1}, "repository": {"name": "r"}},
+     "repository.full_name"),
+])
+def test_ids_past_64_bits_and_a_nameless_repository_are_permanent_shape_errors(
+        event: str, payload: dict, field: str) -> None:
+    from bot.inbox.payloads import PayloadShapeError, check_shape
+
+    with pytest.raises(PayloadShapeError, match=f"{event} payload: {field}: "):
+        check_shape(event, {"action": "completed", "repository": {"full_name": "o/r"},
+                            **payload})
+    check_shape(event, {"action": "completed", "repository": {"full_name": "o/r"},
+                        "workflow_run": {"id": 2**63 - 1},
+                        "workflow_job": {"id": 2**63 - 1, "run_id": 2**63 - 1}})

@@ -218,17 +218,45 @@ def parse_lfs_pointer(data: bytes) -> tuple[str, int] | None:
     return oid.group(1).decode(), int(size.group(0))
 
 
-def unsafe_path(path: str) -> str | None:
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                          "\u2066\u2067\u2068\u2069")
+"""Unicode bidirectional formatting characters (UAX #9, and CVE-2021-42574 "Trojan Source"):
+a name holding one can show other text than it is."""
+
+
+def unsafe_path(path: str, *, max_path_bytes: int = 4096) -> str | None:
     """Why repository path ``path`` must not be written (absolute, ``..``, ``.``, an empty
-    or ``.git`` component, NUL), or None."""
+    or ``.git`` component, a control character such as NUL, CR or LF, a bidirectional
+    formatting character, a component over 255 bytes or a path over 4,096 bytes: Linux
+    ``NAME_MAX``/``PATH_MAX``; ``max_path_bytes`` lower when the path is written under a
+    folder, whose own name counts), or None."""
     if not path or path.startswith("/") or "\0" in path:
         return "absolute or empty path"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "a control character (CR, LF, tab ...) in the name"
+    if any(c in BIDI_CONTROLS for c in path):
+        return "a bidirectional formatting character in the name"
+    if len(os.fsencode(path)) > max_path_bytes:
+        return f"path over {max_path_bytes:,} bytes"
     for part in path.split("/"):
         if part in ("", ".", ".."):
             return f"path component {part!r}"
         if part.casefold() == ".git":
             return "path component .git"
+        if len(os.fsencode(part)) > 255:
+            return "path component over 255 bytes"
     return None
+
+
+def _stdin_paths(files: Sequence[Path]) -> bytes:
+    """``files`` one per line for ``git hash-object --stdin-paths``; ValueError for a name
+    holding CR or LF (git would read it as another path, or two)."""
+    names = [os.fsencode(f) for f in files]
+    bad = next((f for f, n in zip(files, names, strict=True) if b"\n" in n or b"\r" in n),
+               None)
+    if bad is not None:
+        raise ValueError(f"{str(bad)!r}: a line break in a file name; not hashed")
+    return b"".join(n + b"\n" for n in names)
 
 
 def _human(n: float) -> str:
@@ -495,8 +523,9 @@ class GitMirrors:
         with self.locked(repo) as path:
             entries = self._ls_tree(path, commit, directory)
             todo: list[TreeEntry] = []
+            room = 4096 - len(os.fsencode(str(dest.absolute()))) - 1  # PATH_MAX under dest
             for e in entries:
-                why = unsafe_path(e.path)
+                why = unsafe_path(e.path, max_path_bytes=room)
                 if why is not None:
                     out.skipped.append((e.path, f"not written: {why}"))
                 elif e.mode == "120000":
@@ -646,12 +675,13 @@ class GitMirrors:
     # ------------------------------------------------------------------ committing
 
     def blob_shas(self, repo: str, files: Sequence[Path]) -> list[str]:
-        """The git blob SHAs ``files`` would have (nothing written)."""
+        """The git blob SHAs ``files`` would have (nothing written).  Raises ValueError for
+        a file name holding CR or LF."""
         if not files:
             return []
         with self.locked(repo) as path:
             out = self._run(["hash-object", "--no-filters", "--stdin-paths"], cwd=path,
-                            stdin="".join(f"{f}\n" for f in files).encode()).stdout
+                            stdin=_stdin_paths(files)).stdout
         return out.decode().split()
 
     def commit_files(self, repo: str, parent: str | None, files: dict[str, Path],
@@ -671,7 +701,7 @@ class GitMirrors:
                 prefix="campaign-bot-index-") as tmp:
             index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             shas = self._run(["hash-object", "-w", "--no-filters", "--stdin-paths"], cwd=path,
-                             stdin="".join(f"{files[r]}\n" for r in order).encode()
+                             stdin=_stdin_paths([files[r] for r in order])
                              ).stdout.decode().split()
             if parent:
                 self._run(["read-tree", parent], cwd=path, extra_env=index)

@@ -20,9 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+GitHubId = Annotated[int, Field(ge=0, le=2**63 - 1)]
+"""A GitHub object id (comment, run, job, installation, user): stored as a signed 64-bit
+``BIGINT``; a larger one is refused as a permanent payload error, never an ``OverflowError``
+retried at the database."""
+GitHubNumber = Annotated[int, Field(ge=0, le=2**31 - 1)]
+"""An issue or pull request number (stored as ``INTEGER``)."""
+
+REQUIRED_WHEN_PRESENT = frozenset({("repository", "full_name")})
+"""Fields missing from a block that is present, refused like a wrong type: every handler and
+the delivery key read the repository by its ``full_name``."""
 
 
 class PayloadShapeError(ValueError):
@@ -43,7 +54,7 @@ class User(_Lenient):
     """A user or bot account."""
 
     login: str
-    id: int | None = None
+    id: GitHubId | None = None
     type: str = "User"
 
     @property
@@ -63,14 +74,14 @@ class Repository(_Lenient):
 class Installation(_Lenient):
     """GitHub App installation block (absent for plain repository webhooks)."""
 
-    id: int
+    id: GitHubId
 
 
 class IssueRef(_Lenient):
     """The issue (or PR-as-issue) of an ``issue_comment``; ``pull_request`` is present
     exactly when the comment is on a PR (GitHub Docs, "Webhook events and payloads")."""
 
-    number: int
+    number: GitHubNumber
     title: str | None = None
     user: User | None = None
     state: str | None = None
@@ -86,7 +97,7 @@ class IssueComment(_Lenient):
     """A conversation comment.  ``user`` is None when GitHub sends ``"user": null`` (its
     published schema allows it: the author's account was deleted, shown as "ghost")."""
 
-    id: int
+    id: GitHubId
     body: str | None = None
     user: User | None
     author_association: str | None = Field(
@@ -129,7 +140,7 @@ class GitRef(_Lenient):
 class PullRequest(_Lenient):
     """The PR object of a ``pull_request`` payload."""
 
-    number: int
+    number: GitHubNumber
     state: str | None = None
     user: User | None = None
     head: GitRef
@@ -147,7 +158,7 @@ class PullRequestPayload(_Lenient):
     """``pull_request`` opened / synchronize / reopened / closed ..."""
 
     action: str
-    number: int
+    number: GitHubNumber
     pull_request: PullRequest
     repository: Repository
     sender: User
@@ -193,7 +204,7 @@ class PushPayload(_Common):
 
 
 class _WorkflowRunRef(_Lenient):
-    id: int
+    id: GitHubId
     name: str | None = None
     path: str | None = None
     display_title: str | None = None
@@ -210,8 +221,8 @@ class WorkflowRunPayload(_Common):
 
 
 class _WorkflowJobRef(_Lenient):
-    id: int
-    run_id: int
+    id: GitHubId
+    run_id: GitHubId
     status: str | None = None
     conclusion: str | None = None
     labels: list[str] | None = None
@@ -252,7 +263,8 @@ def check_shape(event_name: str, payload: Mapping[str, Any]) -> None:
         try:
             m.model_validate(payload)
         except ValidationError as exc:
-            errors += [e for e in exc.errors() if e["type"] != "missing"]
+            errors += [e for e in exc.errors() if e["type"] != "missing"
+                       or tuple(e["loc"]) in REQUIRED_WHEN_PRESENT]
     if errors:
         err = errors[0]
         where = ".".join(str(x) for x in err["loc"]) or "(the payload)"

@@ -52,6 +52,7 @@ media_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
@@ -70,8 +71,8 @@ def compare_cmd(
     track: Annotated[str | None, typer.Option(
         help="Track id in the campaign: expected frames and default mode.")] = None,
     gates: Annotated[Path | None, typer.Option(
-        help=escape("Gates file (TOML or JSON, QualityGates fields, top level or "
-                    "[quality_gates])."))] = None,
+        help="Gates file (TOML or JSON, QualityGates fields, top level or "
+             "[quality_gates]).")] = None,
     mode: Annotated[Mode | None, typer.Option(
         help="lossless (bit-exact) or lossy (gates); default: the track's mode, else lossy.")
     ] = None,

@@ -26,15 +26,16 @@ def _work(rank: int, world: int, out: str, port: int) -> None:
                 y = torch.relu(x @ x)
                 dist.all_reduce(y)
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
-    from runners.probe import run_probe
+    from runners.probe import ProbeSettings, run_probe
 
     def split(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         # rank 1's candidate sums in another order: not bit-exact there
         return (a @ b) if rank == 0 else (a.double() @ b.double()).float()
 
     doc = run_probe(torch.mm, split, [x, x.t().contiguous()], probe_id="gloo-mm",
-                    revision="test", control_op="torch.mm", candidate_op="split", warmups=1,
-                    repeats=3)
+                    revision="test", control_op="torch.mm", candidate_op="split",
+                    # the ranks want 3 and 4 measured calls: they agree on 4
+                    settings=ProbeSettings(warmups=1, repeats=rank + 3, budget_s=None))
     if rank == 0:
         with open(os.path.join(out, "probe.json"), "w") as f:
             f.write(doc.model_dump_json(by_alias=True, indent=2))

@@ -142,6 +142,33 @@ def report(
     raise typer.Exit(EXIT_PROBLEMS if problems else EXIT_OK)
 
 
+def mcp(
+    url: Annotated[str, typer.Option(
+        "--url", metavar="URL",
+        help="Where campaign-bot serve answers, e.g. https://campaign-bot.example.org.")],
+) -> None:
+    """Serve campaign questions to an agent over MCP (stdio): read-only tools
+    list_campaigns, campaign_status, screen_result, queue and explain_finding, answered by
+    the service's JSON API.  A private repository needs a GitHub token that can read it in
+    the CAMPAIGN_BOT_API_TOKEN environment variable."""
+    from urllib.parse import urlsplit
+
+    try:
+        import mcp.server.mcpserver  # noqa: F401 - the [mcp] extra
+
+        from bot.features.dashboard.mcp_server import run
+    except ImportError:
+        typer.echo("campaign-bot mcp needs the [mcp] extra: pip install '.[mcp]' in a checkout "
+                   "of campaign-bot", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        typer.echo(f"--url: {url!r} is not an http(s) URL without credentials", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    run(url)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report`` to the ``campaign-bot`` app."""
+    """Add ``report`` and ``mcp`` to the ``campaign-bot`` app."""
     app.command("report")(report)
+    app.command("mcp")(mcp)

@@ -404,13 +404,29 @@ class LiveDashboard:
                                      else None)
         body, media_type = out
         if name != "queue.html":
-            with self._lock:
-                self._pages[cache_key] = (body, media_type)
-                self._page_bytes += len(body)
-                while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
-                    _, (old, _t) = self._pages.popitem(last=False)
-                    self._page_bytes -= len(old)
+            self.keep(cache_key, body, media_type)
         return self._respond(body, media_type, private, self._login(request, private))
+
+    def cached(self, key: tuple[str, str]) -> bytes | None:
+        """A rendered answer kept under ``key`` (fingerprint, name), if still kept."""
+        with self._lock:
+            hit = self._pages.get(key)
+            if hit is None:
+                return None
+            self._pages.move_to_end(key)
+            return hit[0]
+
+    def keep(self, key: tuple[str, str], body: bytes, media_type: str) -> None:
+        """Keep a rendered answer (pages and the JSON API share :data:`PAGE_CACHE_BYTES`)."""
+        with self._lock:
+            old = self._pages.pop(key, None)
+            if old is not None:
+                self._page_bytes -= len(old[0])
+            self._pages[key] = (body, media_type)
+            self._page_bytes += len(body)
+            while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
+                _, (gone, _t) = self._pages.popitem(last=False)
+                self._page_bytes -= len(gone)
 
     def _login(self, request: Request | None, private: bool) -> str | None:
         """The signed-in person's login for a private repository's page, else None."""
@@ -449,6 +465,9 @@ class LiveDashboard:
                 pools=read_queue(self.engine(), repo, campaign, now),
                 stuck_rule=f"{STUCK_FACTOR:g} × its estimate (at least "
                            f"{STUCK_GRACE_S / 60:.0f} min more than the estimate)").encode(), html
+        for t in site.tracks:
+            if name == f"track-{t.slug}.html":
+                return pages.render_track(site, t, links).encode(), html
         for p in site.pools:
             if name == f"pool-{p.slug}.html":
                 return pages.render_pool(site, p, links).encode(), html

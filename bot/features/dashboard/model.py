@@ -21,14 +21,25 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 from evidence.bundle import LoadedCampaign, load_campaign
 from evidence.check import CheckReport, check_campaign
-from evidence.header import session_hours
+from evidence.header import (
+    BudgetLine as HeaderBudgetLine,
+)
+from evidence.header import (
+    EvidenceRef,
+    EvidenceSource,
+    HeaderContent,
+    build_header,
+    latest_screen_decisions,
+    session_hours,
+    track_verdict_from,
+)
 from evidence.models import CampaignScope, Finding, MediaReport, Receipt, Track
 from evidence.review import unverified_paths
 from evidence.screening import ScreeningDecision
@@ -48,7 +59,8 @@ SEVERITIES = ("P0", "P1", "P2", "P3")
 SEVERITY_TEXT = MappingProxyType({"P0": "blocks", "P1": "wrong evidence",
                                   "P2": "ambiguous evidence", "P3": "note"})
 """Finding severities as the review defines them (:class:`evidence.models.Finding`)."""
-VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "INCONCLUSIVE": 1, "FAILED": 2})
+VERDICT_RANK = MappingProxyType({"SUPPORTED": 0, "EQUIVALENT": 0, "INCONCLUSIVE": 1,
+                                 "NOT SHOWN": 1, "FAILED": 2})
 """Best candidate on a track: SUPPORTED first, then INCONCLUSIVE, then FAILED; within a rank
 the lowest ratio (the campaign status header ranks the same way)."""
 EVIDENCE_DIR = "evidence"
@@ -225,6 +237,11 @@ class TrackRow:
         """``1 - target_reduction``: the candidate/control ratio the target asks for."""
         return 1 - self.track.target_reduction
 
+    @property
+    def slug(self) -> str:
+        """Page name part of this track (``track-SLUG.html``)."""
+        return slug(self.track.id)
+
 
 @dataclass
 class ControlPoint:
@@ -375,6 +392,10 @@ class Site:
     findings: list[Finding]
     documents: list[DocumentFile]
     check: CheckReport = field(repr=False)
+    status: HeaderContent | None = None
+    """The campaign status as the issue's status header states it (Current state, Decision
+    needed, Next action: :func:`evidence.header.build_header`, the same sentences), from this
+    evidence and budget; the queue is not known to the static site."""
     source_url: str | None = None
     """Base URL of the campaign directory in a repository browser (``.../blob/SHA/path``);
     findings link to ``{source_url}/{path}#L{line}``."""
@@ -770,7 +791,28 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
                                    scope.pool.device_model if known else None,
                                    scope.pool.device_count if known else None, pts, pscreens))
 
+    budget = budget_view(scope, screens, ledger)
+    as_of = max((s.ended_at for s in screens), default=None)
+    status = campaign_status(scope, lc, rep, budget, as_of, source_url)
     return Site(scope=scope, root_name=root.resolve().name, tracks=rows,
                 verdicts=rep.verdicts, screening=rep.screening, screens=screens,
-                pools=pool_views, budget=budget_view(scope, screens, ledger),
-                findings=rep.findings, documents=docs, check=rep, source_url=source_url)
+                pools=pool_views, budget=budget, findings=rep.findings, documents=docs,
+                check=rep, status=status, source_url=source_url)
+
+
+def campaign_status(scope: CampaignScope, lc: LoadedCampaign, rep: CheckReport,
+                    budget: BudgetView, as_of: datetime | None,
+                    source_url: str | None) -> HeaderContent | None:
+    """The status header's content (:func:`evidence.header.build_header`) for this evidence:
+    the engine's verdicts and screening decisions of ``rep``, the review findings, and the
+    budget lines shown on the site (the ledger's when read).  The queue is unknown (None):
+    the header then says so.  ``as_of`` (the latest session's end) is the evidence time; the
+    sentences do not show it."""
+    src = EvidenceSource(
+        sha="", receipts=[d.model for d in lc.receipts],
+        verdicts=[tv for v in rep.verdicts if (tv := track_verdict_from(v)) is not None],
+        screens=latest_screen_decisions(rep.screening), findings=list(rep.findings))
+    lines = [HeaderBudgetLine(b.name, b.used, b.allowed, b.unit, b.reserved or 0.0)
+             for b in budget.lines]
+    return build_header(scope, [src], EvidenceRef("", as_of or datetime.fromtimestamp(0, UTC),
+                                                          source_url), budget=lines)

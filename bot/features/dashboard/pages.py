@@ -35,12 +35,15 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from bot.features.dashboard import charts
+from bot.features.dashboard.drift import change_points
 from bot.features.dashboard.model import (
     SEVERITY_TEXT,
+    ControlPoint,
     DocumentFile,
     PoolView,
     ScreenView,
     Site,
+    TrackRow,
     slug,
 )
 from templates import TEMPLATE_DIR
@@ -76,7 +79,8 @@ shared by everyone who may see them, the account part is not."""
 class Links:
     """URLs of the dashboard's pages under ``base`` (``""`` for the static site's relative
     links, e.g. ``"/dashboard/"`` for a live server).  Page names are stable:
-    ``index.html``, ``screen-SLUG.html``, ``pool-SLUG.html``, ``budget.html``,
+    ``index.html``, ``track-SLUG.html``, ``screen-SLUG.html``, ``pool-SLUG.html``,
+    ``budget.html``,
     ``findings.html``, ``style.css`` and copies of documents under ``evidence/``."""
 
     base: str = ""
@@ -95,6 +99,10 @@ class Links:
     def pool(self, p: PoolView) -> str:
         """The page of hardware pool ``p``."""
         return f"{self.base}pool-{p.slug}.html"
+
+    def track(self, t: TrackRow) -> str:
+        """The page of track ``t``."""
+        return f"{self.base}track-{t.slug}.html"
 
     def budget(self) -> str:
         """The budget page."""
@@ -179,7 +187,9 @@ def _page(name: str, site: Site, links: Links, **ctx: Any) -> str:
     return tpl.render(site=site, links=links, scope=site.scope, **ctx)
 
 
-def _source_link(site: Site, links: Links) -> Callable[[str, int | None], str | None]:
+def source_link(site: Site, links: Links) -> Callable[[str, int | None], str | None]:
+    """``link(path, line)``: where a finding's file opens, ``{source_url}/{path}#L{line}``
+    with a repository browser URL, else the site's copy of the document (None without)."""
     base = safe_url(site.source_url)
 
     def link(path: str, line: int | None) -> str | None:
@@ -195,11 +205,46 @@ def _source_link(site: Site, links: Links) -> Callable[[str, int | None], str | 
 
 
 def render_index(site: Site, links: Links) -> str:
-    """The overview: one row per track (target, baseline, best candidate, verdict, ratio
-    with exact bounds and confidence, m vs n), every verdict, the screening decisions apart
-    from the verdicts, the budget, findings by severity, and every screen and pool."""
+    """The overview: the campaign status (Current state, Decision needed, Next action: the
+    status header's sentences), one row per track (target, baseline, a forest plot of every
+    candidate's ratio with exact bounds against the target line, best candidate, sessions,
+    screening decisions), every verdict, the screening decisions apart from the verdicts,
+    the budget, findings by severity, and every screen and pool."""
     screening = {d.screen_id: d for d in site.screening}
-    return _page("index.html.j2", site, links, screening_by_screen=screening)
+    forests = {t.track.id: Markup(charts.forest_plot(t, f"forest-{t.slug}"))  # noqa: S704
+               for t in site.tracks}
+    return _page("index.html.j2", site, links, screening_by_screen=screening,
+                 forests=forests)
+
+
+def drift_charts(site: Site, track: str | None = None, pool: PoolView | None = None
+                 ) -> list[tuple[PoolView, str, list[ControlPoint], Markup]]:
+    """``(pool, track, change points, chart)`` for every (pool, track) with control points,
+    restricted to ``track`` and/or ``pool`` when given: one chart per track, each on its own
+    axis; a change point is the first control session of a new level
+    (:func:`~bot.features.dashboard.drift.change_points`)."""
+    out = []
+    for p in [pool] if pool is not None else site.pools:
+        for tr in p.tracks:
+            if track is not None and tr != track:
+                continue
+            pts = [x for x in p.points if x.track == tr]
+            cps = change_points([x.median_s for x in pts])
+            out.append((p, tr, [pts[k] for k in cps], Markup(charts.drift_chart(  # noqa: S704
+                p, tr, f"drift-{p.slug}-{slug(tr)}", cps))))
+    return out
+
+
+def render_track(site: Site, row: TrackRow, links: Links) -> str:
+    """One track: the forest plot of its candidates, the distribution of session medians
+    per arm per screen, and its control's drift over time on each pool (own axis, change
+    points marked)."""
+    screens = [s for s in site.screens if row.track.id in s.tracks]
+    return _page("track.html.j2", site, links, row=row, screens=screens,
+                 forest=Markup(charts.forest_plot(row, f"forest-{row.slug}")),  # noqa: S704
+                 strip=Markup(charts.strip_chart(screens, row.track.id,  # noqa: S704
+                                                 f"strip-{row.slug}")),
+                 drifts=drift_charts(site, track=row.track.id))
 
 
 def render_screen(site: Site, screen: ScreenView, links: Links) -> str:
@@ -208,15 +253,15 @@ def render_screen(site: Site, screen: ScreenView, links: Links) -> str:
     screening decision's reasons, and every receipt with its SHA-256."""
     chart = Markup(charts.screen_chart(screen, f"screen-{screen.slug}"))  # noqa: S704
     return _page("screen.html.j2", site, links, screen=screen, chart=chart,
-                 source_link=_source_link(site, links))
+                 source_link=source_link(site, links))
 
 
 def render_pool(site: Site, pool: PoolView, links: Links) -> str:
-    """One hardware pool: control session medians over time (drift) and the screens that
-    used them."""
-    chart = Markup(charts.pool_chart(pool, f"pool-{pool.slug}"))  # noqa: S704
+    """One hardware pool: control session medians over time (drift), one chart per track on
+    its own axis with change points marked, and the screens that used them."""
     screens = {s.screen_id: s for s in site.screens}
-    return _page("pool.html.j2", site, links, pool=pool, chart=chart, screens=screens)
+    return _page("pool.html.j2", site, links, pool=pool, drifts=drift_charts(site, pool=pool),
+                 screens=screens)
 
 
 def render_budget(site: Site, links: Links) -> str:
@@ -224,9 +269,10 @@ def render_budget(site: Site, links: Links) -> str:
     wall-hours and device-hours (failures included), from receipts and, when read, from
     the bot's budget ledger."""
     b = site.budget
-    chart_list = [Markup(charts.budget_chart(k, b.from_receipts, b.from_ledger,  # noqa: S704
-                                             f"budget-{k}"))
-                  for k in charts.BUDGET_DIMENSIONS]
+    reserved = {line.name: line.reserved for line in b.lines}
+    chart_list = [(v[0], Markup(charts.budget_chart(  # noqa: S704
+        k, b.from_receipts, b.from_ledger, f"budget-{k}", reserved.get(v[0]))))
+        for k, v in charts.BUDGET_DIMENSIONS.items()]
     screens = {s.screen_id: s for s in site.screens}
     return _page("budget.html.j2", site, links, charts=chart_list, screens=screens)
 
@@ -234,7 +280,7 @@ def render_budget(site: Site, links: Links) -> str:
 def render_findings(site: Site, links: Links) -> str:
     """Every finding of the review (as ``campaign-bot check`` lists them) with severity,
     rule, file:line (linked to the document when the site holds it), field and message."""
-    return _page("findings.html.j2", site, links, source_link=_source_link(site, links))
+    return _page("findings.html.j2", site, links, source_link=source_link(site, links))
 
 
 def render_page(name: str, site: Site, links: Links, **ctx: Any) -> str:
@@ -287,12 +333,13 @@ def _check_out(out: Path, campaign_root: Path) -> None:
 
 def page_jobs(site: Site, links: Links) -> list[tuple[str, Callable[[], str]]]:
     """Every page of the site as (file name, render function), in a fixed order: index,
-    budget, findings, pools, screens."""
+    budget, findings, tracks, pools, screens."""
     jobs: list[tuple[str, Callable[[], str]]] = [
         ("index.html", lambda: render_index(site, links)),
         ("budget.html", lambda: render_budget(site, links)),
         ("findings.html", lambda: render_findings(site, links)),
     ]
+    jobs += [(links.track(t), partial(render_track, site, t, links)) for t in site.tracks]
     jobs += [(links.pool(p), partial(render_pool, site, p, links)) for p in site.pools]
     jobs += [(links.screen(s), partial(render_screen, site, s, links)) for s in site.screens]
     return jobs

@@ -12,6 +12,7 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -83,6 +84,8 @@ class BundleCheck:
     summary: str
     problems: list[str]
     documents: list[str] = field(default_factory=list)
+    predicate: dict[str, Any] = field(default_factory=dict)
+    """The signed statement's predicate (empty unless the signature verified)."""
 
 
 def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
@@ -116,11 +119,13 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
                  files_with_private_keys(root)]
     sig_text = "signature not checked"
     documents: list[str] = []
+    predicate: dict[str, Any] = {}
     if trusted_keys is None:
         problems.append(f"the campaign has no {TRUSTED_KEYS_FILE} on the default branch")
     else:
         try:
-            sig_text, sig_problems, documents = _verify_signature(root, trusted_keys)
+            sig_text, sig_problems, documents, predicate = _verify_signature(root,
+                                                                             trusted_keys)
         except Exception as exc:  # noqa: BLE001 - a bad signature file is a refusal
             sig_problems = [f"signature check failed: {type(exc).__name__}: {exc}"]
             sig_text = "signature REFUSED"
@@ -130,12 +135,15 @@ def verify_bundle(root: Path, trusted_keys: bytes | None) -> BundleCheck:
     )
     # paths relative to the bundle: the bot's temporary directory means nothing to readers
     problems = [p.replace(f"{root}/", "").replace(str(root), ".") for p in problems]
-    return BundleCheck(not problems, summary, problems, documents if not problems else [])
+    return BundleCheck(not problems, summary, problems, documents if not problems else [],
+                       predicate if not problems else {})
 
 
-def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str], list[str]]:
+def _verify_signature(root: Path, trusted_keys: bytes
+                      ) -> tuple[str, list[str], list[str], dict[str, Any]]:
     """DSSE signature of the bundle against the campaign's trusted keys: returns (summary,
-    problems, the signed JSON documents) (:func:`evidence.signing.verified_documents`)."""
+    problems, the signed JSON documents (:func:`evidence.signing.verified_documents`), the
+    signed predicate)."""
     from evidence import signing
 
     with tempfile.TemporaryDirectory(prefix="campaign-bot-keys-") as tmp:
@@ -146,11 +154,34 @@ def _verify_signature(root: Path, trusted_keys: bytes) -> tuple[str, list[str], 
         except signing.KeyFileError as exc:
             return "signature not checked", [
                 f"{TRUSTED_KEYS_FILE} of the campaign: {str(exc).split(': ', 1)[-1]}"
-            ], []
+            ], [], {}
     res = signing.check_signed_bundle(root, keys)
     if not res.ok:
-        return "signature REFUSED", [f"signature: {p}" for p in res.messages()], []
-    return f"signed by trusted runner key {str(res.key_id)[:19]}", [], res.documents()
+        return "signature REFUSED", [f"signature: {p}" for p in res.messages()], [], {}
+    return (f"signed by trusted runner key {str(res.key_id)[:19]}", [], res.documents(),
+            res.predicate)
+
+
+def scope_problems(predicate: dict[str, Any], scope_blob: str, candidate: str | None
+                   ) -> list[str]:
+    """Why a verified bundle does not measure what the screen asked for, from its signed
+    predicate: the control, protocol, pool and serving settings must come from the default
+    branch's ``campaign.toml`` (``scope_frozen`` true and ``scope_blob`` equal to that file's
+    git blob SHA, ``scope_blob`` here), and the candidate must be the one the command named
+    (``candidate``; None for a control-only screen).  Empty when both hold."""
+    out: list[str] = []
+    got = predicate.get("scope_blob")
+    if predicate.get("scope_frozen") is not True or got != scope_blob:
+        out.append("the runner did not take the control from the default branch's "
+                   f"campaign.toml (git blob {scope_blob[:12]}): the signed statement names "
+                   f"{str(got)[:12] if got else 'no scope file'}"
+                   + ("" if predicate.get("scope_frozen") is True else
+                      ", not pinned at dispatch (an older screen workflow or runner?)")
+                   + "; a pull request may define only its candidate")
+    if predicate.get("candidate") != candidate:
+        out.append(f"the bundle screens candidate {predicate.get('candidate')!r}, the command "
+                   f"named {candidate!r}")
+    return out
 
 
 MAX_DOCUMENT_BYTES = DEFAULT_MAX_DOCUMENT_BYTES
@@ -176,8 +207,10 @@ def read_bundle(root: Path, documents: list[str],
     """Receipts and media reports among ``documents`` (bundle-relative paths the signature
     covers, :attr:`BundleCheck.documents`; nothing else under ``root`` is opened), told apart
     by their ``schema`` field.  Each document is read whole only when it is a regular file
-    of at most ``max_document_bytes``, and parsed with :func:`evidence.safejson.loads`
-    (nesting limit :data:`evidence.safejson.MAX_JSON_DEPTH`)."""
+    of at most ``max_document_bytes``, and parsed with
+    :func:`evidence.safejson.loads_document` (nesting limit
+    :data:`evidence.safejson.MAX_JSON_DEPTH`; a key twice in one object is refused, as
+    ``campaign-bot check`` refuses it)."""
     from evidence import safejson
 
     out = BundleDocuments()
@@ -192,11 +225,11 @@ def read_bundle(root: Path, documents: list[str],
                 out.unreadable.append(f"{rel}: {st.st_size} bytes, over the "
                                       f"{max_document_bytes}-byte document limit; not read")
                 continue
-            obj = safejson.loads(p.read_bytes())
+            obj = safejson.loads_document(p.read_bytes())
         except OSError as exc:
             out.unreadable.append(f"{rel}: cannot read: {exc.strerror or exc}")
             continue
-        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deeply, a duplicate key
             out.unreadable.append(f"{rel}: not readable JSON: {str(exc)[:200]}")
             continue
         if not isinstance(obj, dict):

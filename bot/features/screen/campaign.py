@@ -24,6 +24,7 @@ from bot.features.screen.runtime import (
     user_error,
 )
 from bot.github import GitHubNotFound, GitHubPort, PullInfo
+from evidence.hashing import git_blob_sha
 from evidence.models import CampaignScope
 
 
@@ -43,6 +44,8 @@ class Campaign:
     path: str
     scope: CampaignScope
     trusted_keys: bytes | None
+    blob: str = ""
+    """Git blob SHA of the ``campaign.toml`` read: the screen workflow's ``scope_blob``."""
 
 
 def load_campaign(gh: GitHubPort, repo: str, ref: str, path: str) -> Campaign:
@@ -63,7 +66,7 @@ def load_campaign(gh: GitHubPort, repo: str, ref: str, path: str) -> Campaign:
         loc = ".".join(str(x) for x in e["loc"])
         raise user_error("message", message=f"{f} on {ref}: field {loc}: {e['msg']}") from None
     kf = f"{path}/{TRUSTED_KEYS_FILE}" if path else TRUSTED_KEYS_FILE
-    return Campaign(path, scope, read_file(gh, kf, ref))
+    return Campaign(path, scope, read_file(gh, kf, ref), git_blob_sha(raw))
 
 
 def find_campaign(

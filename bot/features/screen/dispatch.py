@@ -142,6 +142,8 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             "request_id": s.request_id,
             "sessions": str(len(s.session_order)),
             "runs_on": json.dumps(labels, separators=(",", ":")),
+            # the runner takes control, protocol, pool and serving from this file only
+            "scope_blob": camp.blob,
         }
 
         def lookup() -> DispatchResult | None:

@@ -49,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.github import GitHubPort, PullInfo
-from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file
+from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file, unsafe_path
 from bot.render import render
+from bot.repo_config import DEFAULT_MAX_COMMITTED_BYTES, DEFAULT_MAX_COMMITTED_FILES
 from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,9 @@ def target_dir(campaign_path: str, evidence_path: str, label: str) -> str:
 def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict[str, Any]]:
     """The bundle's regular files: ``(committed: rel -> path, external: rel -> {sha256,
     size})``; a file over ``max_file_bytes`` is external unless it is a JSON document.
-    Raises ValueError for a link or special file (a verified bundle has none)."""
+    Raises ValueError for a link or special file (a verified bundle has none) and for a name
+    git must not be given (:func:`bot.github.git.unsafe_path`: CR/LF and other control or
+    bidirectional characters, over-long names), before any git call."""
     committed: dict[str, Path] = {}
     external: dict[str, Any] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -107,6 +110,9 @@ def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict
             rel = p.relative_to(root).as_posix()
             if p.is_symlink() or not p.is_file():
                 raise ValueError(f"{rel}: not a regular file")
+            why = unsafe_path(rel)
+            if why is not None:
+                raise ValueError(f"{rel!r}: {why}")
             size = p.stat().st_size
             if size > max_file_bytes and not rel.endswith(".json"):
                 external[rel] = {"sha256": sha256_file(p), "size": size}
@@ -161,10 +167,13 @@ def own_branch_reason(pr: PullInfo, default_branch: str) -> str | None:
 
 def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict: str, *,
                   pr: PullInfo, evidence_path: str, max_file_bytes: int, run_url: str,
-                  artifact: str | None) -> CommitOutcome:
+                  artifact: str | None, max_files: int = DEFAULT_MAX_COMMITTED_FILES,
+                  max_bytes: int = DEFAULT_MAX_COMMITTED_BYTES) -> CommitOutcome:
     """Commit the verified bundle at ``bundle`` of screen ``s`` (see the module docstring).
-    Blocking (the flow's thread).  Never raises for git or GitHub failures: they come back as
-    ``failed`` with the reason."""
+    Blocking (the flow's thread).  A bundle with more than ``max_files`` files or
+    ``max_bytes`` bytes to commit (after the large files went external) is ``refused``,
+    nothing written.  Never raises for git or GitHub failures: they come back as ``failed``
+    with the reason."""
     path = target_dir(s.campaign_path or "", evidence_path, s.label)
     try:
         default = gh.get_default_branch()
@@ -180,6 +189,13 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
         out.message = f"the bundle cannot be committed: {exc}"
         return out
     out.external = sorted(external)
+    size = sum(p.stat().st_size for p in committed.values())
+    if len(committed) > max_files or size > max_bytes:
+        out.state = "refused"
+        out.message = (f"the bundle holds {len(committed)} file(s) of {size:,} bytes to commit, "
+                       f"over the caps of {max_files:,} files and {max_bytes:,} bytes "
+                       "([screen] max_committed_files, max_committed_bytes)")
+        return out
     with tempfile.TemporaryDirectory(prefix="campaign-bot-commit-") as tmp:
         if external:
             if EXTERNAL_ARTIFACTS_FILE in committed:

@@ -24,11 +24,13 @@ from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
+    BundleCheck,
     BundleDocuments,
     FetchedBundle,
     fetch_bundle,
     judge_screen,
     read_bundle,
+    scope_problems,
     verify_bundle,
 )
 from bot.features.screen.campaign import Campaign, load_campaign
@@ -270,6 +272,12 @@ def _judge_bundle(
     failed_run = conclusion != "success"
     chk = verify_bundle(root, camp.trusted_keys)
     docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
+    if chk.ok and not docs.unreadable:
+        # signed and readable, but is it the screen that was asked for, on the frozen scope?
+        wrong = scope_problems(chk.predicate, camp.blob,
+                               s.candidate if s.kind == "candidate" else None)
+        if wrong:
+            chk, docs = BundleCheck(False, chk.summary, wrong), BundleDocuments()
     if not chk.ok:
         reasons = [*reasons, "the bundle did not verify", *chk.problems]
         decision = Decision(verdict, reasons, no_ratio_reason="the bundle did not verify")
@@ -318,7 +326,9 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
         out = commit_screen(rt.git, gh, s, bundle.root, verdict, pr=pr,
                             evidence_path=cfg.evidence_path,
                             max_file_bytes=cfg.max_committed_file_bytes,
-                            run_url=s.run_url or "", artifact=bundle.artifact)
+                            run_url=s.run_url or "", artifact=bundle.artifact,
+                            max_files=cfg.max_committed_files,
+                            max_bytes=cfg.max_committed_bytes)
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the artifact keeps the bundle
         log.exception("screen %s: the verified bundle could not be committed", s.label)
         return CommitOutcome("failed", f"the bundle could not be committed: "
@@ -329,14 +339,16 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:
     """Check-run conclusion: a cancelled run is ``cancelled``; a refused bundle or failed run
-    ``failure``; then SUPPORTED ``success``, FAILED/REJECTED ``failure``, else ``neutral``."""
+    ``failure``; then SUPPORTED and EQUIVALENT (a no-regression track) ``success``,
+    FAILED/REJECTED ``failure``, else ``neutral``."""
     if run_conclusion == "cancelled":
         return "cancelled"
     if run_conclusion == "timed_out":
         return "timed_out"
     if verdict == "REFUSED" or run_conclusion != "success":
         return "failure"
-    return {"SUPPORTED": "success", "FAILED": "failure", "REJECTED": "failure"}.get(
+    return {"SUPPORTED": "success", "EQUIVALENT": "success", "FAILED": "failure",
+            "REJECTED": "failure"}.get(
         verdict, "neutral"
     )
 

@@ -96,7 +96,20 @@ def find_comment(gh: GitHubPort, number: int, mark: str) -> Comment | None:
 def post_comment_once(options: ScreenOptions, gh: GitHubPort, number: int, body: str,
                       mark: str) -> Comment:
     """Create the bot's comment carrying ``mark`` on ``number`` (:func:`write_once`; found by
-    marker and login when GitHub answers an error after storing it)."""
+    marker and login when GitHub answers an error after storing it).
+
+    The marker is looked up *before* the first write too, and an existing comment is
+    returned as it is: a retried or taken-over delivery (a replica killed after GitHub
+    stored the comment and before its database commit recorded the comment's id, or GitHub
+    redelivering the webhook) must not post a second one; it is edited to ``body`` when its
+    text differs.  Costs one list call per post."""
+    existing = find_comment(gh, number, mark)
+    if existing is not None:
+        log.warning("comment %s on #%s already exists (id %s): not posted again",
+                    mark.strip(), number, existing.id)
+        if existing.body.strip() != body.strip():
+            edit_comment_once(options, gh, existing.id, body)
+        return existing
     return write_once(options, f"comment {mark.strip()} on #{number}",
                       lambda: gh.create_issue_comment(number, body),
                       lambda: find_comment(gh, number, mark))
