@@ -16,6 +16,30 @@ POLL_S = 0.002
 """Polling period of :func:`wait_polling` (seconds): a peak held for less may be missed."""
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (its children, theirs, ...), from ``/proc``; [] when it
+    has gone."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                found += kids
+                todo += kids
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def tree_peak_rss_mib(pid: int) -> float:
+    """``VmHWM`` of ``pid`` plus that of every process below it, MiB (an upper bound of the
+    tree's peak: the peaks need not coincide), e.g. ``check`` and its hashing process."""
+    return peak_rss_mib(pid) + sum(peak_rss_mib(k) for k in descendants(pid))
+
+
 def peak_rss_mib(pid: int) -> float:
     """``VmHWM`` of process ``pid`` in MiB; 0.0 when it has gone or ``/proc`` is unreadable."""
     try:
@@ -32,7 +56,8 @@ class Usage(NamedTuple):
     """What :func:`wait_usage` measured of one or more children."""
 
     peak_mib: float
-    """``VmHWM`` of the largest child, MiB."""
+    """``VmHWM`` of the largest child together with the processes it started, MiB
+    (:func:`tree_peak_rss_mib`)."""
     code: int
     """Exit status of the first child that failed, else 0 (``os.waitstatus_to_exitcode``'s:
     negative when killed by that signal)."""
@@ -52,7 +77,7 @@ def wait_usage(pids: list[int]) -> Usage:
     live = set(pids)
     while live:
         for p in list(live):
-            peak[p] = max(peak[p], peak_rss_mib(p))
+            peak[p] = max(peak[p], tree_peak_rss_mib(p))
             done, status, usage = os.wait4(p, os.WNOHANG)
             if done:
                 live.discard(p)

@@ -32,11 +32,14 @@ the others.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
 import heapq
 import os
+import pickle
+import signal
 import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -239,6 +242,8 @@ class HashPool:
         self._bytes_done = 0
         self._bytes_total = 0
         self._count_lock = threading.Lock()
+        self._child: int | None = None  # the hashing process (hash_in_child) while it runs
+        self._adopter: threading.Thread | None = None
 
     # -- queueing
     def submit(self, path: Path, size: int | None = None,
@@ -276,12 +281,16 @@ class HashPool:
             self._seq += 1
             heapq.heappush(self._heap, (-size, self._seq, path))
             self._bytes_total += size
-            if len(self._threads) < self.workers:
-                t = threading.Thread(target=self._work, name=f"hash-{len(self._threads)}",
-                                     daemon=True)
-                self._threads.append(t)
-                t.start()
+            self._start_thread()
             self._cv.notify()
+
+    def _start_thread(self) -> None:
+        """One more hashing thread, up to :attr:`workers` (the condition held)."""
+        if len(self._threads) < self.workers:
+            t = threading.Thread(target=self._work, name=f"hash-{len(self._threads)}",
+                                 daemon=True)
+            self._threads.append(t)
+            t.start()
 
     def queued(self) -> frozenset[Path]:
         """Every path submitted so far (hashed, being hashed or waiting)."""
@@ -374,14 +383,101 @@ class HashPool:
                     self._cv.notify_all()
                 return
             with self._cv:
-                self._busy[path] -= set(algs)
-                prev = self._done.get(path)
-                if isinstance(result, OSError) or prev is None or isinstance(prev, OSError):
-                    self._done[path] = prev if isinstance(prev, OSError) else result
-                else:  # more algorithms for a file read before: merge
-                    self._done[path] = ({**prev[0], **result[0]}, result[1])
-                self._jobs -= 1
-                self._cv.notify_all()
+                self._finish(path, algs, result)
+
+    def _finish(self, path: Path, algs: Iterable[str], result: DigestResult) -> None:
+        """Record ``result`` for the ``algs`` of ``path`` (the condition held)."""
+        self._busy[path] -= set(algs)
+        prev = self._done.get(path)
+        if isinstance(result, OSError) or prev is None or isinstance(prev, OSError):
+            self._done[path] = prev if isinstance(prev, OSError) else result
+        else:  # more algorithms for a file read before: merge
+            self._done[path] = ({**prev[0], **result[0]}, result[1])
+        self._jobs -= 1
+        self._cv.notify_all()
+
+    # -- a hashing process
+    def hash_in_child(self, todo: list[tuple[Path, int, tuple[str, ...]]]) -> bool:
+        """Hash the files of ``todo`` (``(path, size in bytes, algorithms)``) in a child
+        process (``os.fork``) with a pool of its own, as if this pool's threads hashed them:
+        :meth:`submit` and :meth:`digests` see them queued, and their results arrive when the
+        child has hashed them all.  Returns False, doing nothing, where a process cannot be
+        forked safely (no ``os.fork``, a thread already running in this process, a progress
+        callback to feed, the pool already hashing).
+
+        Why: while this process's main thread runs Python code (imports, parsing), hashing
+        threads in the same process wait for the interpreter lock twice per read; a process
+        of its own hashes at its full speed on the other cores (``benchmarks/verify.py``,
+        docs/benchmarks.md).  The child only hashes (``beneath`` applies there too) and sends
+        the results back through a pipe; a file whose result does not come back (the child
+        died) is hashed here instead.
+        """
+        if (not hasattr(os, "fork") or threading.active_count() > 1 or self._threads
+                or self._progress is not None or not todo):
+            return False
+        with self._cv:
+            if any(self._want.get(path) for path, _, _ in todo):
+                return False
+            forked: dict[Path, tuple[set[str], int]] = {}
+            for path, size, algs in todo:
+                want = self._want.setdefault(path, set())
+                want |= set(algs)
+                self._busy.setdefault(path, set()).update(algs)
+                got = forked.setdefault(path, (set(), size))
+                got[0].update(algs)
+            self._jobs += len(forked)
+            self._bytes_total += sum(size for _, size in forked.values())
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: hash, send, and leave without running anything else
+            code = 1
+            try:
+                os.close(read_fd)
+                with HashPool(self.workers, chunk=self.chunk, beneath=self.beneath) as pool:
+                    for path, (asked, size) in forked.items():
+                        pool.submit(path, size, asked)
+                    data = pickle.dumps(pool.digests({p: a for p, (a, _) in forked.items()}))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write_fd, view):]
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self._child = pid
+        self._adopter = threading.Thread(target=self._adopt, args=(read_fd, pid, forked),
+                                         name="hash-adopt", daemon=True)
+        self._adopter.start()
+        return True
+
+    def _adopt(self, read_fd: int, pid: int, forked: dict[Path, tuple[set[str], int]]) -> None:
+        """Read the child's results to the end, reap it, and record them; a file without a
+        result is queued here (hashed by this pool's threads) unless the pool is closing."""
+        parts = []
+        with open(read_fd, "rb", closefd=True) as f:
+            while chunk := f.read(1 << 16):
+                parts.append(chunk)
+        os.waitpid(pid, 0)
+        try:
+            got = pickle.loads(b"".join(parts)) if parts else {}
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError):
+            got = {}
+        with self._cv:
+            self._child = None
+            for path, (algs, size) in forked.items():
+                result = got.get(path)
+                if result is not None:
+                    self._finish(path, algs, result)
+                    continue
+                self._busy[path] -= algs  # the child did not hash it: hash it here
+                if self._closed or self._stop.is_set():
+                    self._jobs -= 1
+                    continue
+                self._in_heap[path] = 1
+                self._seq += 1
+                heapq.heappush(self._heap, (-size, self._seq, path))
+                self._start_thread()
+            self._cv.notify_all()
 
     # -- lifetime
     def close(self, *, cancel: bool = False) -> None:
@@ -391,10 +487,15 @@ class HashPool:
             if cancel:
                 self._heap.clear()
                 self._stop.set()
+                if self._child is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(self._child, signal.SIGKILL)
             else:
                 self._cv.wait_for(lambda: self._jobs == 0 or self._failed is not None)
             self._closed = True
             self._cv.notify_all()
+        if self._adopter is not None:
+            self._adopter.join()
         for t in self._threads:
             t.join()
 
@@ -441,7 +542,26 @@ PREFETCH_MANIFEST_BYTES = 64 << 20
 ``--max-file-bytes`` of ``campaign-bot check``); a larger one is left to the verifier."""
 
 
-def prefetch_bag(root: Path, pool: HashPool) -> int:
+class FileList:
+    """Stands in for a :class:`HashPool` in :func:`prefetch_bag`: records the files it would
+    queue, in :attr:`todo` as ``(path, size in bytes, algorithms)``, for
+    :meth:`HashPool.hash_in_child`."""
+
+    def __init__(self) -> None:
+        self.todo: list[tuple[Path, int, tuple[str, ...]]] = []
+
+    def submit(self, path: Path, size: int | None = None,
+               algorithms: Iterable[str] = SHA256) -> None:
+        """Record ``path`` (``size`` from ``stat`` when None, 0 when it cannot be read)."""
+        if size is None:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0
+        self.todo.append((_as_path(path), size, tuple(algorithms)))
+
+
+def prefetch_bag(root: Path, pool: HashPool | FileList) -> int:
     """Queue on ``pool`` the payload files that the BagIt manifests at ``root`` list, before
     the verifier has read them, and return how many files were queued.
 

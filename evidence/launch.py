@@ -4,11 +4,14 @@ before typer and the command modules are imported.
 ``check`` on a bag is bound by hashing (``benchmarks/verify.py``: two ``openssl dgst -sha256``
 processes are the machine's floor).  Everything else it does (the interpreter, typer, the
 document models, parsing every JSON document) runs on one thread; started first, it would
-leave the other core idle for a fifth of a second.  So :func:`main` queues the payload files
-of a bag at DIRECTORY (:func:`evidence.hashing.prefetch_bag`) on a hashing pool before
-anything else is imported, and ``check`` (:func:`evidence.cli.check_cmd`) takes that pool
-over; typer still parses and validates the whole command line, and every digest is verified
-as if nothing had been prefetched.
+leave the other core idle for a fifth of a second.  So :func:`main` lists the payload files
+of a bag at DIRECTORY (:func:`evidence.hashing.prefetch_bag`) before anything else is
+imported and hands them to a hashing pool, which hashes them in a process of its own
+(:meth:`evidence.hashing.HashPool.hash_in_child`: threads of this process would wait for the
+interpreter lock while this one imports and parses) or, with a progress bar to feed, in
+threads here; ``check`` (:func:`evidence.cli.check_cmd`) takes that pool over.  typer still
+parses and validates the whole command line, and every digest is verified as if nothing had
+been prefetched.
 
 This module imports only the standard library and :mod:`evidence.prestart` at module level.
 """
@@ -56,4 +59,5 @@ def main() -> None:
             sys.stderr.write(e.code + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
+        EARLY_HASHING.abandon()  # check never took it (a usage error): stop its process
         os._exit(code)

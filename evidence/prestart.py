@@ -77,11 +77,15 @@ class EarlyHashing:
         """Queue the payload of a bag at ``directory`` on a new hashing pool, held until
         :meth:`take`.  ``progress(done, total)``: the pool's byte counter (a progress bar),
         or None."""
-        from evidence.hashing import HashPool, prefetch_bag
+        from evidence.hashing import FileList, HashPool, prefetch_bag
 
         pool = HashPool(progress=progress, beneath=directory)
         self._held = (directory, pool, progress)
-        prefetch_bag(directory, pool)
+        files = FileList()
+        prefetch_bag(directory, files)
+        if not pool.hash_in_child(files.todo):  # a process of its own, else threads here
+            for path, size, algorithms in files.todo:
+                pool.submit(path, size, algorithms)
 
     def take(self, directory: Path) -> tuple[HashPool, Any] | None:
         """The pool started for ``directory`` and its progress bar, handed over once (None
@@ -91,6 +95,12 @@ class EarlyHashing:
             self._held = held
             return None
         return held[1], held[2]
+
+    def abandon(self) -> None:
+        """Stop a pool ``check`` never took (a usage error ended it first)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held[1].close(cancel=True)
 
 
 EARLY_HASHING = EarlyHashing()

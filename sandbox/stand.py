@@ -46,6 +46,9 @@ CLI = [sys.executable, "-c", "from evidence.launch import main; main()"]
 """``campaign-bot`` as the console script runs it, under this interpreter."""
 REPO = "octo-org/h3-sandbox"
 CAMP_DIR = "campaigns/standin"
+CAMP_ID = tomllib.loads((CAMPAIGN_SRC / "campaign.toml").read_text(encoding="utf-8"))["id"]
+"""The campaign's id (``campaign.toml``'s ``id``): the live pages are addressed by it,
+``/c/OWNER/REPO/ID/``, not by the campaign's folder."""
 ISSUE = 1
 """The campaign issue: its body carries the status header the bot keeps."""
 PR = 2
@@ -283,7 +286,7 @@ class Stand:
                 "campaign": CAMP_DIR, "issue_body": header, "comments": comments,
                 "checks": checks, "evidence": evidence, "runs": runs, "events": events,
                 "rest_calls": n_calls, "rest_problems": problems,
-                "live_pages": f"{self.bot_url}/c/{REPO}/{CAMP_DIR}"}
+                "live_pages": f"{self.bot_url}/c/{REPO}/{CAMP_ID}/"}
 
     def rest_problems(self, upto: int) -> list[str]:
         """Every answer of the double so far (its first ``upto`` calls) that does not conform

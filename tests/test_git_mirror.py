@@ -23,6 +23,7 @@ from bot.github.git import (
     PushRejected,
     git_base_url,
     parse_lfs_pointer,
+    twin_paths,
     unsafe_path,
 )
 
@@ -65,6 +66,25 @@ def test_lfs_pointer(data: bytes, expected: tuple[str, int] | None) -> None:
                                   "/".join(["d" * 200] * 21)])
 def test_unsafe_paths(path: str) -> None:
     assert unsafe_path(path) is not None
+
+
+CAFE_NFC, CAFE_NFD = "caf\u00e9", "cafe\u0301"
+
+
+@pytest.mark.parametrize("paths", [
+    ["s/x.log", "s/X.LOG"],                          # case-fold collision
+    ["s/stra\u00dfe.txt", "s/STRASSE.txt"],         # full case folding (sharp s)
+    [f"s/{CAFE_NFC}.json", f"s/{CAFE_NFD}.json"],    # NFC beside NFD
+    [f"s/{CAFE_NFC}/a", f"s/{CAFE_NFD.upper()}/b"],  # two folders that are one
+])
+def test_twin_names_are_refused(paths: list[str]) -> None:
+    why = twin_paths(paths)
+    assert why is not None and "one name once case-folded or Unicode-normalised" in why
+    assert why.startswith("'s/")  # names the twins (or their twin folders)
+
+
+def test_distinct_names_are_not_twins() -> None:
+    assert twin_paths(["s/x.log", "s/x.log2", f"s/{CAFE_NFC}", "t/x.log", "s/x.log"]) is None
 
 
 def test_fetch_materialise_everything_no_per_file_cap(github_double: Any, tmp_path: Path,
@@ -228,6 +248,8 @@ def test_commit_push_and_a_moved_branch(github_double: Any, tmp_path: Path,
     assert pull.head_sha == moved
     with pytest.raises(ValueError, match="path component '..'"):
         mirrors.commit_files(REPO, tip, {"c/../x": f}, "x\n")
+    with pytest.raises(ValueError, match="case-folded or Unicode-normalised"):
+        mirrors.commit_files(REPO, tip, {"c/x.log": f, "c/X.log": f}, "x\n")
 
 
 def test_a_push_whose_answer_is_lost_is_looked_up(github_double: Any, tmp_path: Path,

@@ -350,3 +350,105 @@ def test_a_fifo_swapped_in_after_the_walk_is_refused_not_waited_on(tmp_path: Pat
     res = done[0]
     rules = {(f.rule, f.path) for f in res.findings}  # type: ignore[attr-defined]
     assert ("UNREADABLE", "bagit.txt") in rules or ("UNREADABLE", "manifest-sha256.txt") in rules
+
+
+# ------------------------------------------------ hashing in a process of its own (check)
+
+_CHILD_PROBE = """
+import errno, json, os, pickle, sys, time
+from pathlib import Path
+from evidence.hashing import HashPool, digest_files
+root, mode = Path(sys.argv[1]), sys.argv[2]
+files = sorted(p for p in root.iterdir())
+todo = [(p, p.stat().st_size if p.exists() else 0, ("sha256", "md5")) for p in files]
+todo.append((root / "missing.bin", 0, ("sha256",)))
+if mode == "child-dies":
+    def boom(*a, **k):
+        raise RuntimeError("the hashing process failed")
+    pickle.dumps = boom  # the child cannot send its results: it exits 1 with none
+pool = HashPool(workers=2, beneath=root / "inside")
+started = pool.hash_in_child(todo)
+if mode == "cancel":
+    t0 = time.monotonic()
+    child = pool._child
+    pool.close(cancel=True)
+    try:
+        os.waitpid(child, os.WNOHANG)
+        reaped = False
+    except ChildProcessError:
+        reaped = True
+    print(json.dumps({"started": started, "close_s": time.monotonic() - t0, "reaped": reaped}))
+    sys.exit(0)
+got = pool.digests({p: algs for p, _, algs in todo})
+pool.close()
+want = digest_files({p: algs for p, _, algs in todo}, beneath=root / "inside")
+def show(r):
+    return [r.errno, r.strerror] if isinstance(r, OSError) else [r[0], r[1]]
+print(json.dumps({"started": started, "same": {str(p): show(got[p]) == show(want[p])
+                  for p in got}, "errors": {str(p): show(r) for p, r in got.items()
+                  if isinstance(r, OSError)}}))
+"""
+
+
+def _child_probe(tmp_path: Path, mode: str) -> dict[str, object]:
+    import json
+    import subprocess
+    import sys
+
+    root = tmp_path / "inside"
+    root.mkdir()
+    for i, size in enumerate((0, 1, 70_000, 3 << 20)):
+        _file(root / f"f{i}.bin", size, i)
+    os.mkfifo(root / "fifo")
+    (tmp_path / "outside.bin").write_bytes(b"outside\n")
+    (root / "link.bin").symlink_to(tmp_path / "outside.bin")
+    if mode == "cancel":
+        _file(root / "big.bin", 512 << 20)
+    res = subprocess.run([sys.executable, "-c", _CHILD_PROBE, str(root), mode],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got: dict[str, object] = json.loads(res.stdout)
+    return got
+
+
+def test_a_hashing_process_gives_what_threads_give(tmp_path: Path) -> None:
+    got = _child_probe(tmp_path, "normal")
+    assert got["started"] is True
+    same = got["same"]
+    assert isinstance(same, dict) and len(same) == 7 and all(same.values()), same
+    errors = got["errors"]
+    assert isinstance(errors, dict)
+    root = tmp_path / "inside"
+    assert errors[str(root / "fifo")][0] == errno.EINVAL  # refused, not waited on
+    assert errors[str(root / "link.bin")][0] == errno.EXDEV  # outside the checked tree
+    assert errors[str(root / "missing.bin")][0] == errno.ENOENT
+
+
+def test_files_a_dead_hashing_process_left_are_hashed_here(tmp_path: Path) -> None:
+    got = _child_probe(tmp_path, "child-dies")
+    assert got["started"] is True
+    same = got["same"]
+    assert isinstance(same, dict) and len(same) == 7 and all(same.values()), same
+
+
+def test_cancel_stops_the_hashing_process_at_once(tmp_path: Path) -> None:
+    got = _child_probe(tmp_path, "cancel")
+    assert got["started"] is True and got["reaped"] is True
+    assert isinstance(got["close_s"], float) and got["close_s"] < 5
+
+
+def test_no_hashing_process_beside_running_threads(tmp_path: Path) -> None:
+    """A process with threads is not forked (a thread holding a lock would leave it held in
+    the child); the pool's own threads hash instead."""
+    f = _file(tmp_path / "a.bin", 1000)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        pool = HashPool(workers=1)
+        assert pool.hash_in_child([(f, 1000, ("sha256",))]) is False
+        assert pool.results([f])[f] == (hashlib.sha256(f.read_bytes()).hexdigest(), 1000)
+        pool.close()
+    finally:
+        stop.set()
+        t.join()

@@ -127,6 +127,9 @@ def test_a_screen_from_the_page_in_chromium(sandbox: Running, tmp_path: Path) ->
                 "device-hours", timeout=60_000)
             expect(page.locator("#rest")).to_contain_text(
                 "0 answer(s) outside GitHub's REST description")
+            # the page's link to the live pages of the campaign answers
+            live = page.locator("a", has_text="live pages").first.get_attribute("href")
+            assert live and httpx.get(live, timeout=30).status_code == 200, live
             page.screenshot(path=str(tmp_path / "sandbox.png"), full_page=True)
             assert not errors, errors
         finally:

@@ -199,6 +199,24 @@ def test_split_bundle_keeps_documents_and_refuses_links(tmp_path: Path) -> None:
         split_bundle(tmp_path, 10)
 
 
+@pytest.mark.parametrize("twin", ["data/SMALL.mp4", "data/small.mp4".replace("a", "A", 1),
+                                  "DATA/other.json"])
+def test_split_bundle_refuses_case_and_normalisation_twins(tmp_path: Path, twin: str) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "small.mp4").write_bytes(b"z")
+    (tmp_path / twin).parent.mkdir(exist_ok=True)
+    (tmp_path / twin).write_bytes(b"forged")
+    with pytest.raises(ValueError, match="one name once case-folded or Unicode-normalised"):
+        split_bundle(tmp_path, 10)
+
+
+def test_split_bundle_refuses_nfc_beside_nfd(tmp_path: Path) -> None:
+    (tmp_path / "caf\u00e9.json").write_text("{}")
+    (tmp_path / "cafe\u0301.json").write_text('{"forged": true}')
+    with pytest.raises(ValueError, match="one name once case-folded or Unicode-normalised"):
+        split_bundle(tmp_path, 10)
+
+
 @pytest.mark.parametrize("head_ref", ["main", "campaign-bot/screens/PR-3"])
 def test_a_head_on_the_default_or_a_bot_branch_gets_the_bot_branch(
         github_double: Any, tmp_path: Path, key: Path, head_ref: str) -> None:

@@ -364,3 +364,47 @@ def test_a_delivery_waiting_for_its_retry_gives_up_its_place_until_it_is_due(
     assert store.claim(engine, third) is None
     assert store.claim(engine, first) is not None
     engine.dispose()
+
+
+def test_rate_limited_writes_wait_for_github_without_spending_attempts(
+        engine: Engine, github_double) -> None:
+    """Secondary-rate-limit 403s with ``Retry-After: 1`` on every try of a reply, more of
+    them than the delivery has attempts: the delivery waits for GitHub's reset each time
+    without spending an attempt, and the reply is posted once in the end (it was lost when
+    each 403 used up an attempt)."""
+    from github_helpers import REPO, port
+
+    github_double.add_repo(REPO, {"README.md": "hello\n"})
+    github_double.add_pull(REPO, 2, {"README.md": "hello\nworld\n"})
+    comments = f"/repos/{REPO}/issues/2/comments"
+    github_double.inject("POST", comments, 403, times=3, retry_after=1)
+    r = Router()
+
+    @r.on("issues")
+    def reply(event: Event, gh: object, config: object) -> None:
+        port(github_double).create_issue_comment(2, f"reply to {event.delivery_id}")
+
+    insert(engine, row("rl"))
+    m = Metrics()
+
+    def ctx(event: Event) -> tuple[object, object]:
+        return None, None
+
+    w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[0.0], max_attempts=2)
+    deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=20)
+    while store.status_counts(engine) != {"done": 1}:
+        assert dt.datetime.now(dt.UTC) < deadline, store.list_deliveries(engine)
+        asyncio.run(w.run_until_idle())
+        d = store.get_delivery(engine, "rl")
+        assert d is not None and d.status != "failed", d.last_error
+        if d.status == "queued":
+            assert d.attempts == 0  # the 403s spent nothing
+            nb = d.not_before.replace(tzinfo=dt.UTC) if d.not_before.tzinfo is None \
+                else d.not_before
+            assert nb > dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+            asyncio.run(asyncio.sleep(0.3))
+    posts = [c for c in github_double.calls if c.method == "POST" and c.path == comments]
+    assert [c.status for c in posts] == [403, 403, 403, 201]
+    assert [c["body"] for c in github_double.repo(REPO).comments.values()] == ["reply to rl"]
+    d = store.get_delivery(engine, "rl")
+    assert d is not None and d.attempts == 1

@@ -56,7 +56,8 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -245,6 +246,30 @@ def unsafe_path(path: str, *, max_path_bytes: int = 4096) -> str | None:
             return "path component .git"
         if len(os.fsencode(part)) > 255:
             return "path component over 255 bytes"
+    return None
+
+
+def twin_paths(paths: Iterable[str]) -> str | None:
+    """Why ``paths`` (repository paths, ``/``-separated) must not be written together,
+    naming two of them that are one file or folder on a case-insensitive or normalising
+    file system, or None. Twins are paths equal once Unicode-normalised
+    (NFC) and case-folded (``README.md`` and ``readme.md``; ``café`` written precomposed,
+    NFC, and decomposed, NFD, as macOS HFS+ stores it).  Every folder prefix is compared
+    too (``Data/a`` and ``data/b`` put two folders in one).  A checkout on macOS or Windows
+    keeps one of the twins and drops or overwrites the other, so a reviewer and the signed
+    manifest could read different bytes under one name (Unicode Standard Annex #15,
+    "Unicode Normalization Forms"; Unicode case folding, ``str.casefold``).  The first twin
+    pair in sorted order is named."""
+    seen: dict[str, str] = {}
+    for path in sorted(set(paths)):
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            key = unicodedata.normalize("NFC", unicodedata.normalize("NFC", prefix).casefold())
+            other = seen.setdefault(key, prefix)
+            if other != prefix:
+                return (f"{other!r} and {prefix!r}: one name once case-folded or "
+                        "Unicode-normalised")
     return None
 
 
@@ -693,6 +718,9 @@ class GitMirrors:
             why = unsafe_path(rel)
             if why is not None:
                 raise ValueError(f"{rel}: {why}")
+        twins = twin_paths(files)
+        if twins is not None:
+            raise ValueError(twins)
         name, email = self.identity
         who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
@@ -778,5 +806,6 @@ def sha256_file(path: Path) -> str:
 __all__ = [
     "CampaignTooLarge", "FrozenPathConflict", "GitError", "GitMirrors", "GitRemote",
     "GitTimeout", "LfsPointer", "Materialised", "PushOutcome", "PushRejected", "TreeEntry",
-    "git_base_url", "parse_lfs_pointer", "remote_url", "sha256_file", "unsafe_path",
+    "git_base_url", "parse_lfs_pointer", "remote_url", "sha256_file", "twin_paths",
+    "unsafe_path",
 ]

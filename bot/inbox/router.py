@@ -84,6 +84,9 @@ class HandlerResult:
     ok: bool
     error: str | None = None
     permanent: bool = False
+    rate_limited_s: float | None = None
+    """Seconds GitHub asked to wait when the handler failed on a rate limit
+    (:func:`rate_limit_wait`), else None."""
 
 
 def permanent_reason(exc: BaseException) -> str | None:
@@ -114,6 +117,29 @@ def permanent_reason(exc: BaseException) -> str | None:
     if isinstance(exc, AttributeError | TypeError | KeyError):
         return "a value of the wrong shape"
     return None
+
+
+SECONDARY_RATE_WAIT_S = 60.0
+"""Wait after a rate limit answered without ``Retry-After`` or a reset: "wait at least one
+minute before retrying" (GitHub Docs, "Rate limits for the REST API")."""
+
+
+def rate_limit_wait(exc: BaseException) -> float | None:
+    """Seconds to wait before the delivery that raised ``exc`` is tried again when GitHub
+    refused the call for its rate limits (a primary or secondary rate-limit 403, or 429):
+    the ``Retry-After`` or ``x-ratelimit-reset`` GitHub gave
+    (:attr:`bot.github.port.GitHubRetryableError.retry_after`), else
+    :data:`SECONDARY_RATE_WAIT_S`.  None for any other error (a 5xx, a lost connection).
+
+    Such a wait is GitHub's pacing, not a failure of the delivery: the worker queues it
+    again after the wait without spending one of its attempts."""
+    from bot.github.port import GitHubRetryableError
+
+    if not isinstance(exc, GitHubRetryableError) or exc.status not in (403, 429):
+        return None
+    if exc.retry_after is not None and exc.retry_after >= 0:
+        return float(exc.retry_after)
+    return SECONDARY_RATE_WAIT_S
 
 
 @dataclass
@@ -173,7 +199,8 @@ class Router:
             except Exception as exc:  # noqa: BLE001 - one failing handler never stops others
                 log.exception("handler %s failed on delivery %s", name, event.delivery_id)
                 results.append(HandlerResult(name, False, f"{type(exc).__name__}: {exc}",
-                                             permanent=permanent_reason(exc) is not None))
+                                             permanent=permanent_reason(exc) is not None,
+                                             rate_limited_s=rate_limit_wait(exc)))
             else:
                 results.append(HandlerResult(name, True))
         return results

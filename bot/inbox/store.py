@@ -32,6 +32,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    case,
     func,
     insert,
     select,
@@ -397,24 +398,25 @@ def record_handler(engine: Engine, seq: int, attempt: int, handler: str, ok: boo
 
 
 def finish(engine: Engine, seq: int, status: str, *, error: str | None = None,
-           not_before: dt.datetime | None = None, replica: str | None = None) -> bool:
+           not_before: dt.datetime | None = None, replica: str | None = None,
+           refund_attempt: bool = False) -> bool:
     """Set the outcome of the current attempt: ``done``, ``failed``, or ``queued`` again
     (retry after ``not_before``).  With ``replica``, only while that replica still holds the
     claim (a replica whose lease ran out and was taken over does not overwrite the new
-    attempt); returns False then."""
+    attempt); returns False then.  ``refund_attempt``: the attempt counted by :func:`claim`
+    is taken back (a wait for GitHub's rate-limit reset is not a failed attempt)."""
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}")
     cond = [Delivery.seq == seq]
     if replica is not None:
         cond += [Delivery.claimed_by == replica, Delivery.status == "processing"]
+    values: dict[str, Any] = dict(
+        status=status, last_error=error, not_before=not_before, claimed_by=None,
+        lease_until=None, finished_at=utcnow() if status in ("done", "failed") else None)
+    if refund_attempt:
+        values["attempts"] = case((Delivery.attempts > 0, Delivery.attempts - 1), else_=0)
     with engine.begin() as conn:
-        res = conn.execute(
-            update(Delivery)
-            .where(*cond)
-            .values(status=status, last_error=error, not_before=not_before,
-                    claimed_by=None, lease_until=None,
-                    finished_at=utcnow() if status in ("done", "failed") else None)
-        )
+        res = conn.execute(update(Delivery).where(*cond).values(**values))
         return (res.rowcount or 0) == 1
 
 

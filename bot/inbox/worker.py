@@ -24,7 +24,10 @@ Guarantees:
   (``campaign-bot deliveries --failed``).  A permanent failure
   (:func:`bot.inbox.router.permanent_reason`: GitHub's 404/410/422, a payload of the wrong
   shape, :func:`bot.inbox.payloads.check_shape`) is not retried: that handler is not run
-  again, and the delivery ends ``failed`` with ``permanent: ...`` as its last error.
+  again, and the delivery ends ``failed`` with ``permanent: ...`` as its last error.  A
+  delivery stopped only by GitHub's rate limits (:func:`bot.inbox.router.rate_limit_wait`)
+  is queued again after GitHub's reset and its attempt given back: rate limits never use up
+  ``max_attempts``.
 * While a delivery waits out its retry delay, the later deliveries of its key run
   (:func:`bot.inbox.store.queue_heads`): one failing delivery delays the others of its
   installation by its own attempt at most, never by a retry delay.
@@ -378,6 +381,7 @@ class Worker:
         pending = [fn for fn in self.router.handlers_for(event)
                    if handler_name(fn) not in done and handler_name(fn) not in earlier]
         failures: list[str] = []
+        rate_waits: list[float | None] = []  # per transient failure: GitHub's wait, or None
         permanent = [f"{n}: {e.removeprefix(store.PERMANENT_PREFIX)}"
                      for n, e in earlier.items()]
         if pending:
@@ -399,11 +403,13 @@ class Worker:
                 one = Router()
                 one.on(event.name)(fn)
                 perm = False
+                rate_wait: float | None = None
                 try:
                     results = await asyncio.wait_for(
                         self._on_handler_pool(one.dispatch, event, gh, config),
                         self.handler_timeout)
                     ok, err, perm = results[0].ok, results[0].error, results[0].permanent
+                    rate_wait = results[0].rate_limited_s
                 except TimeoutError:
                     log.error("handler %s timed out on delivery %s after %.0f s", name,
                               d.delivery_id, self.handler_timeout)
@@ -415,7 +421,13 @@ class Worker:
                     permanent.append(f"{name}: {err}")
                 elif not ok:
                     failures.append(f"{name}: {err}")
-        if failures:
+                    rate_waits.append(rate_wait)
+        if failures and all(w is not None for w in rate_waits):
+            # only GitHub's rate limits stopped it: wait for the reset, spend no attempt
+            await self._db(self._wait_for_rate_limit, d, "; ".join(
+                failures + [f"{store.PERMANENT_PREFIX}{p}" for p in permanent]),
+                max(w for w in rate_waits if w is not None))
+        elif failures:
             # transient failures are retried (the permanent ones are not run again)
             await self._db(self._fail_or_retry, d, "; ".join(
                 failures + [f"{store.PERMANENT_PREFIX}{p}" for p in permanent]),
@@ -440,6 +452,19 @@ class Worker:
                        replica=self.replica)
         self.metrics.inc_processed(failed=True, handler_failures=1)
         log.error("delivery %s failed permanently (not retried): %s", d.delivery_id, error)
+
+    def _wait_for_rate_limit(self, d: store.Delivery, error: str, wait_s: float) -> None:
+        """Queue ``d`` again after GitHub's rate-limit reset (``wait_s`` seconds,
+        :func:`bot.inbox.router.rate_limit_wait`) and give back the attempt it was claimed
+        with: a rate limit says "not now", not "this delivery fails", so a burst of
+        secondary-rate-limit 403s never uses up ``max_attempts`` (only the failed handlers
+        run again, as after any retry)."""
+        nb = store.utcnow() + dt.timedelta(seconds=max(0.0, wait_s))
+        store.finish(self.engine, d.seq, "queued", error=error, not_before=nb,
+                     replica=self.replica, refund_attempt=True)
+        self.metrics.inc_processed(failed=True, handler_failures=1, retry=True)
+        log.warning("delivery %s rate limited by GitHub, again in %g s (attempt not counted):"
+                    " %s", d.delivery_id, wait_s, error)
 
     def _fail_or_retry(self, d: store.Delivery, error: str, n_failures: int) -> None:
         if d.attempts < self.max_attempts:

@@ -49,7 +49,14 @@ from pathlib import Path
 from typing import Any
 
 from bot.github import GitHubPort, PullInfo
-from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file, unsafe_path
+from bot.github.git import (
+    GitError,
+    GitMirrors,
+    PushRejected,
+    sha256_file,
+    twin_paths,
+    unsafe_path,
+)
 from bot.render import render
 from bot.repo_config import DEFAULT_MAX_COMMITTED_BYTES, DEFAULT_MAX_COMMITTED_FILES
 from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
@@ -99,7 +106,9 @@ def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict
     size})``; a file over ``max_file_bytes`` is external unless it is a JSON document.
     Raises ValueError for a link or special file (a verified bundle has none) and for a name
     git must not be given (:func:`bot.github.git.unsafe_path`: CR/LF and other control or
-    bidirectional characters, over-long names), before any git call."""
+    bidirectional characters, over-long names) or for two names that are one on a
+    case-insensitive or normalising file system (:func:`bot.github.git.twin_paths`:
+    ``x.log`` beside ``X.LOG``, NFC beside NFD), before any git call."""
     committed: dict[str, Path] = {}
     external: dict[str, Any] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -118,6 +127,9 @@ def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict
                 external[rel] = {"sha256": sha256_file(p), "size": size}
             else:
                 committed[rel] = p
+    twins = twin_paths([*committed, *external])
+    if twins is not None:
+        raise ValueError(twins)
     return committed, external
 
 

@@ -21,15 +21,11 @@ from bot.features.screen import queue as screens
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import Replier, ScreenOptions, reply_context
 from bot.github import Comment, GitHubError, GitHubPort
+from bot.inbox.router import SECONDARY_RATE_WAIT_S
 from bot.render import marker, render
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-SECONDARY_RATE_WAIT_S = 60.0
-"""Wait after a rate limit answered without ``Retry-After`` or a reset: "wait at least one
-minute before retrying" (GitHub Docs, "Rate limits for the REST API")."""
 
 
 def write_once(options: ScreenOptions, what: str, call: Callable[[], T],
@@ -41,13 +37,14 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], T],
     worth another try (:attr:`bot.github.GitHubError.retryable`: 5xx, a primary or secondary
     rate limit, no connection), ``lookup`` (if given) is asked whether the write exists; if it
     does, that is the result.  Otherwise the write is tried again, after the ``Retry-After``
-    or rate-limit reset GitHub gave (a rate limit without either: :data:`SECONDARY_RATE_WAIT_S`;
-    else ``write_backoff_s``, doubling), at most
-    ``write_retries`` times, and the lookup is asked again after each wait.  A wait longer
-    than ``max_write_wait_s`` is not slept: the error is raised at once (the delivery is
-    retried later).  Errors not worth a retry (4xx) are raised at once; so is the last one.
-    A lookup that fails itself makes the write's error the answer: without knowing, a second
-    write could duplicate the first.
+    or rate-limit reset GitHub gave (a rate limit without either:
+    :data:`bot.inbox.router.SECONDARY_RATE_WAIT_S`; else ``write_backoff_s``, doubling), at
+    most ``write_retries`` times, and the lookup is asked again after each wait.  A wait
+    longer than ``max_write_wait_s`` is not slept: the error is raised at once (the delivery
+    is queued again after GitHub's reset without spending an attempt,
+    :func:`bot.inbox.router.rate_limit_wait`).  Errors not worth a retry (4xx) are raised at
+    once; so is the last one.  A lookup that fails itself makes the write's error the
+    answer: without knowing, a second write could duplicate the first.
     """
     attempt = 0
     while True:
