@@ -37,11 +37,13 @@ import errno
 import functools
 import hashlib
 import heapq
+import io
 import os
 import pickle
 import signal
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -243,6 +245,7 @@ class HashPool:
         self._bytes_total = 0
         self._count_lock = threading.Lock()
         self._child: int | None = None  # the hashing process (hash_in_child) while it runs
+        self._child_done = 0  # bytes it has hashed, as it last reported
         self._adopter: threading.Thread | None = None
 
     # -- queueing
@@ -347,7 +350,7 @@ class HashPool:
             return
         with self._count_lock:
             self._bytes_done += n
-            done = self._bytes_done
+            done = self._bytes_done + self._child_done
         total = self._fixed_total if self._fixed_total is not None else self._bytes_total
         self._progress(done, max(total, done))
 
@@ -401,9 +404,10 @@ class HashPool:
         """Hash the files of ``todo`` (``(path, size in bytes, algorithms)``) in a child
         process (``os.fork``) with a pool of its own, as if this pool's threads hashed them:
         :meth:`submit` and :meth:`digests` see them queued, and their results arrive when the
-        child has hashed them all.  Returns False, doing nothing, where a process cannot be
-        forked safely (no ``os.fork``, a thread already running in this process, a progress
-        callback to feed, the pool already hashing).
+        child has hashed them all; the progress callback (if any) sees the child's bytes as
+        it hashes them.  Returns False, doing nothing, where a process cannot be forked
+        safely (no ``os.fork``, a thread already running in this process) or the pool is
+        already hashing.
 
         Why: while this process's main thread runs Python code (imports, parsing), hashing
         threads in the same process wait for the interpreter lock twice per read; a process
@@ -412,8 +416,7 @@ class HashPool:
         the results back through a pipe; a file whose result does not come back (the child
         died) is hashed here instead.
         """
-        if (not hasattr(os, "fork") or threading.active_count() > 1 or self._threads
-                or self._progress is not None or not todo):
+        if not hasattr(os, "fork") or threading.active_count() > 1 or self._threads or not todo:
             return False
         with self._cv:
             if any(self._want.get(path) for path, _, _ in todo):
@@ -433,13 +436,14 @@ class HashPool:
             code = 1
             try:
                 os.close(read_fd)
-                with HashPool(self.workers, chunk=self.chunk, beneath=self.beneath) as pool:
-                    for path, (asked, size) in forked.items():
-                        pool.submit(path, size, asked)
-                    data = pickle.dumps(pool.digests({p: a for p, (a, _) in forked.items()}))
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_fd, view):]
+                with open(write_fd, "wb", closefd=True) as out:
+                    send = _Sender(out)
+                    with HashPool(self.workers, chunk=self.chunk, beneath=self.beneath,
+                                  progress=send.progress if self._progress else None) as pool:
+                        for path, (asked, size) in forked.items():
+                            pool.submit(path, size, asked)
+                        send.message(("digests", pool.digests(
+                            {p: a for p, (a, _) in forked.items()})))
                 code = 0
             finally:
                 os._exit(code)
@@ -453,15 +457,23 @@ class HashPool:
     def _adopt(self, read_fd: int, pid: int, forked: dict[Path, tuple[set[str], int]]) -> None:
         """Read the child's results to the end, reap it, and record them; a file without a
         result is queued here (hashed by this pool's threads) unless the pool is closing."""
-        parts = []
+        got: dict[Path, DigestResult] = {}
         with open(read_fd, "rb", closefd=True) as f:
-            while chunk := f.read(1 << 16):
-                parts.append(chunk)
+            while True:
+                try:
+                    kind, value = pickle.load(f)  # our own child's messages (_Sender)
+                except (pickle.UnpicklingError, EOFError, ValueError, TypeError):
+                    break  # the end, or a child that died mid-message
+                if kind == "progress":
+                    with self._count_lock:
+                        self._child_done = value
+                    self._tick(0)
+                elif kind == "digests":
+                    got = value
         os.waitpid(pid, 0)
-        try:
-            got = pickle.loads(b"".join(parts)) if parts else {}
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError):
-            got = {}
+        with self._count_lock:  # every byte it hashed, whatever its last report said
+            self._child_done = sum(r[1] for r in got.values() if not isinstance(r, OSError))
+        self._tick(0)
         with self._cv:
             self._child = None
             for path, (algs, size) in forked.items():
@@ -540,6 +552,32 @@ BAG_MANIFEST_PREFIX = "manifest-"
 PREFETCH_MANIFEST_BYTES = 64 << 20
 """Largest root manifest read by :func:`prefetch_bag` (64 MiB, the default
 ``--max-file-bytes`` of ``campaign-bot check``); a larger one is left to the verifier."""
+
+
+class _Sender:
+    """The messages of a hashing process to its parent (:meth:`HashPool.hash_in_child`):
+    pickled ``(kind, value)`` pairs on one pipe, ``("progress", bytes hashed)`` at most every
+    :data:`PROGRESS_EVERY_S` seconds and ``("digests", {path: result})`` at the end."""
+
+    def __init__(self, out: io.BufferedWriter) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.last = 0.0
+
+    def message(self, value: tuple[str, object]) -> None:
+        with self.lock:
+            pickle.dump(value, self.out)
+            self.out.flush()
+
+    def progress(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self.message(("progress", done))
+
+
+PROGRESS_EVERY_S = 0.1
+"""How often a hashing process reports its progress when there is a progress bar (seconds)."""
 
 
 class FileList:

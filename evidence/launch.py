@@ -8,8 +8,9 @@ leave the other core idle for a fifth of a second.  So :func:`main` lists the pa
 of a bag at DIRECTORY (:func:`evidence.hashing.prefetch_bag`) before anything else is
 imported and hands them to a hashing pool, which hashes them in a process of its own
 (:meth:`evidence.hashing.HashPool.hash_in_child`: threads of this process would wait for the
-interpreter lock while this one imports and parses) or, with a progress bar to feed, in
-threads here; ``check`` (:func:`evidence.cli.check_cmd`) takes that pool over.  typer still
+interpreter lock while this one imports and parses; it reports progress for the terminal's
+progress bar) or, where no process can be forked, in threads here; ``check``
+(:func:`evidence.cli.check_cmd`) takes that pool over.  typer still
 parses and validates the whole command line, and every digest is verified as if nothing had
 been prefetched.
 

@@ -366,7 +366,10 @@ if mode == "child-dies":
     def boom(*a, **k):
         raise RuntimeError("the hashing process failed")
     pickle.dumps = boom  # the child cannot send its results: it exits 1 with none
-pool = HashPool(workers=2, beneath=root / "inside")
+seen = []
+pool = HashPool(workers=2, beneath=root,
+                progress=(lambda done, total: seen.append((done, total))) if mode == "progress"
+                else None)
 started = pool.hash_in_child(todo)
 if mode == "cancel":
     t0 = time.monotonic()
@@ -381,12 +384,12 @@ if mode == "cancel":
     sys.exit(0)
 got = pool.digests({p: algs for p, _, algs in todo})
 pool.close()
-want = digest_files({p: algs for p, _, algs in todo}, beneath=root / "inside")
+want = digest_files({p: algs for p, _, algs in todo}, beneath=root)
 def show(r):
     return [r.errno, r.strerror] if isinstance(r, OSError) else [r[0], r[1]]
 print(json.dumps({"started": started, "same": {str(p): show(got[p]) == show(want[p])
                   for p in got}, "errors": {str(p): show(r) for p, r in got.items()
-                  if isinstance(r, OSError)}}))
+                  if isinstance(r, OSError)}, "seen": seen}))
 """
 
 
@@ -404,6 +407,8 @@ def _child_probe(tmp_path: Path, mode: str) -> dict[str, object]:
     (root / "link.bin").symlink_to(tmp_path / "outside.bin")
     if mode == "cancel":
         _file(root / "big.bin", 512 << 20)
+    if mode == "progress":
+        _file(root / "big.bin", 256 << 20)
     res = subprocess.run([sys.executable, "-c", _CHILD_PROBE, str(root), mode],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -415,10 +420,11 @@ def test_a_hashing_process_gives_what_threads_give(tmp_path: Path) -> None:
     got = _child_probe(tmp_path, "normal")
     assert got["started"] is True
     same = got["same"]
-    assert isinstance(same, dict) and len(same) == 7 and all(same.values()), same
+    assert isinstance(same, dict) and len(same) >= 7 and all(same.values()), same
     errors = got["errors"]
     assert isinstance(errors, dict)
     root = tmp_path / "inside"
+    assert sorted(errors) == sorted(str(root / n) for n in ("fifo", "link.bin", "missing.bin"))
     assert errors[str(root / "fifo")][0] == errno.EINVAL  # refused, not waited on
     assert errors[str(root / "link.bin")][0] == errno.EXDEV  # outside the checked tree
     assert errors[str(root / "missing.bin")][0] == errno.ENOENT
@@ -428,7 +434,8 @@ def test_files_a_dead_hashing_process_left_are_hashed_here(tmp_path: Path) -> No
     got = _child_probe(tmp_path, "child-dies")
     assert got["started"] is True
     same = got["same"]
-    assert isinstance(same, dict) and len(same) == 7 and all(same.values()), same
+    assert isinstance(same, dict) and len(same) >= 7 and all(same.values()), same
+    assert len(got["errors"]) == 3, got["errors"]  # fifo, link.bin, missing.bin
 
 
 def test_cancel_stops_the_hashing_process_at_once(tmp_path: Path) -> None:
@@ -452,3 +459,14 @@ def test_no_hashing_process_beside_running_threads(tmp_path: Path) -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_a_hashing_process_feeds_the_progress_bar(tmp_path: Path) -> None:
+    got = _child_probe(tmp_path, "progress")
+    assert got["started"] is True
+    seen = got["seen"]
+    assert isinstance(seen, list) and seen, "no progress reported"
+    total = sum(p.stat().st_size for p in (tmp_path / "inside").iterdir() if p.is_file()
+                and not p.is_symlink())
+    assert seen[-1][0] == total, seen[-3:]  # every byte read (the link's target was not)
+    assert all(d <= t for d, t in seen) and [d for d, _ in seen] == sorted(d for d, _ in seen)

@@ -217,6 +217,19 @@ def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
     assert github_double.writes() == []
 
 
+def test_a_fork_push_outside_the_campaigns_is_never_fetched(github_double) -> None:
+    """GitHub's list of the changed paths names no campaign: the mirror fetches nothing (a
+    fork could push any amount of data beside the campaigns)."""
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {"blob/big.bin": "x" * 200_000},
+                                  fork="evil/Hello-World")
+    outcome = review_pull(port(github_double), RepoConfig(), 2, git=GIT)
+    assert outcome.head_sha == pull.head_sha and outcome.campaigns == []
+    assert [c.path for c in github_double.calls if "git-upload-pack" in c.path
+            or c.path.endswith("/info/refs")] == []
+    assert github_double.writes() == []
+
+
 def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
     double, pull = campaign_pr
     double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")

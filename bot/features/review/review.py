@@ -2,7 +2,9 @@
 
 On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 
-1. read the PR (head SHA, base branch: one REST call), then fetch its head
+1. read the PR (head SHA, base branch: one REST call) and GitHub's list of its changed
+   files; when that list (complete: under 3,000 files) names no campaign, stop there:
+   nothing is fetched, whatever the size of the push.  Otherwise fetch its head
    (``refs/pull/N/head``) and base branch into the repository's bare mirror with one ``git
    fetch`` (:class:`bot.github.git.GitMirrors`); its changed files are the diff from the
    merge base, as GitHub shows them; the campaigns it touches are the directories matching
@@ -383,6 +385,18 @@ def _check_run(gh: GitHubPort, sha: str) -> Any:
         return None
 
 
+MAX_LISTED_FILES = 3000
+"""GitHub's "List pull requests files" answers at most 3,000 files (GitHub Docs, REST API,
+"List pull requests files"): a list that long may be cut, so the mirror's diff decides."""
+
+
+def _campaign_dirs(files: list[FileChange], patterns: Any) -> list[str]:
+    """The campaign directories (``[campaigns] paths`` patterns) holding a changed file
+    that is not removed, sorted."""
+    return sorted({d for f in files if f.status != "removed"
+                   for d in [campaign_dir_of(f.filename, patterns)] if d})
+
+
 def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirrors,
                 trigger: str = "pull_request", pull: PullInfo | None = None,
                 public_url: str | None = None) -> ReviewOutcome:
@@ -397,6 +411,13 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
     step is idempotent, so the retried delivery completes without duplicates.  A git failure
     is not raised: the check run and the summary say that the evidence was not read."""
     pr = pull if pull is not None else gh.get_pull(number)
+    listed = gh.list_pull_files(number)
+    if len(listed) < MAX_LISTED_FILES and not _campaign_dirs(listed, config.campaigns.paths):
+        # GitHub's own list of the changed paths names no campaign: nothing is fetched, so
+        # a fork push of any size that touches no campaign costs the mirror no bytes
+        log.info("PR #%s (%s) touches no campaign under %s (listed by GitHub; not fetched)",
+                 number, trigger, config.campaigns.paths)
+        return ReviewOutcome(pr.head_sha, [])
     try:
         try:
             base, files = read_pull(git, gh, pr)
@@ -409,8 +430,7 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         log.warning("PR #%s: evidence not read through git: %s", number, exc)
         return _report_unread(gh, config, number, pr.head_sha, str(exc))
     sha = pr.head_sha
-    dirs = sorted({d for f in files if f.status != "removed"
-                   for d in [campaign_dir_of(f.filename, config.campaigns.paths)] if d})
+    dirs = _campaign_dirs(files, config.campaigns.paths)
     outcome = ReviewOutcome(sha, dirs)
     if not dirs:
         log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
