@@ -4,7 +4,6 @@ path, and pushes that are looked up before they are called failed."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -38,7 +37,7 @@ def mirrors(tmp_path: Path) -> GitMirrors:
 
 
 def remote(double: Any) -> GitRemote:
-    gr = asyncio.run(port(double).git_remote())
+    gr = port(double).git_remote()
     assert gr is not None
     return gr
 
@@ -113,7 +112,7 @@ def test_fetch_materialise_everything_no_per_file_cap(github_double: Any, tmp_pa
     assert [(c.filename, c.status, c.patch) for c in changes] == [
         ("campaigns/h3/results/a.json", "added", '@@ -0,0 +1 @@\n+{"a": 1}')]
     # the tree SHA the header keys on is git's, the same the contents API names
-    listing = asyncio.run(port(d).list_dir("campaigns", "main"))
+    listing = port(d).list_dir("campaigns", "main")
     assert mirrors.tree_sha(REPO, refs["refs/heads/main"], "campaigns/h3") == next(
         e.sha for e in listing if e.path == "campaigns/h3")
 
