@@ -21,7 +21,6 @@ mirror's size on disk, and wall time.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -64,11 +63,11 @@ def child(mode: str, base_url: str, cache: Path) -> dict[str, float]:
     git = GitMirrors(cache, timeout_s=600)
     t0 = time.monotonic()
     if mode == "before":
-        pr = asyncio.run(gh.get_pull(1))
-        _base, files = asyncio.run(read_pull(git, gh, pr))
+        pr = gh.get_pull(1)
+        _base, files = read_pull(git, gh, pr)
         assert files, "the diff is empty"
     else:
-        out = asyncio.run(review_pull(gh, RepoConfig(), 1, git=git))
+        out = review_pull(gh, RepoConfig(), 1, git=git)
         assert out.campaigns == []
     wall = time.monotonic() - t0
     disk = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
