@@ -275,3 +275,27 @@ def test_a_push_whose_answer_is_lost_is_looked_up(github_double: Any, tmp_path: 
     out = mirrors.push(gr, REPO, sha, "main", expect=tip)
     assert (out.sha, out.confirmed) == (sha, True)
     assert d.repo(REPO).refs["main"] == sha
+
+
+def test_a_closed_pull_is_pruned_from_the_mirror(github_double: Any, mirrors: GitMirrors
+                                                 ) -> None:
+    """A fork's push fetched for review stays in the mirror until its PR is forgotten: then
+    its ref and the objects only it reached are gone, the base branch's are kept."""
+    d = github_double
+    d.add_repo(REPO, {"c/a.txt": "a\n"})
+    pull = d.add_pull(REPO, 2, {"vendor/noise.txt": os.urandom(1 << 20).hex()},
+                      fork="evil/Hello-World")
+    got = mirrors.fetch(remote(d), REPO, ["refs/pull/2/head", "refs/heads/main"])
+    assert got["refs/pull/2/head"] == pull.head_sha
+    path = mirrors.path(REPO)
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+
+    before = size()
+    assert mirrors.forget_pull(REPO, 2) is True
+    assert not mirrors.has_commit(REPO, pull.head_sha)
+    assert mirrors.has_commit(REPO, got["refs/heads/main"])
+    assert size() < before - (1 << 20)  # the 2 MiB of hex (1 MiB compressed) are gone
+    assert mirrors.forget_pull(REPO, 2) is False  # nothing left to forget
+    assert mirrors.forget_pull("octo/never-fetched", 3) is False

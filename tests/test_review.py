@@ -230,6 +230,16 @@ def test_a_fork_push_outside_the_campaigns_is_never_fetched(github_double) -> No
     assert github_double.writes() == []
 
 
+def test_a_closed_pull_leaves_the_mirror(campaign_pr) -> None:
+    double, pull = campaign_pr
+    router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert GIT.has_commit(REPO, pull.head_sha)
+    results = router.dispatch(pr_event(2, pull.head_sha, action="closed", delivery="d-c"),
+                              port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert not GIT.has_commit(REPO, pull.head_sha)
+
+
 def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
     double, pull = campaign_pr
     double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")

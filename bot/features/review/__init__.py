@@ -2,7 +2,8 @@
 
 On ``pull_request`` opened / synchronize / reopened the PR's campaign evidence is checked
 (:mod:`bot.features.review.review`: findings posted inline, one summary comment, one check
-run ``campaign-bot/evidence``).
+run ``campaign-bot/evidence``); on ``closed`` its head is pruned from the repository's mirror
+(:meth:`bot.github.git.GitMirrors.forget_pull`).
 
 Grammar: ``/campaign verify`` (no arguments; on a PR) re-runs that review at the PR's
 current head SHA: findings already posted for this SHA are not posted again; the summary
@@ -46,8 +47,14 @@ def register(app: Registry) -> None:
     def verify(ctx: CommandContext) -> None:
         campaign_verify(ctx, git=git, public_url=public_url)
 
-    on_pull_request.__module__ = verify.__module__ = __name__
+    def on_closed(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        # a closed PR is never reviewed again: its head leaves the mirror (a reopen fetches
+        # it again)
+        git.forget_pull(gh.repo, int(event.payload["pull_request"]["number"]))
+
+    on_pull_request.__module__ = verify.__module__ = on_closed.__module__ = __name__
     app.router.on("pull_request", "opened", "synchronize", "reopened")(on_pull_request)
+    app.router.on("pull_request", "closed")(on_closed)
     app.commands.add(SPEC, verify)
 
 
