@@ -29,7 +29,6 @@ write.  Exit status 0 when every target holds.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import hashlib
 import json
@@ -165,14 +164,14 @@ def main() -> int:
                     getattr(double.repo(REPO), kept).clear()  # every round a first review
                 start = len(double.calls)
                 t0 = time.perf_counter()
-                outcome = asyncio.run(review_pull(gh, RepoConfig(), 1, git=git))
+                outcome = review_pull(gh, RepoConfig(), 1, git=git)
                 bot_s.append(time.perf_counter() - t0)
                 calls = double.calls[start:]
                 reads = sum(1 for c in calls if not c.is_git and c.method == "GET")
                 writes = sum(1 for c in calls if c.is_write)
                 fetches = sum(1 for c in calls if c.operation == "git-info-refs")
             progress.update(task, description="the header refresh")
-            refresh = asyncio.run(header_refresh(double, gh, git))
+            refresh = header_refresh(double, gh, git)
     finally:
         double.stop()
         tmpdir.cleanup()
@@ -210,8 +209,8 @@ def main() -> int:
     return 0 if ok else 1
 
 
-async def header_refresh(double: GitHubDouble, gh: Any, git: GitMirrors
-                         ) -> tuple[int, int, int, float]:
+def header_refresh(double: GitHubDouble, gh: Any, git: GitMirrors
+                   ) -> tuple[int, int, int, float]:
     """The second of two header refreshes of the campaign on the default branch, on the bot's
     mirror ``git``: (REST reads, writes, git round trips, seconds)."""
     scope = (EXAMPLE / "campaign.toml").read_text()
@@ -221,12 +220,12 @@ async def header_refresh(double: GitHubDouble, gh: Any, git: GitMirrors
         engine = make_engine(f"sqlite:///{tmp}/bot.sqlite3")
         migrate(engine)
         svc = hs.HeaderService(engine, git=git)
-        await svc.discover(gh, None, "main")
+        svc.discover(gh, None, "main")
         camp = svc.campaigns(REPO)[0]
-        await svc.refresh(gh, camp, trigger="benchmark")
+        svc.refresh(gh, camp, trigger="benchmark")
         start = len(double.calls)
         t0 = time.perf_counter()
-        res = await svc.refresh(gh, camp, trigger="benchmark")
+        res = svc.refresh(gh, camp, trigger="benchmark")
         secs = time.perf_counter() - t0
         calls = double.calls[start:]
         engine.dispose()

@@ -19,7 +19,6 @@ Exit status 0 when the target holds, 1 when it does not.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -65,7 +64,7 @@ def counted(double: GitHubDouble, since: int) -> tuple[int, int, int]:
     return reads, writes, fetches
 
 
-async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
+def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
     double = GitHubDouble(OpenAPISubset(default_openapi_path()))
     double.start()
     rows: list[tuple[str, int, int, int, float]] = []
@@ -83,40 +82,40 @@ async def run(repeat: int) -> tuple[list[tuple[str, int, int, float]], bool]:
             auth = Auth.Token("test-token")
             gh = PyGithubPort(make_client(double.base_url, auth, throttle=False), REPO,
                               "campaign-bot[bot]", auth=auth, base_url=double.base_url)
-            await svc.discover(gh, None, "main")
+            svc.discover(gh, None, "main")
             camp = svc.campaigns(REPO)[0]
 
-            async def step(label: str, **kw: Any) -> cs.RefreshResult:
+            def step(label: str, **kw: Any) -> cs.RefreshResult:
                 start = len(double.calls)
                 t0 = time.perf_counter()
-                res = await svc.refresh(gh, camp, trigger="benchmark", **kw)
+                res = svc.refresh(gh, camp, trigger="benchmark", **kw)
                 ms = (time.perf_counter() - t0) * 1000
                 r, w, f = counted(double, start)
                 rows.append((f"{label} -> {res.outcome}", r, w, f, ms))
                 return res
 
-            await step("first refresh (header inserted)")
+            step("first refresh (header inserted)")
             times, worst = [], (0, 0, 0)
             for _ in range(repeat):
                 start = len(double.calls)
                 t0 = time.perf_counter()
-                res = await svc.refresh(gh, camp, trigger="benchmark")
+                res = svc.refresh(gh, camp, trigger="benchmark")
                 times.append((time.perf_counter() - t0) * 1000)
                 r, w, f = counted(double, start)
                 assert res.outcome == "unchanged", res.outcome
                 worst = (max(worst[0], r), max(worst[1], w), max(worst[2], f))
             rows.append((f"nothing changed, worst of {repeat} (p50 time)", *worst,
                          statistics.median(times)))
-            await step("scheduler pass, nothing changed", skip_if_unchanged=True)
+            step("scheduler pass, nothing changed", skip_if_unchanged=True)
             pr = double.add_pull(REPO, 41, {
                 f"{CAMPAIGN}/results/candidate-notes.md": "candidate notes\n"}, head_ref="cand")
-            await svc.record_pull(gh, {"number": 41, "state": "open", "title": "cand",
-                                       "head": {"sha": pr.head_sha}})
-            await step("candidate PR opened (its evidence read)")
-            await step("after the PR, nothing changed")
+            svc.record_pull(gh, {"number": 41, "state": "open", "title": "cand",
+                                 "head": {"sha": pr.head_sha}})
+            step("candidate PR opened (its evidence read)")
+            step("after the PR, nothing changed")
             double.set_branch(REPO, "main", {f"{CAMPAIGN}/results/note.txt": "new\n"},
                               parent="main")
-            await step("new evidence on the default branch")
+            step("new evidence on the default branch")
             engine.dispose()
     finally:
         double.stop()
@@ -129,7 +128,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20, help="no-change refreshes to time")
     args = ap.parse_args()
-    rows, ok = asyncio.run(run(args.repeat))
+    rows, ok = run(args.repeat)
     table = Table(title="campaign status header: GitHub calls per refresh")
     for col in ("refresh", "REST reads", "writes", "git fetches", "time (ms)"):
         table.add_column(col, justify="left" if col == "refresh" else "right")

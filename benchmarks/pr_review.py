@@ -15,7 +15,6 @@ the REST API").
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -65,7 +64,7 @@ def main() -> None:
         for label in rows:
             n0, w0 = len(double.calls), len(double.writes())
             t0 = time.perf_counter()
-            asyncio.run(review_pull(gh, RepoConfig(), 100 + i, git=git))
+            review_pull(gh, RepoConfig(), 100 + i, git=git)
             rest = [c for c in double.calls[n0:] if not c.is_git]
             rows[label].append((time.perf_counter() - t0, len(rest),
                                 len(double.writes()) - w0))

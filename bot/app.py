@@ -173,12 +173,11 @@ def github_context(settings: Settings, *, configs: RepoConfigs | None = None,
         metrics=metrics,
     )
 
-    async def context(event: Event) -> tuple[Any, Any]:
+    def context(event: Event) -> tuple[Any, Any]:
         if not event.repo_full_name:
             return NoRepositoryPort(settings.bot_login), None
-        port = await asyncio.to_thread(clients.port, event.repo_full_name,
-                                       event.installation_id)
-        return port, (await configs.load(port)).config
+        port = clients.port(event.repo_full_name, event.installation_id)
+        return port, configs.load(port).config
 
     return context
 
@@ -259,7 +258,7 @@ def app_manifest(settings: Settings, url: str, *, name: str | None = None,
 
     engine = database.make_engine("sqlite://", sqlite_synchronous="NORMAL")
     try:
-        async def no_github(event: Event) -> tuple[Any, Any]:
+        def no_github(event: Event) -> tuple[Any, Any]:
             raise RuntimeError("the manifest needs no GitHub access")
 
         bot = compose(settings, engine, context=no_github)
@@ -474,9 +473,9 @@ def offline_context(settings: Settings, configs: RepoConfigs) -> ContextFactory:
     (the defaults: the payload carries no files)."""
     from bot.github.offline import OfflineGitHub
 
-    async def context(event: Event) -> tuple[Any, Any]:
+    def context(event: Event) -> tuple[Any, Any]:
         port = OfflineGitHub(event.payload, event.repo_full_name or "", settings.bot_login)
-        return port, (await configs.load(port)).config
+        return port, configs.load(port).config
 
     return context
 
@@ -545,8 +544,8 @@ def signin_for(settings: Settings) -> SignIn | None:
 
 
 
-async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
-                 resign: bool = False, offline: bool = False) -> ReplayReport:
+def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
+           resign: bool = False, offline: bool = False) -> ReplayReport:
     """``campaign-bot replay``: check ``saved``'s signature, then run the composed features'
     handlers on it.  A dry run records the GitHub writes instead of making them and runs on a
     scratch database (what the bot stores is not changed); ``apply`` makes the writes and uses
@@ -581,16 +580,16 @@ async def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = Fals
             url = f"sqlite:///{scratch}/replay.sqlite3"
         engine = database.make_engine(url, sqlite_synchronous="NORMAL")
         stack.callback(engine.dispose)
-        await asyncio.to_thread(database.migrate, engine)
+        database.migrate(engine)
         configs = RepoConfigs()
         # one quick retry: an operator waits at the terminal (the service retries 4 times)
         context = (github_context(settings, configs=configs,
                                   retry=make_retry(total=1, backoff_factor=0.5))
                    if has_credentials or apply else offline_context(settings, configs))
         bot = compose(settings, engine, context=context)
-        return await replay_mod.replay(event, bot.router, bot.context, apply=apply,
-                                       offline=offline_context(settings, RepoConfigs()),
-                                       offline_reason=reason)
+        return replay_mod.replay(event, bot.router, bot.context, apply=apply,
+                           offline=offline_context(settings, RepoConfigs()),
+                           offline_reason=reason)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack re-raises
 
 

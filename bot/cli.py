@@ -307,7 +307,6 @@ def replay(
 ) -> None:
     """Feed one saved delivery through the signature check and the router; print the GitHub
     writes it would make (made only with --apply)."""
-    import asyncio
     import io
     import logging
 
@@ -326,8 +325,7 @@ def replay(
                                tracebacks=False)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the scratch database's set-up
     try:
-        report = asyncio.run(run_replay(saved, settings, apply=apply, resign=resign,
-                                        offline=offline))
+        report = run_replay(saved, settings, apply=apply, resign=resign, offline=offline)
     except rp.ReplayInputError as exc:
         raise _fail(str(exc), redact=redact) from None
     except rp.SignatureMismatch as exc:

@@ -10,8 +10,8 @@ from bot.github.port import Comment, GitHubError, GitHubPort
 from bot.render import marker
 
 
-async def upsert_comment(gh: GitHubPort, number: int, body: str, kind: str,
-                         **keys: Any) -> str:
+def upsert_comment(gh: GitHubPort, number: int, body: str, kind: str,
+                   **keys: Any) -> str:
     """Create or edit the bot's one comment carrying ``marker(kind, **keys)`` on issue/PR
     ``number``.  Found by marker AND the bot's login (a user quoting the marker is ignored);
     not rewritten when unchanged.  Returns ``created``, ``edited`` or ``unchanged``.
@@ -22,23 +22,23 @@ async def upsert_comment(gh: GitHubPort, number: int, body: str, kind: str,
     mark = marker(kind, **keys)
     if mark not in body:
         body = f"{mark}\n{body}"
-    found = await _find(gh, number, mark)
+    found = _find(gh, number, mark)
     if found is not None:
         if found.body.strip() == body.strip():
             return "unchanged"
-        await gh.edit_issue_comment(found.id, body)
+        gh.edit_issue_comment(found.id, body)
         return "edited"
     try:
-        await gh.create_issue_comment(number, body)
+        gh.create_issue_comment(number, body)
     except GitHubError as exc:
-        if exc.retryable and await _find(gh, number, mark) is not None:
+        if exc.retryable and _find(gh, number, mark) is not None:
             return "created"
         raise
     return "created"
 
 
-async def _find(gh: GitHubPort, number: int, mark: str) -> Comment | None:
-    for c in await gh.list_issue_comments(number):
+def _find(gh: GitHubPort, number: int, mark: str) -> Comment | None:
+    for c in gh.list_issue_comments(number):
         if c.user == gh.bot_login and mark in c.body:
             return c
     return None

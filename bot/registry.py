@@ -12,7 +12,7 @@ and receives its own settings section as an argument of its ``register()``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,8 @@ from bot.inbox.router import Event, Router
 from bot.repo_config import RepoConfigs
 from bot.scheduler import Job
 
-ContextFactory = Callable[[Event], Awaitable[tuple[Any, Any]]]
-"""``async def context(event) -> (gh, config)``: the GitHub port for the event's repository
+ContextFactory = Callable[[Event], tuple[Any, Any]]
+"""``def context(event) -> (gh, config)``: the GitHub port for the event's repository
 and installation, and the repository's parsed config (None when broken)."""
 
 
@@ -55,11 +55,11 @@ class Registry:
     def __post_init__(self) -> None:
         self.commands = Commands(self.router, self.configs)
 
-    async def port_for(self, repo: str, installation_id: int | None = None) -> Any:
+    def port_for(self, repo: str, installation_id: int | None = None) -> Any:
         """A GitHub port for ``repo`` outside any delivery (for jobs): the context factory
         asked with a synthetic event that carries only the repository and installation."""
         payload: dict[str, Any] = {"repository": {"full_name": repo}}
         if installation_id:
             payload["installation"] = {"id": installation_id}
-        port, _config = await self.context(Event(f"job-{repo}", "schedule", payload))
+        port, _config = self.context(Event(f"job-{repo}", "schedule", payload))
         return port

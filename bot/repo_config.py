@@ -269,7 +269,7 @@ class RepoConfigs:
         """Forget cached configs (e.g. after a push to a default branch)."""
         self._cache.clear()
 
-    async def load(self, gh: GitHubPort, *, use_cache: bool = True) -> LoadedConfig:
+    def load(self, gh: GitHubPort, *, use_cache: bool = True) -> LoadedConfig:
         """The repository's config from its default branch, cached :attr:`ttl_s` seconds.
 
         Absent file: defaults.  Broken file: ``config`` None and ``problems`` set.  GitHub
@@ -278,8 +278,8 @@ class RepoConfigs:
         hit = self._cache.get(gh.repo)
         if use_cache and hit and now - hit[0] < self.ttl_s:
             return hit[1]
-        ref = await gh.get_default_branch()
-        raw = await gh.get_file(CONFIG_PATH, ref)
+        ref = gh.get_default_branch()
+        raw = gh.get_file(CONFIG_PATH, ref)
         if raw is None:
             loaded = LoadedConfig(RepoConfig(), [], False, ref)
         else:
@@ -289,7 +289,7 @@ class RepoConfigs:
         return loaded
 
 
-async def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> list[str]:
+def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> list[str]:
     """Directories at ``ref`` matching ``config.campaigns.paths`` (glob per path level)."""
     found: list[str] = []
     for pattern in config.campaigns.paths:
@@ -304,7 +304,7 @@ async def find_campaign_dirs(gh: GitHubPort, config: RepoConfig, ref: str) -> li
                 if not any(ch in part for ch in "*?["):
                     nxt.append(f"{base}/{part}" if base else part)
                     continue
-                for e in await gh.list_dir(base, ref):
+                for e in gh.list_dir(base, ref):
                     if e.type == "dir" and fnmatch(e.path.rsplit("/", 1)[-1], part):
                         nxt.append(e.path)
             level = nxt

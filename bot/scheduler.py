@@ -5,8 +5,8 @@ in the process that runs the handlers.
 Each job is added under its stable ``id`` with ``replace_existing=True`` (adding twice never
 duplicates it), runs one instance at a time (a slow pass is not overlapped by the next) and
 coalesces missed runs into one.  A job that raises is logged; the next run tries again.
-Jobs are plain functions called on the scheduler's thread pool: a job that needs the GitHub
-port (a coroutine API) runs its coroutine with ``asyncio.run`` there.
+Jobs are plain functions called on the scheduler's thread pool; the GitHub port they use is
+synchronous, like the handlers'.
 
 Several ``serve`` replicas on one PostgreSQL database each run a scheduler, but a job runs
 only where ``leader()`` is true (:class:`bot.database.JobLeader`: one replica holds an

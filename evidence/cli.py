@@ -266,7 +266,7 @@ def check_cmd(
 
     Exit 0 clean, 1 problems found (any P0-P2 finding), 2 unreadable directory or bad usage.
     """
-    from evidence import launch
+    from evidence import prestart
     from evidence.hashing import HashPool, prefetch_bag
     from evidence.keyfile import campaign_keys_file
 
@@ -296,7 +296,7 @@ def check_cmd(
 
     # The hashing threads start on a bag's payload before the document models are imported
     # (evidence.launch, before typer), so both cores hash while this thread imports and parses.
-    early = launch.take_check_hashing(directory)
+    early = prestart.EARLY_HASHING.take(directory)
     if early is not None and verify:  # signatures first: nothing is hashed before they hold
         early[0].close(cancel=True)
         early = None
@@ -308,7 +308,7 @@ def check_cmd(
         if not verify and directory.is_dir():
             prefetch_bag(directory, pool)
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(launch.HASHING_SWITCH_INTERVAL_S)
+    sys.setswitchinterval(prestart.HASHING_SWITCH_INTERVAL_S)
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
                max_document_bytes, base, claims, prior_noise, trusted_keys,
@@ -488,9 +488,6 @@ DOCTOR_HELP = "Check a runner host or the bot service; print a fix for each fail
 
 
 
-_plugin_problems: list[str] | None = None
-
-
 def _names(app_: typer.Typer) -> list[str]:
     """Names of the commands and command groups registered on ``app_``, in order."""
     from typer.main import get_command_name, solve_typer_info_defaults
@@ -514,6 +511,7 @@ def _group(app_: typer.Typer, name: str) -> typer.Typer | None:
     return None
 
 
+@functools.cache
 def _load_plugins() -> list[str]:
     """Add every ``campaign_bot.cli`` plug-in's commands to :data:`app`, once per process.
 
@@ -522,14 +520,11 @@ def _load_plugins() -> list[str]:
     takes the later plug-in's sub-commands when none of their names is taken.  Returns the
     problems as one line each (import error, exception in ``register``, a command name
     already taken); the caller prints them.  A second call does nothing and
-    returns the first call's problems.
+    returns the first call's problems (:func:`functools.cache`).
     """
-    global _plugin_problems
-    if _plugin_problems is not None:
-        return _plugin_problems
     from importlib.metadata import entry_points
 
-    _plugin_problems = problems = []
+    problems: list[str] = []
     taken = set(_names(app)) | CORE_COMMANDS
     for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
         scratch = typer.Typer()
@@ -714,6 +709,6 @@ def main() -> None:
     """Entry point (the console script runs it through :func:`evidence.launch.main`, which
     first starts hashing for ``check DIRECTORY``): load the plug-ins unless a core command
     runs, then run the app (help texts escaped when shown: :func:`escape_help_on_demand`)."""
-    from evidence import launch
+    from evidence.prestart import command_of
 
-    command(plugins=launch.command_of(sys.argv[1:]) not in CORE_COMMANDS)()
+    command(plugins=command_of(sys.argv[1:]) not in CORE_COMMANDS)()

@@ -136,9 +136,9 @@ def review_full(
 
 def _probe_rules(loaded: LoadedCampaign, traced: Sequence[Claim],
                  claims: tuple[str, str] | None) -> tuple[list[Finding], set[tuple[int, str]]]:
-    """PROBE_NONEXACT_LOSSLESS and PROBE_GAIN_AS_MODEL_GAIN (:mod:`evidence.operator_probe`);
+    """PROBE_NONEXACT_LOSSLESS and PROBE_GAIN_AS_MODEL_GAIN (:mod:`evidence.probe_rules`);
     probes are never inputs to a verdict."""
-    from evidence.operator_probe import probe_findings
+    from evidence.probe_rules import probe_findings
 
     if not loaded.probes:
         return [], set()

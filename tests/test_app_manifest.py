@@ -37,7 +37,7 @@ CLI = [sys.executable, "-c", "from evidence.cli import main; main()"]
 
 
 def _protocol_methods(cls: type) -> set[str]:
-    return {n for n, v in vars(cls).items() if inspect.iscoroutinefunction(v)
+    return {n for n, v in vars(cls).items() if inspect.isfunction(v)
             and not n.startswith("_")}
 
 
@@ -89,13 +89,13 @@ def test_an_extra_handler_widens_the_manifest(tmp_path: Path,
     is unknown stops the manifest instead of producing one that does not grant it."""
     (tmp_path / "extra_checks.py").write_text(textwrap.dedent("""
         def register(app):
-            async def on_check(event, gh, config):
+            def on_check(event, gh, config):
                 return None
             app.router.on("check_run", "requested_action")(on_check)
     """))
     (tmp_path / "extra_deploy.py").write_text(textwrap.dedent("""
         def register(app):
-            async def on_deploy(event, gh, config):
+            def on_deploy(event, gh, config):
                 return None
             app.router.on("deployment_status")(on_deploy)
     """))
@@ -148,7 +148,7 @@ def test_the_cli_prints_the_manifest_and_the_table() -> None:
 # ------------------------------------------------- the REST operations each method really sends
 
 
-async def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
+def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     """Call every port method against the double; the operations it sent, per method."""
     from bot.github.git import GitMirrors
 
@@ -162,43 +162,43 @@ async def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     gh = port(d)
     made: dict[str, list[str]] = {}
 
-    async def call(name: str, *args: Any, **kw: Any) -> Any:
+    def call(name: str, *args: Any, **kw: Any) -> Any:
         n = len(d.calls)
-        out = await getattr(gh, name)(*args, **kw)
+        out = getattr(gh, name)(*args, **kw)
         made[name] = [c.operation or ("actions/cancel-workflow-run" if c.path.endswith(
             "/cancel") else f"? {c.method} {c.path}") for c in d.calls[n:]
             if not c.path.startswith("/_blob/")]
         return out
 
-    await call("get_default_branch")
-    await call("get_file", "README.md", "main")
-    await call("list_dir", "campaigns", "main")
-    await call("get_pull", 2)
-    await call("list_pull_files", 2)
-    await call("get_permission", "maint")
-    await call("get_issue", 7)
-    await call("edit_issue_body", 7, "new body")
-    await call("list_issue_comments", 7)
-    c = await call("create_issue_comment", 7, "hello")
-    await call("edit_issue_comment", c.id, "hello again")
-    await call("add_reaction", c.id, "eyes")
-    await call("list_reviews", 2)
-    await call("list_review_comments", 2)
-    await call("create_review", 2, pull.head_sha, "looks fine",
-               [InlineComment("README.md", 2, "new line")])
-    ck = await call("create_check_run", "campaign-bot/screen: x", pull.head_sha,
-                    status="in_progress")
-    await call("update_check_run", ck.id, conclusion="success", title="t", summary="s")
-    await call("list_check_runs", pull.head_sha, "campaign-bot/screen: x")
-    await call("dispatch_workflow", "screen.yml", "main", {"campaign": "a"})
-    await call("get_workflow_run", run["id"])
-    await call("list_workflow_runs", "screen.yml", branch="main", event="workflow_dispatch")
-    await call("list_run_artifacts", run["id"])
-    await call("download_artifact", art["id"])
-    await call("cancel_workflow_run", run["id"])
+    call("get_default_branch")
+    call("get_file", "README.md", "main")
+    call("list_dir", "campaigns", "main")
+    call("get_pull", 2)
+    call("list_pull_files", 2)
+    call("get_permission", "maint")
+    call("get_issue", 7)
+    call("edit_issue_body", 7, "new body")
+    call("list_issue_comments", 7)
+    c = call("create_issue_comment", 7, "hello")
+    call("edit_issue_comment", c.id, "hello again")
+    call("add_reaction", c.id, "eyes")
+    call("list_reviews", 2)
+    call("list_review_comments", 2)
+    call("create_review", 2, pull.head_sha, "looks fine",
+         [InlineComment("README.md", 2, "new line")])
+    ck = call("create_check_run", "campaign-bot/screen: x", pull.head_sha,
+              status="in_progress")
+    call("update_check_run", ck.id, conclusion="success", title="t", summary="s")
+    call("list_check_runs", pull.head_sha, "campaign-bot/screen: x")
+    call("dispatch_workflow", "screen.yml", "main", {"campaign": "a"})
+    call("get_workflow_run", run["id"])
+    call("list_workflow_runs", "screen.yml", branch="main", event="workflow_dispatch")
+    call("list_run_artifacts", run["id"])
+    call("download_artifact", art["id"])
+    call("cancel_workflow_run", run["id"])
     # git_remote makes no REST call: what it is for (a fetch and a push through the double's
     # git transport with its token) is what it needs
-    remote = await gh.git_remote(push=True)
+    remote = gh.git_remote(push=True)
     assert remote is not None
     n = len(d.calls)
     git = GitMirrors(work / "git")
@@ -211,9 +211,9 @@ async def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     return made
 
 
-async def test_every_operation_sent_is_declared_and_granted(github_double: Any,
-                                                            tmp_path: Path) -> None:
-    made = await _each_method(github_double, tmp_path)
+def test_every_operation_sent_is_declared_and_granted(github_double: Any,
+                                                      tmp_path: Path) -> None:
+    made = _each_method(github_double, tmp_path)
     assert set(made) == set(PORT_NEEDS)  # every method exercised
     perms = app_manifest(Settings(), URL)["default_permissions"]
     for method, ops in made.items():

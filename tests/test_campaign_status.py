@@ -48,7 +48,7 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[cs.Heade
         engine.dispose()
 
 
-async def _no_context(event: Event) -> tuple[Any, Any]:
+def _no_context(event: Event) -> tuple[Any, Any]:
     raise AssertionError("these tests hand each handler its port")
 
 
@@ -103,19 +103,19 @@ def _body(double: Any) -> str:
     return double.repo(REPO).issues[ISSUE]["body"]
 
 
-async def _register(service: cs.HeaderService, gh: Any) -> Any:
-    found = await service.discover(gh, None, "main")
+def _register(service: cs.HeaderService, gh: Any) -> Any:
+    found = service.discover(gh, None, "main")
     assert found == [ROOT]
     return service.campaigns(REPO)[0]
 
 
-async def test_first_refresh_inserts_on_top_then_ten_refreshes_keep_human_text(
+def test_first_refresh_inserts_on_top_then_ten_refreshes_keep_human_text(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
+    camp = _register(service, gh)
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="test")
+    res = service.refresh(gh, camp, trigger="test")
     assert res.outcome == "written"
     _, writes = _calls(github_double, start)
     assert writes == [f"PATCH /repos/{REPO}/issues/{ISSUE}"]
@@ -126,21 +126,21 @@ async def test_first_refresh_inserts_on_top_then_ten_refreshes_keep_human_text(
     github_double.repo(REPO).issues[ISSUE]["body"] = "Pinned by a human.\r\n" + body
     before = _body(github_double)
     for _ in range(10):
-        res = await service.refresh(gh, camp, trigger="test")
+        res = service.refresh(gh, camp, trigger="test")
         assert res.outcome == "unchanged"
     assert _body(github_double) == before
     assert github_double.writes()[-1].path == f"/repos/{REPO}/issues/{ISSUE}"
     assert len(github_double.writes()) == 1
 
 
-async def test_unchanged_refresh_makes_no_write_and_at_most_three_reads(
+def test_unchanged_refresh_makes_no_write_and_at_most_three_reads(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="test")
+    res = service.refresh(gh, camp, trigger="test")
     reads, writes = _calls(github_double, start)
     assert res.outcome == "unchanged"
     assert writes == []
@@ -151,18 +151,18 @@ async def test_unchanged_refresh_makes_no_write_and_at_most_three_reads(
     assert (res.reads, res.writes, res.fetches) == (1, 0, 1)
     # the scheduler stops after the fetch: no REST call at all
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="schedule", skip_if_unchanged=True)
+    res = service.refresh(gh, camp, trigger="schedule", skip_if_unchanged=True)
     assert res.outcome == "skipped"
     assert _calls(github_double, start) == ([], [])
     assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
 
 
-async def test_concurrent_human_edit_between_read_and_write_survives(
+def test_concurrent_human_edit_between_read_and_write_survives(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     # new evidence lands; while the bot reads it, a human edits the issue
     github_double.set_branch(REPO, "main", {
         f"{ROOT}/receipts/base/extra.json": receipt(
@@ -180,50 +180,50 @@ async def test_concurrent_human_edit_between_read_and_write_survives(
         return real_loader(path)
 
     service.loader = loader_with_human_edit
-    res = await service.refresh(gh, camp, trigger="test")
+    res = service.refresh(gh, camp, trigger="test")
     assert edited and res.outcome == "written"
     body = _body(github_double)
     assert body.endswith("Added by a human while the bot was reading.\r\n")
     assert "3 clean control session(s)" in current_block(body)
 
 
-async def test_deleted_markers_are_reported_once_never_reinserted(
+def test_deleted_markers_are_reported_once_never_reinserted(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     github_double.repo(REPO).issues[ISSUE]["body"] = "A human rewrote everything."
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="test")
+    res = service.refresh(gh, camp, trigger="test")
     assert res.outcome == "notice-posted"
     _, writes = _calls(github_double, start)
     assert writes == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
     comment = github_double.calls[-1].request["body"]
     assert "header markers were removed" in comment and START in comment
     for _ in range(3):
-        res = await service.refresh(gh, camp, trigger="test")
+        res = service.refresh(gh, camp, trigger="test")
         assert res.outcome == "markers-missing"
     assert _body(github_double) == "A human rewrote everything."
     assert len(_calls(github_double, start)[1]) == 1
     # the human pastes the markers back: the next refresh fills them, a later deletion is
     # reported again
     github_double.repo(REPO).issues[ISSUE]["body"] = f"Top\n{START}\n{END}\nBottom"
-    assert (await service.refresh(gh, camp, trigger="test")).outcome == "written"
+    assert (service.refresh(gh, camp, trigger="test")).outcome == "written"
     assert _body(github_double).startswith(f"Top\n{START}\n### Campaign status")
     assert _body(github_double).endswith(f"{END}\nBottom")
     github_double.repo(REPO).issues[ISSUE]["body"] = "gone again"
-    assert (await service.refresh(gh, camp, trigger="test")).outcome == "notice-posted"
+    assert (service.refresh(gh, camp, trigger="test")).outcome == "notice-posted"
 
 
-async def test_failed_baseline_lifecycle_is_in_header_with_fix(
+def test_failed_baseline_lifecycle_is_in_header_with_fix(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     rs = [receipt("5s-lossless", "control", 814.064, session="orig-5s", screen="baseline-5s",
                   clean=False)]
     _setup(github_double, rs)
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     block = current_block(_body(github_double)) or ""
     assert "The control baseline of 5s-lossless (5 s lossless) failed its lifecycle" in block
     assert ("**Next action:** Fix the baseline: re-run the control baseline of 5s-lossless "
@@ -235,12 +235,12 @@ async def test_failed_baseline_lifecycle_is_in_header_with_fix(
     assert "SUPPORTED" not in block
 
 
-async def test_two_prs_with_candidates_on_different_tracks(
+def test_two_prs_with_candidates_on_different_tracks(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     pr_a = github_double.add_pull(REPO, 21, campaign_files(ROOT, ab_screen(
         "5s-lossy", "resident-layers", 173.2, 120.0, screen="scr-a")), head_ref="a",
         title="resident layers")
@@ -255,7 +255,7 @@ async def test_two_prs_with_candidates_on_different_tracks(
             "sender": {"login": "amy", "type": "User"},
             "pull_request": {"number": pr.number, "state": "open", "title": pr.title,
                              "head": {"sha": pr.head_sha}}})
-        await _handlers(service).on_pull_request(ev, gh, None)
+        _handlers(service).on_pull_request(ev, gh, None)
     assert [p.number for p in service.candidate_prs(REPO, ROOT)] == [21, 22]
     block = current_block(_body(github_double)) or ""
     lossy = next(x for x in block.splitlines() if x.startswith("| 5s-lossy"))
@@ -272,37 +272,37 @@ async def test_two_prs_with_candidates_on_different_tracks(
         "sender": {"login": "amy", "type": "User"},
         "pull_request": {"number": 22, "state": "closed", "title": "tp2 sp2",
                          "head": {"sha": pr_b.head_sha}}})
-    await _handlers(service).on_pull_request(ev, gh, None)
+    _handlers(service).on_pull_request(ev, gh, None)
     assert "tp2-sp2" not in (current_block(_body(github_double)) or "")
 
 
-async def test_budget_at_limit_names_decision(
+def test_budget_at_limit_names_decision(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     rs = _controls("5s-lossless", n=2)
     _setup(github_double, rs, budget={"candidate_directions": 4, "wall_hours": 0.3,
                                       "device_hours": 100})
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     block = current_block(_body(github_double)) or ""
     # two sessions of 2 x 170 s (+1 s) + 600 s each: (940 + 942) / 3600 = 0.52 wall-hours
     assert "**Decision needed:** budget exhausted (wall-hours 0.52h of 0.3h used): " \
            "@amy-why-3459 decide whether to extend the budget or stop the campaign" in block
 
 
-async def test_own_issue_edits_are_ignored_and_history_is_kept(
+def test_own_issue_edits_are_ignored_and_history_is_kept(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="first")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="first")
     body = _body(github_double)
     start = len(github_double.calls)
     own = Event("d-own", "issues", {
         "action": "edited", "repository": {"full_name": REPO},
         "sender": {"login": "campaign-bot[bot]", "type": "Bot"},
         "issue": {"number": ISSUE, "body": "x"}, "changes": {"body": {"from": body}}})
-    await _handlers(service).on_issue_edited(own, gh, None)
+    _handlers(service).on_issue_edited(own, gh, None)
     assert github_double.calls[start:] == []
     # /campaign history replies with the recorded change (through the router: the shared
     # command parser ignores the fenced command)
@@ -311,7 +311,7 @@ async def test_own_issue_edits_are_ignored_and_history_is_kept(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
         "comment": {"id": 991, "user": {"login": "amy", "type": "User"},
                     "body": "```\n/campaign refresh\n```\n/campaign history 3"}})
-    results = await _feature(service)[0].dispatch(ev, gh, None)
+    results = _feature(service)[0].dispatch(ev, gh, None)
     assert all(r.ok for r in results), results
     _, writes = _calls(github_double, start)
     assert writes == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
@@ -320,7 +320,7 @@ async def test_own_issue_edits_are_ignored_and_history_is_kept(
     assert "| first |" in reply and "header inserted" in reply
 
 
-async def test_refresh_command_through_router(
+def test_refresh_command_through_router(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
@@ -329,7 +329,7 @@ async def test_refresh_command_through_router(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": ISSUE},
         "comment": {"id": 992, "user": {"login": "amy", "type": "User"},
                     "body": "/campaign refresh"}})
-    results = await _feature(service)[0].dispatch(ev, gh, None)
+    results = _feature(service)[0].dispatch(ev, gh, None)
     assert all(r.ok for r in results), results
     assert github_double.write_summary() == [
         ("issues/update", f"/repos/{REPO}/issues/{ISSUE}"),
@@ -344,7 +344,7 @@ async def test_refresh_command_through_router(
         "sender": {"login": "amy", "type": "User"}, "issue": {"number": 99},
         "comment": {"id": 993, "user": {"login": "amy", "type": "User"},
                     "body": "/campaign refresh"}})
-    await _feature(service)[0].dispatch(ev2, gh, None)
+    _feature(service)[0].dispatch(ev2, gh, None)
     assert "is not a campaign issue" in github_double.calls[-1].request["body"]
 
 
@@ -369,14 +369,14 @@ def _screen(service: cs.HeaderService, **kw: Any) -> int:
         return s.id
 
 
-async def test_queue_and_approval_from_issue_7_screens(
+def test_queue_and_approval_from_issue_7_screens(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     from bot.features.screen import queue as screens
 
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     assert "Nothing is queued or running" in (current_block(_body(github_double)) or "")
     running = _screen(service, state=screens.RUNNING, started_at=T0,
                       run_url="https://github.com/org/campaigns/actions/runs/5")
@@ -385,7 +385,7 @@ async def test_queue_and_approval_from_issue_7_screens(
             from_fork=True, detail="Cancelled: the fork PR got a new head 0123456789ab; "
             "a new push needs a new approval.")
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="screen result")
+    res = service.refresh(gh, camp, trigger="screen result")
     assert res.outcome == "written"
     reads, writes = _calls(github_double, start)
     # the queue changed, the evidence did not: no evidence file is read again
@@ -400,11 +400,11 @@ async def test_queue_and_approval_from_issue_7_screens(
     assert "1 screen(s) running, 2 queued" in block
     # a later /screen for the same candidate and track clears the approval request
     _screen(service, candidate="fused-qkv", pr_number=24, head_sha="0123456789ab" + "0" * 28)
-    await service.refresh(gh, camp, trigger="test")
+    service.refresh(gh, camp, trigger="test")
     assert "approve screening" not in (current_block(_body(github_double)) or "")
 
 
-async def test_push_to_default_branch_refreshes_with_commit_reference(
+def test_push_to_default_branch_refreshes_with_commit_reference(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
@@ -419,34 +419,34 @@ async def test_push_to_default_branch_refreshes_with_commit_reference(
              "added": [], "modified": ["docs/x.md"], "removed": []},
         ],
     }
-    await _handlers(service).on_push(Event("d-push", "push", payload), gh, None)
+    _handlers(service).on_push(Event("d-push", "push", payload), gh, None)
     block = current_block(_body(github_double)) or ""
     assert (f"Updated from evidence at [`cccccccc`](https://github.com/{REPO}/tree/{'c' * 40}/"
             f"{ROOT}) on 2026-11-21 09:00 UTC") in block
     # a push elsewhere (another branch, or not touching the campaign) writes nothing
     start = len(github_double.calls)
     h = _handlers(service)
-    await h.on_push(Event("d-push2", "push", {**payload, "ref": "refs/heads/topic"}), gh, None)
-    await h.on_push(Event("d-push3", "push", {**payload, "commits": payload["commits"][1:]}),
-                    gh, None)
+    h.on_push(Event("d-push2", "push", {**payload, "ref": "refs/heads/topic"}), gh, None)
+    h.on_push(Event("d-push3", "push", {**payload, "commits": payload["commits"][1:]}),
+              gh, None)
     assert _calls(github_double, start) == ([], [])
 
 
-async def test_scheduler_job_skips_unchanged_campaigns(
+def test_scheduler_job_skips_unchanged_campaigns(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     _setup(github_double, _controls("5s-lossless"))
-    await _register(service, gh)
+    _register(service, gh)
     ports = {REPO: gh}
     scheduler = AsyncIOScheduler(timezone="UTC")
     assert add_jobs(scheduler, _feature(service)[2].jobs) == ["campaign-header-refresh"]
     job = scheduler.get_job("campaign-header-refresh")
     assert job.trigger.interval.total_seconds() == 30 * 60
-    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
+    assert cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
     start = len(github_double.calls)
-    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"skipped": 1}
+    assert cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"skipped": 1}
     assert _calls(github_double, start) == ([], [])  # one git round trip, no REST call
     assert _git_ops(github_double, start) == ["git-info-refs", "git-upload-pack"]
     # new evidence on the default branch: the next run rewrites the header
@@ -454,62 +454,62 @@ async def test_scheduler_job_skips_unchanged_campaigns(
         f"{ROOT}/receipts/base/more.json": receipt(
             "5s-lossless", "control", 172.0, session="more", screen="base", slot=7,
         ).model_dump_json(by_alias=True, exclude_none=True)}, parent="main")
-    assert await cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
+    assert cs.scheduled_refresh(service, lambda repo: ports[repo]) == {"written": 1}
     assert "3 clean control session(s)" in (current_block(_body(github_double)) or "")
 
 
-async def test_workflow_run_of_the_screen_workflow_refreshes_others_do_not(
+def test_workflow_run_of_the_screen_workflow_refreshes_others_do_not(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    await _register(service, gh)
+    _register(service, gh)
     base = {"action": "completed", "repository": {"full_name": REPO},
             "sender": {"login": "github-actions[bot]", "type": "Bot"}}
     start = len(github_double.calls)
     ci = {**base, "workflow_run": {"path": ".github/workflows/ci.yml"}}
-    await _handlers(service).on_workflow_run(Event("d-ci", "workflow_run", ci), gh, None)
+    _handlers(service).on_workflow_run(Event("d-ci", "workflow_run", ci), gh, None)
     assert github_double.calls[start:] == []
     screen = {**base, "workflow_run": {"path": f".github/workflows/{SCREEN_WORKFLOW}"}}
-    await _handlers(service).on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
+    _handlers(service).on_workflow_run(Event("d-screen", "workflow_run", screen), gh, None)
     assert _calls(github_double, start)[1] == [f"PATCH /repos/{REPO}/issues/{ISSUE}"]
 
 
-async def test_finished_screen_result_shows_until_committed(
+def test_finished_screen_result_shows_until_committed(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     from bot.features.screen import queue as screens
 
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     sid = _screen(service, state=screens.FINISHED, verdict="INCONCLUSIVE",
                   conclusion="success", completed_at=T0 + timedelta(days=1),
                   started_at=T0 + timedelta(hours=20))
-    await service.refresh(gh, camp, trigger="screen result")
+    service.refresh(gh, camp, trigger="screen result")
     block = current_block(_body(github_double)) or ""
     assert (f"Latest screen: S{sid}, resident-layers on 5s-lossy (PR #21, head eeeeeeee), "
             "finished on 2026-11-21 08:00 UTC: INCONCLUSIVE (run success; verified bundle, "
             "judged by the bot).") in block
 
 
-async def test_body_over_githubs_limit_is_not_written(
+def test_body_over_githubs_limit_is_not_written(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"), body="x" * 65000)
-    camp = await _register(service, gh)
+    camp = _register(service, gh)
     start = len(github_double.calls)
-    res = await service.refresh(gh, camp, trigger="test")
+    res = service.refresh(gh, camp, trigger="test")
     assert res.outcome == "too-long"
     assert _calls(github_double, start)[1] == []
     assert _body(github_double) == "x" * 65000
 
 
-async def test_human_edit_removing_markers_gets_one_notice(
+def test_human_edit_removing_markers_gets_one_notice(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     before = _body(github_double)
     github_double.repo(REPO).issues[ISSUE]["body"] = "rewritten by a human"
     ev = Event("d-edit", "issues", {
@@ -518,23 +518,23 @@ async def test_human_edit_removing_markers_gets_one_notice(
         "issue": {"number": ISSUE, "body": "rewritten by a human"},
         "changes": {"body": {"from": before}}})
     start = len(github_double.calls)
-    await _handlers(service).on_issue_edited(ev, gh, None)
-    await _handlers(service).on_issue_edited(ev, gh, None)  # a redelivery: still one notice
+    _handlers(service).on_issue_edited(ev, gh, None)
+    _handlers(service).on_issue_edited(ev, gh, None)  # a redelivery: still one notice
     assert _calls(github_double, start)[1] == [f"POST /repos/{REPO}/issues/{ISSUE}/comments"]
     assert _body(github_double) == "rewritten by a human"
     kinds = [h.kind for h in service.history(REPO, ISSUE)]
     assert kinds == ["markers-missing", "write"]
 
 
-async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
+def test_human_edit_lost_to_a_concurrent_write_is_put_back(
     github_double: Any, gh: Any, service: cs.HeaderService
 ) -> None:
     # the human edits right after the bot read the body and before it writes: GitHub has no
     # conditional PATCH, so the write overwrites the edit; the issues.edited event of the
     # human edit carries the text, and the bot puts it back under its current header
     _setup(github_double, _controls("5s-lossless"))
-    camp = await _register(service, gh)
-    await service.refresh(gh, camp, trigger="test")
+    camp = _register(service, gh)
+    service.refresh(gh, camp, trigger="test")
     github_double.set_branch(REPO, "main", {
         f"{ROOT}/receipts/base/extra.json": receipt(
             "5s-lossless", "control", 171.0, session="extra", screen="base", slot=5,
@@ -542,8 +542,8 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
     real_get_issue = gh.get_issue
     seen: dict[str, str] = {}
 
-    async def get_issue_then_human_edits(number: int) -> Any:
-        info = await real_get_issue(number)
+    def get_issue_then_human_edits(number: int) -> Any:
+        info = real_get_issue(number)
         issue = github_double.repo(REPO).issues[ISSUE]
         seen["from"] = issue["body"]
         issue["body"] = issue["body"] + "\r\nA human line typed at the worst moment.\r\n"
@@ -551,7 +551,7 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
         return info
 
     gh.get_issue = get_issue_then_human_edits  # type: ignore[method-assign]
-    assert (await service.refresh(gh, camp, trigger="test")).outcome == "written"
+    assert (service.refresh(gh, camp, trigger="test")).outcome == "written"
     gh.get_issue = real_get_issue  # type: ignore[method-assign]
     assert "worst moment" not in _body(github_double)  # lost, as on GitHub
     ev = Event("d-human", "issues", {
@@ -560,7 +560,7 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
         "issue": {"number": ISSUE, "body": seen["to"]},
         "changes": {"body": {"from": seen["from"]}}})
     start = len(github_double.calls)
-    await _handlers(service).on_issue_edited(ev, gh, None)
+    _handlers(service).on_issue_edited(ev, gh, None)
     body = _body(github_double)
     assert body.endswith("A human line typed at the worst moment.\r\n")
     assert "3 clean control session(s)" in (current_block(body) or "")
@@ -568,5 +568,5 @@ async def test_human_edit_lost_to_a_concurrent_write_is_put_back(
         [f"GET /repos/{REPO}/issues/{ISSUE}"], [f"PATCH /repos/{REPO}/issues/{ISSUE}"])
     # the same event again (a redelivery) changes nothing
     start = len(github_double.calls)
-    await _handlers(service).on_issue_edited(ev, gh, None)
+    _handlers(service).on_issue_edited(ev, gh, None)
     assert _calls(github_double, start)[1] == []

@@ -29,10 +29,10 @@ def bot_comments(double, number: int = 2) -> list[str]:
             if c["issue"] == number and c["user"] == BOT]
 
 
-async def test_help_lists_every_command_once_per_command(repo) -> None:
+def test_help_lists_every_command_once_per_command(repo) -> None:
     gh = port(repo)
     ev = comment_event("/campaign help")
-    results = await router.dispatch(ev, gh, RepoConfig())
+    results = router.dispatch(ev, gh, RepoConfig())
     assert all(r.ok for r in results), results
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
     (body,) = bot_comments(repo)
@@ -40,43 +40,43 @@ async def test_help_lists_every_command_once_per_command(repo) -> None:
     for spec in APP.commands.specs:
         assert f"### `{spec.usage}`" in body and spec.who.value in body
     # GitHub redelivers the same comment: the reply is found, not posted again
-    await router.dispatch(ev, gh, RepoConfig())
+    router.dispatch(ev, gh, RepoConfig())
     assert len(repo.writes()) == 1
 
 
-async def test_a_command_repeated_in_one_comment_runs_once(repo) -> None:
-    await router.dispatch(comment_event("/campaign help\n/campaign help"), port(repo),
-                          RepoConfig())
+def test_a_command_repeated_in_one_comment_runs_once(repo) -> None:
+    router.dispatch(comment_event("/campaign help\n/campaign help"), port(repo),
+                    RepoConfig())
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
 
 
-async def test_comments_by_bots_are_ignored_without_any_request(repo) -> None:
+def test_comments_by_bots_are_ignored_without_any_request(repo) -> None:
     for login, kind in ((BOT, "Bot"), ("dependabot[bot]", "Bot"), ("ci-bot[bot]", "User")):
-        await router.dispatch(comment_event("/campaign help", login=login, user_type=kind),
-                              port(repo), RepoConfig())
+        router.dispatch(comment_event("/campaign help", login=login, user_type=kind),
+                        port(repo), RepoConfig())
     assert repo.calls == []
 
 
-async def test_commands_in_code_quotes_and_comments_do_nothing(repo) -> None:
+def test_commands_in_code_quotes_and_comments_do_nothing(repo) -> None:
     body = "```\n/campaign help\n```\n> /campaign help\n<!-- /campaign help -->\n`/campaign help`"
-    await router.dispatch(comment_event(body), port(repo), RepoConfig())
+    router.dispatch(comment_event(body), port(repo), RepoConfig())
     assert repo.calls == []
 
 
-async def test_edited_comment_runs_only_new_commands(repo) -> None:
+def test_edited_comment_runs_only_new_commands(repo) -> None:
     ev = comment_event("/campaign help\n/campaign frobnicate", action="edited",
                        previous="/campaign help")
-    await router.dispatch(ev, port(repo), RepoConfig())
+    router.dispatch(ev, port(repo), RepoConfig())
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
     (body,) = bot_comments(repo)
     assert "line=2" in body and "I do not know `/campaign frobnicate`" in body
     assert "`/campaign help`" in body and "`/campaign verify`" in body
 
 
-async def test_edit_without_body_change_does_nothing(repo) -> None:
+def test_edit_without_body_change_does_nothing(repo) -> None:
     ev = comment_event("/campaign help", action="edited")
     ev.payload["changes"] = {}
-    await router.dispatch(ev, port(repo), RepoConfig())
+    router.dispatch(ev, port(repo), RepoConfig())
     assert repo.calls == []
 
 
@@ -90,20 +90,20 @@ def screen_router(request):
                        ("/screen candidate tp2-sp2",), Who.WRITERS_OR_REQUESTERS,
                        pull_only=True, needs_config=True)
 
-    async def screen(ctx: CommandContext) -> None:
+    def screen(ctx: CommandContext) -> None:
         calls.append(ctx)
-        await ctx.say(f"screen of {ctx.command.verb_args[1]} accepted")
+        ctx.say(f"screen of {ctx.command.verb_args[1]} accepted")
 
     commands.add(spec, screen)
     return local, calls
 
 
-async def test_screen_refused_for_user_without_write_permission(repo, screen_router) -> None:
+def test_screen_refused_for_user_without_write_permission(repo, screen_router) -> None:
     local, calls = screen_router
     repo.set_permission(REPO, "eve", "read")
     ev = comment_event("/screen candidate tp2-sp2", login="eve")
     ev.payload["comment"]["author_association"] = "MEMBER"  # never trusted
-    results = await local.dispatch(ev, port(repo), RepoConfig())
+    results = local.dispatch(ev, port(repo), RepoConfig())
     assert all(r.ok for r in results) and calls == []
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
     (body,) = bot_comments(repo)
@@ -120,82 +120,102 @@ async def test_screen_refused_for_user_without_write_permission(repo, screen_rou
     ("mallory", None, False),   # requester only on the PR head: not trusted
     ("alice", "none", True),    # listed in [screen] allowed
 ], ids=["write", "admin", "requester", "pr-self-authorized", "allowed-list"])
-async def test_screen_authorization(repo, screen_router, login, permission, allowed) -> None:
+def test_screen_authorization(repo, screen_router, login, permission, allowed) -> None:
     local, calls = screen_router
     if permission:
         repo.set_permission(REPO, login, permission)
     repo.push(REPO, 2, {"campaigns/h3/campaign.toml": 'id = "h3"\nrequesters = ["mallory"]\n'})
     cfg = RepoConfig.model_validate({"screen": {"allowed": ["alice"]}})
-    await local.dispatch(comment_event("/screen candidate x", login=login), port(repo), cfg)
+    local.dispatch(comment_event("/screen candidate x", login=login), port(repo), cfg)
     assert bool(calls) is allowed
     (body,) = bot_comments(repo)
     assert ("accepted" in body) is allowed
 
 
-async def test_screen_on_plain_issue_is_refused(repo, screen_router) -> None:
+def test_screen_on_plain_issue_is_refused(repo, screen_router) -> None:
     local, calls = screen_router
-    await local.dispatch(comment_event("/screen candidate x", number=3, pull=False),
-                         port(repo), RepoConfig())
+    local.dispatch(comment_event("/screen candidate x", number=3, pull=False),
+                   port(repo), RepoConfig())
     assert calls == [] and "pull requests only" in bot_comments(repo, 3)[0]
     assert repo.write_summary() == [("issues/create-comment", f"/repos/{REPO}/issues/3/comments")]
 
 
-async def test_broken_config_reply_says_what_to_fix(repo) -> None:
+def test_broken_config_reply_says_what_to_fix(repo) -> None:
     repo.set_branch(REPO, "main", {CONFIG_PATH: "[screen]\nworkflw = 'x.yml'\n"}, parent="main")
     repo.set_permission(REPO, "wendy", "write")
-    await router.dispatch(comment_event("/campaign verify", login="wendy"), port(repo), None)
+    router.dispatch(comment_event("/campaign verify", login="wendy"), port(repo), None)
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
     (body,) = bot_comments(repo)
     assert "is broken" in body and "line 2, `screen.workflw`: unknown key" in body
 
 
-async def test_verify_refused_for_stranger_allowed_for_pr_author(repo) -> None:
-    await router.dispatch(comment_event("/campaign verify", login="zed"), port(repo),
-                          RepoConfig())
+def test_verify_refused_for_stranger_allowed_for_pr_author(repo) -> None:
+    router.dispatch(comment_event("/campaign verify", login="zed"), port(repo),
+                    RepoConfig())
     assert "I did not run `/campaign verify`" in bot_comments(repo)[0]
     ev = comment_event("/campaign verify", login="dave", comment_id=556)
     ev.payload["issue"]["user"]["login"] = "dave"  # the PR's author, as GitHub sends it
-    await router.dispatch(ev, port(repo), RepoConfig())
+    router.dispatch(ev, port(repo), RepoConfig())
     second = bot_comments(repo)[1]
     assert "line=1" in second and "no evidence to check" in second
 
 
-async def test_reply_survives_5xx_after_write_without_duplicate(repo) -> None:
+def test_reply_survives_5xx_after_write_without_duplicate(repo) -> None:
     repo.inject("POST", COMMENTS, 500, after_write=True)
     ev = comment_event("/campaign help")
-    results = await router.dispatch(ev, port(repo), RepoConfig())
+    results = router.dispatch(ev, port(repo), RepoConfig())
     # GitHub stored the reply and answered 500: the reply is looked up by marker and login
     # before the error is believed, so the handler is done
     assert all(r.ok for r in results)
     assert len(bot_comments(repo)) == 1
     # the worker may still retry the delivery (another handler failed): nothing is posted
-    results = await router.dispatch(ev, port(repo), RepoConfig())
+    results = router.dispatch(ev, port(repo), RepoConfig())
     assert all(r.ok for r in results)
     assert len(bot_comments(repo)) == 1
     posts = [c for c in repo.calls if c.method == "POST"]
     assert len(posts) == 1 and posts[0].status == 500 and posts[0].injected
 
 
-async def test_rate_limited_permission_check_backs_off(repo, screen_router) -> None:
+def test_rate_limited_permission_check_backs_off(repo, screen_router) -> None:
     local, calls = screen_router
     repo.set_permission(REPO, "wendy", "write")
     repo.inject("GET", f"/repos/{REPO}/collaborators/wendy/permission", 403, retry_after=1)
-    await local.dispatch(comment_event("/screen candidate x", login="wendy"), port(repo),
-                         RepoConfig())
+    local.dispatch(comment_event("/screen candidate x", login="wendy"), port(repo),
+                   RepoConfig())
     assert len(calls) == 1
     statuses = [c.status for c in repo.calls if c.path.endswith("/wendy/permission")]
     assert statuses == [403, 200]
 
 
-async def test_spoofed_marker_in_user_comment_is_not_edited(repo) -> None:
+def test_spoofed_marker_in_user_comment_is_not_edited(repo) -> None:
     repo.add_comment(REPO, 2, "<!-- campaign-bot:reply comment=555 line=1 --> mine", "eve")
-    await router.dispatch(comment_event("/campaign help"), port(repo), RepoConfig())
+    router.dispatch(comment_event("/campaign help"), port(repo), RepoConfig())
     assert repo.write_summary() == [("issues/create-comment", COMMENTS)]
 
 
+def test_a_screen_admitted_by_the_framework_asks_github_once(github_double) -> None:
+    """The framework's authorize() says how it admitted the commenter; /screen records that
+    instead of asking GitHub for the permission a second time."""
+    from screen_scope import scope_dict, toml_dumps
+
+    d = github_double
+    d.add_repo(REPO, {"campaigns/h3/campaign.toml": toml_dumps(scope_dict())})
+    d.add_pull(REPO, 2, {"campaigns/h3/candidates.md": "cache-dit\n"}, user="dave")
+    d.set_permission(REPO, "maint", "write")
+    clear_configs()
+    results = router.dispatch(
+        comment_event("/screen candidate cache-dit track=5s-lossless dry-run", login="maint"),
+        port(d), RepoConfig())
+    assert [r.error for r in results if not r.ok] == []
+    asks = [c for c in d.calls if c.path.endswith("/collaborators/maint/permission")]
+    assert len(asks) == 1
+    (reply,) = bot_comments(d)
+    assert "Dry run" in reply or "dry run" in reply
+
+
 @pytest.mark.parametrize("action", ["created", "edited"])
-async def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
-                                                                           action) -> None:
+def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
+                                                                     action) -> None:
     """GitHub's schema allows ``comment.user: null`` (a deleted account): the delivery passes
     the worker's shape check and ends without running a command (nobody to authorise)."""
     from bot.inbox.payloads import check_shape
@@ -203,6 +223,30 @@ async def test_a_comment_whose_user_is_null_runs_nothing_and_does_not_fail(repo,
     ev = comment_event("/campaign help", action=action, previous="")
     ev.payload["comment"]["user"] = None
     check_shape(ev.name, ev.payload)  # raised PayloadShapeError: comment.user
-    results = await router.dispatch(ev, port(repo), RepoConfig())
+    results = router.dispatch(ev, port(repo), RepoConfig())
     assert all(r.ok for r in results), results
     assert repo.write_summary() == []
+
+
+def test_a_feature_adds_a_new_command_prefix_by_adding_its_command(repo) -> None:
+    """No closed list of prefixes: ``/bench`` is read as a command once a feature added the
+    verb ``bench`` (and ``/campaign report`` beside ``/campaign help``), and only then."""
+    local = Router()
+    commands = Commands(local, RepoConfigs())
+    ran: list[tuple[str, tuple[str, ...]]] = []
+
+    def bench(ctx: CommandContext) -> None:
+        ran.append((ctx.command.verb, ctx.command.verb_args))
+
+    body = "/bench now please\n/campaign report weekly"
+    local.dispatch(comment_event(body, login="carol"), port(repo), RepoConfig())
+    assert ran == [] and commands.prefixes == {}
+    commands.add(CommandSpec("bench", "/bench WHEN", "Bench.", ("/bench now",), Who.ANYONE),
+                 bench)
+    commands.add(CommandSpec("campaign report", "/campaign report", "Report.",
+                             ("/campaign report",), Who.ANYONE), bench)
+    assert commands.prefixes == {"bench": False, "campaign": True}
+    results = local.dispatch(comment_event(body, login="carol", comment_id=556), port(repo),
+                             RepoConfig())
+    assert all(r.ok for r in results)
+    assert ran == [("bench", ("now", "please")), ("campaign report", ("weekly",))]

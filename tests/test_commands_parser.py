@@ -7,6 +7,9 @@ from hostile.comments import HIDDEN, SLOW
 
 from bot.commands.parser import new_commands, parse
 
+PREFIXES = {"screen": False, "campaign": True}
+"""The bot's own commands' prefixes (``/campaign`` groups sub-commands)."""
+
 CASES = [
     ("/campaign help", ["/campaign help"]),
     ("/screen candidate foo --track 5s-lossless", ["/screen candidate foo --track 5s-lossless"]),
@@ -45,7 +48,7 @@ CASES = [
     "inline-code-prose", "inline-code-in-args", "quoted-arg", "mid-line", "prefix-only",
     "case", "other-bot", "empty"])
 def test_grammar(body: str, expected: list[str]) -> None:
-    assert [c.text for c in parse(body)] == expected
+    assert [c.text for c in parse(body, PREFIXES)] == expected
 
 
 HTML_AND_QUOTES = [
@@ -81,19 +84,19 @@ HTML_AND_QUOTES = [
 def test_html_code_and_quotes_hold_no_command(body: str, expected: list[str]) -> None:
     """CommonMark ranges (markdown-it-py) that hide commands: HTML blocks, inline code
     and quotation elements, code spans across lines, block quotes with lazy lines."""
-    assert [c.text for c in parse(body)] == expected
+    assert [c.text for c in parse(body, PREFIXES)] == expected
 
 
 def test_command_fields() -> None:
-    (c,) = parse("hello\n/campaign verify --fast")
+    (c,) = parse("hello\n/campaign verify --fast", PREFIXES)
     assert (c.name, c.verb, c.verb_args, c.line, c.error) == (
         "campaign", "campaign verify", ("--fast",), 2, None)
-    (s,) = parse("/screen candidate x")
+    (s,) = parse("/screen candidate x", PREFIXES)
     assert (s.verb, s.verb_args) == ("screen", ("candidate", "x"))
 
 
 def test_unbalanced_quote_is_reported_not_dropped() -> None:
-    (c,) = parse('/screen candidate "oops')
+    (c,) = parse('/screen candidate "oops', PREFIXES)
     assert c.error and "quotation" in c.error
 
 
@@ -106,19 +109,19 @@ def test_unbalanced_quote_is_reported_not_dropped() -> None:
     ("```\n/screen a\n```", "/screen a", ["/screen a"]),
 ], ids=["added", "unchanged", "repeated", "fixed-typo", "removed", "unfenced"])
 def test_edit_runs_only_new_commands(before: str, after: str, expected: list[str]) -> None:
-    assert [c.text for c in new_commands(after, before)] == expected
+    assert [c.text for c in new_commands(after, before, PREFIXES)] == expected
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN))
 def test_hostile_corpus_hidden_commands_do_not_parse(name: str) -> None:
-    assert parse(HIDDEN[name]) == []
+    assert parse(HIDDEN[name], PREFIXES) == []
     # running text after the hiding construct and a blank line is read again (an unclosed
     # fence is code to the end of the comment)
-    after = [c.text for c in parse(HIDDEN[name] + "\n\n\n/campaign help")]
+    after = [c.text for c in parse(HIDDEN[name] + "\n\n\n/campaign help", PREFIXES)]
     assert after == ([] if name == "fenced-code-unclosed" else ["/campaign help"])
 
 
 @pytest.mark.parametrize("name", sorted(SLOW))
 def test_hostile_corpus_slow_bodies_parse(name: str) -> None:
-    cmds = parse(SLOW[name])
+    cmds = parse(SLOW[name], PREFIXES)
     assert all(c.text == "/screen candidate noop" for c in cmds)

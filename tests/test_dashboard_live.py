@@ -313,7 +313,7 @@ def test_screen_result_links_to_the_live_pages_only_when_the_url_is_set() -> Non
     assert "Campaign dashboard" not in without
 
 
-async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> None:
+def test_check_run_links_to_the_live_findings_page(github_double: Any) -> None:
     from github_helpers import GIT, clear_configs, example_files, port
     from github_helpers import REPO as REVIEW_REPO
 
@@ -327,13 +327,13 @@ async def test_check_run_links_to_the_live_findings_page(github_double: Any) -> 
     pull = github_double.add_pull(REVIEW_REPO, 2, {status: text.replace(
         '"execution": "queued"', '"execution": "runing"')}, user="dave")
     clear_configs()
-    await review_pull(port(github_double), RepoConfig(), 2, git=GIT, public_url=PUBLIC)
+    review_pull(port(github_double), RepoConfig(), 2, git=GIT, public_url=PUBLIC)
     (run,) = github_double.repo(REVIEW_REPO).check_runs.values()
     assert run["head_sha"] == pull.head_sha
     url = campaign_page(PUBLIC, REVIEW_REPO, CAMPAIGN, "findings.html")
     assert f"]({url})" in run["output"]["summary"]
     github_double.repo(REVIEW_REPO).check_runs.clear()
-    await review_pull(port(github_double), RepoConfig(), 2, git=GIT)  # no public URL: no link
+    review_pull(port(github_double), RepoConfig(), 2, git=GIT)  # no public URL: no link
     assert "Live findings" not in next(iter(
         github_double.repo(REVIEW_REPO).check_runs.values()))["output"]["summary"]
 

@@ -4,7 +4,6 @@ path, and pushes that are looked up before they are called failed."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -38,7 +37,7 @@ def mirrors(tmp_path: Path) -> GitMirrors:
 
 
 def remote(double: Any) -> GitRemote:
-    gr = asyncio.run(port(double).git_remote())
+    gr = port(double).git_remote()
     assert gr is not None
     return gr
 
@@ -113,7 +112,7 @@ def test_fetch_materialise_everything_no_per_file_cap(github_double: Any, tmp_pa
     assert [(c.filename, c.status, c.patch) for c in changes] == [
         ("campaigns/h3/results/a.json", "added", '@@ -0,0 +1 @@\n+{"a": 1}')]
     # the tree SHA the header keys on is git's, the same the contents API names
-    listing = asyncio.run(port(d).list_dir("campaigns", "main"))
+    listing = port(d).list_dir("campaigns", "main")
     assert mirrors.tree_sha(REPO, refs["refs/heads/main"], "campaigns/h3") == next(
         e.sha for e in listing if e.path == "campaigns/h3")
 
@@ -276,3 +275,27 @@ def test_a_push_whose_answer_is_lost_is_looked_up(github_double: Any, tmp_path: 
     out = mirrors.push(gr, REPO, sha, "main", expect=tip)
     assert (out.sha, out.confirmed) == (sha, True)
     assert d.repo(REPO).refs["main"] == sha
+
+
+def test_a_closed_pull_is_pruned_from_the_mirror(github_double: Any, mirrors: GitMirrors
+                                                 ) -> None:
+    """A fork's push fetched for review stays in the mirror until its PR is forgotten: then
+    its ref and the objects only it reached are gone, the base branch's are kept."""
+    d = github_double
+    d.add_repo(REPO, {"c/a.txt": "a\n"})
+    pull = d.add_pull(REPO, 2, {"vendor/noise.txt": os.urandom(1 << 20).hex()},
+                      fork="evil/Hello-World")
+    got = mirrors.fetch(remote(d), REPO, ["refs/pull/2/head", "refs/heads/main"])
+    assert got["refs/pull/2/head"] == pull.head_sha
+    path = mirrors.path(REPO)
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+
+    before = size()
+    assert mirrors.forget_pull(REPO, 2) is True
+    assert not mirrors.has_commit(REPO, pull.head_sha)
+    assert mirrors.has_commit(REPO, got["refs/heads/main"])
+    assert size() < before - (1 << 20)  # the 2 MiB of hex (1 MiB compressed) are gone
+    assert mirrors.forget_pull(REPO, 2) is False  # nothing left to forget
+    assert mirrors.forget_pull("octo/never-fetched", 3) is False

@@ -53,7 +53,7 @@ def test_hunk_parsing(patch, ranges) -> None:
     assert hunks_of(patch) == ranges
 
 
-async def test_review_comment_rules_like_github(github_double) -> None:
+def test_review_comment_rules_like_github(github_double) -> None:
     lines = "".join(f"line {i}\n" for i in range(1, 41))
     github_double.add_repo(REPO, {"f.txt": lines})
     github_double.add_pull(REPO, 2, {"f.txt": lines.replace("line 20\n", "LINE 20\n")})
@@ -79,11 +79,11 @@ async def test_review_comment_rules_like_github(github_double) -> None:
     assert len(github_double.repo(REPO).review_comments) == 2
 
 
-async def test_comment_body_limit(github_double) -> None:
+def test_comment_body_limit(github_double) -> None:
     github_double.add_repo(REPO, {"a": "1"})
     github_double.add_issue(REPO, 3)
     with pytest.raises(Exception, match="too long"):
-        await port(github_double).create_issue_comment(3, "x" * 65537)
+        port(github_double).create_issue_comment(3, "x" * 65537)
 
 
 def test_drift_is_detected(github_double) -> None:

@@ -4,7 +4,6 @@ and the git side of a repository stay one state (sandbox/github_double/git_http.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import subprocess
@@ -54,9 +53,9 @@ def test_clone_matches_the_rest_state_and_pull_refs_are_served(github_double: An
     blob = git(c, "rev-parse", "HEAD:campaigns/h3/campaign.toml").stdout.strip()
     tree = git(c, "rev-parse", "HEAD:campaigns/h3").stdout.strip()
     gh = port(d)
-    listing = asyncio.run(gh.list_dir("campaigns/h3", "main"))
+    listing = gh.list_dir("campaigns/h3", "main")
     assert {e.path: e.sha for e in listing}["campaigns/h3/campaign.toml"] == blob
-    assert {e.path: e.sha for e in asyncio.run(gh.list_dir("campaigns", "main"))}[
+    assert {e.path: e.sha for e in gh.list_dir("campaigns", "main")}[
         "campaigns/h3"] == tree
     ops = [c.operation for c in d.calls if c.is_git]
     assert "git-info-refs" in ops and "git-upload-pack" in ops
@@ -119,8 +118,8 @@ def test_a_push_moves_the_branch_the_pull_and_fires_the_push_hooks(github_double
                                ("refs/heads/topic", old, new)]
     # the REST API shows the pushed commit
     gh = port(d)
-    assert asyncio.run(gh.get_pull(2)).head_sha == new
-    listing = asyncio.run(gh.list_dir("campaigns/h3/screens", "topic"))
+    assert gh.get_pull(2).head_sha == new
+    listing = gh.list_dir("campaigns/h3/screens", "topic")
     assert [(e.path, e.size) for e in listing] == [("campaigns/h3/screens/out.bin", len(big))]
     assert [c.operation for c in d.writes()] == ["git-receive-pack"]
     # and git serves refs/pull/2/head at the new head

@@ -36,7 +36,7 @@ def test_push_delivery_updates_header_through_the_service(
     engine = database.make_engine(url)
     auth = Auth.Token("test-token")
 
-    async def ctx(event: Event) -> tuple[Any, Any]:
+    def ctx(event: Event) -> tuple[Any, Any]:
         port = PyGithubPort(make_client(github_double.base_url, auth, throttle=False),
                             event.repo_full_name or REPO, "campaign-bot[bot]", auth=auth,
                             base_url=github_double.base_url)

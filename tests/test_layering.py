@@ -15,6 +15,7 @@ import enum
 import importlib
 import logging
 import re
+import subprocess
 import types
 import typing
 from collections.abc import Iterator
@@ -173,10 +174,13 @@ def cycles(g: dict[str, dict[str, int]]) -> list[list[str]]:
     return out
 
 
-def test_no_import_cycle_in_bot() -> None:
-    bot = {m: {t: ln for t, ln in e.items() if t.startswith("bot")}
-           for m, e in GRAPH.items() if m.startswith("bot")}
-    assert cycles(bot) == []
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle(package: str) -> None:
+    """Within each package; lazy and ``TYPE_CHECKING`` imports count (a cycle through them
+    is still two modules that cannot be read one without the other)."""
+    inside = {m: {t: ln for t, ln in e.items() if t.split(".")[0] == package}
+              for m, e in GRAPH.items() if m.split(".")[0] == package}
+    assert cycles(inside) == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -250,6 +254,16 @@ def test_no_module_level_mutable_state_in_bot(module: str) -> None:
     assert mutable_module_state(module, MODULES[module]) == []
 
 
+def test_no_global_statement_in_evidence_or_runners() -> None:
+    """``evidence/`` and ``runners/`` are pipelines called with what they need; state that
+    lives as long as the process (a cache, a hand-over) is an object or
+    :func:`functools.cache`, never a rebound module name."""
+    found = [f"{MODULES[m].relative_to(ROOT)}:{n.lineno}: global {', '.join(n.names)}"
+             for m in sorted(MODULES) if m.split(".")[0] in ("evidence", "runners")
+             for n in ast.walk(ast.parse(MODULES[m].read_text())) if isinstance(n, ast.Global)]
+    assert found == []
+
+
 def test_the_state_finder_finds_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = ("import re\nREGISTRY = {}\nHANDLERS: list = []\nRX = re.compile('x')\n"
            "NAMES = ('a', 'b')\n\ndef f():\n    global REGISTRY\n")
@@ -297,3 +311,85 @@ def test_the_screen_workflow_has_one_name() -> None:
 def _line_of(rel: str, text: str) -> int:
     return next(n for n, line in enumerate((ROOT / rel).read_text().splitlines(), 1)
                 if text in line)
+
+
+# ------------------------------------------------------------ the architecture page's lists
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def tracked(directory: str) -> set[str]:
+    """What ``git ls-files`` holds directly in ``directory``: modules by name (``store``,
+    not ``__init__``) and folders as ``name/``."""
+    files = subprocess.run(["git", "ls-files", "--", directory], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    out = set()
+    for f in files:
+        rest = f[len(directory) + 1:]
+        if "/" in rest:
+            out.add(rest.split("/", 1)[0] + "/")
+        elif rest.endswith(".py") and rest != "__init__.py":
+            out.add(rest.removesuffix(".py"))
+    return out
+
+
+def _listed(text: str) -> set[str]:
+    """Names in a ``a · b.py (what it does) · c/`` list: each piece's first word."""
+    while re.search(r"\([^()]*\)", text):
+        text = re.sub(r"\([^()]*\)", "", text)
+    words = (piece.split()[0].strip(";,:") for piece in text.split("·") if piece.split())
+    return {w.removesuffix(".py") for w in words if w}
+
+
+def documented_modules(page: str) -> dict[str, set[str]]:
+    """``directory -> names`` as docs/architecture.md lists them: the parts table's module
+    column for ``evidence`` and ``runners``, and the ``bot/`` house plan (top-level files,
+    folders, and each folder's modules)."""
+    out: dict[str, set[str]] = {}
+    for row in page.splitlines():
+        m = re.match(r"\| `(evidence|runners)/` \|[^|]*\|([^|]*)\|", row)
+        if m:
+            out[m.group(1)] = set(re.findall(r"`([^`]+)`", m.group(2)))
+    block = page.split("```\nbot/app.py", 1)[1].split("```", 1)[0]
+    sections: list[list[str]] = []
+    for line in block.splitlines()[2:]:
+        m = re.match(r"^ [├└] (\S+)\s*(.*)$", line)
+        if m:
+            sections.append([m.group(1), m.group(2)])
+        elif sections:
+            sections[-1][1] += " " + line.strip().lstrip("│").strip()
+    top = {"app"}
+    for head, rest in sections:
+        if head.endswith("/"):
+            top.add(head)
+            out["bot/" + head.rstrip("/")] = _listed(rest)
+        else:
+            # a file, alone with what it does, or the first of a list (``a.py · b.py``)
+            top |= _listed(head + " " + rest) if rest.startswith("·") else {
+                head.removesuffix(".py")}
+            top |= {w for w in _listed(rest) if w.endswith("/")} if rest.startswith(
+                "·") else set()
+    out["bot"] = top
+    return out
+
+
+def test_the_architecture_page_lists_every_module_and_only_those() -> None:
+    """docs/architecture.md names every module of ``evidence/``, ``runners/`` and ``bot/``
+    (and of ``bot/``'s folders) that git tracks, and nothing that is gone."""
+    doc = documented_modules(ARCHITECTURE.read_text())
+    drift = {}
+    for directory, names in sorted(doc.items()):
+        want = tracked(directory)
+        if directory == "bot/features":  # features are folders: named without the slash
+            want = {w.rstrip("/") for w in want}
+        if names != want:
+            drift[directory] = {"missing": sorted(want - names), "gone": sorted(names - want)}
+    assert drift == {}
+    assert {"evidence", "runners", "bot", "bot/inbox", "bot/github", "bot/commands",
+            "bot/features"} <= set(doc)
+
+
+def test_the_list_reader_reads_a_list() -> None:
+    assert _listed("port.py (the one Protocol (async)) · pygithub.py · a/ · parser; the"
+                   " package: specs") == {"port", "pygithub", "a/", "parser"}

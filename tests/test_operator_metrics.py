@@ -112,15 +112,15 @@ def test_series_are_there_from_the_start_and_move_with_traffic(github_double: An
         service.stop()
 
 
-async def test_workflow_dispatches_are_counted_by_outcome(github_double: Any) -> None:
+def test_workflow_dispatches_are_counted_by_outcome(github_double: Any) -> None:
     github_double.add_repo(REPO, {"README.md": "hi\n"})
     github_double.add_workflow(REPO, "screen.yml")
     m = Metrics()
     p = port(github_double, metrics=m)
-    await p.dispatch_workflow("screen.yml", "main", {"request_id": "r-1"})
+    p.dispatch_workflow("screen.yml", "main", {"request_id": "r-1"})
     github_double.inject("POST", f"/repos/{REPO}/actions/workflows/screen.yml/dispatches", 422)
     try:
-        await p.dispatch_workflow("screen.yml", "main", {"request_id": "r-2"})
+        p.dispatch_workflow("screen.yml", "main", {"request_id": "r-2"})
     except GitHubValidationError:
         pass
     else:

@@ -45,33 +45,33 @@ def test_broken_config_says_what_to_fix(text: str, expected: str) -> None:
     assert str(problems[0]).startswith(expected), str(problems[0])
 
 
-async def test_read_from_default_branch_only_and_cached(github_double) -> None:
+def test_read_from_default_branch_only_and_cached(github_double) -> None:
     github_double.add_repo(REPO, {CONFIG_PATH: GOOD})
     github_double.add_pull(REPO, 2, {CONFIG_PATH: GOOD.replace("alice", "mallory")})
     configs = RepoConfigs()
     gh = port(github_double)
-    loaded = await configs.load(gh)
+    loaded = configs.load(gh)
     assert loaded.present and loaded.ref == "main" and loaded.config.screen.allowed == ["alice"]
     n = len(github_double.calls)
-    assert (await configs.load(gh)).config is loaded.config  # cached: no request
+    assert (configs.load(gh)).config is loaded.config  # cached: no request
     assert len(github_double.calls) == n
     github_double.set_branch(REPO, "main", {CONFIG_PATH: "[screen]\nbad = 1\n"}, parent="main")
-    fresh = await configs.load(gh, use_cache=False)
+    fresh = configs.load(gh, use_cache=False)
     assert fresh.config is None and "bad" in str(fresh.problems[0])
 
 
-async def test_absent_config_means_defaults(github_double) -> None:
+def test_absent_config_means_defaults(github_double) -> None:
     github_double.add_repo(REPO, {"README.md": "x"})
-    loaded = await RepoConfigs().load(port(github_double))
+    loaded = RepoConfigs().load(port(github_double))
     assert not loaded.present and loaded.config.campaigns.paths == ["campaigns/*"]
 
 
-async def test_pr_changing_config_gets_one_validation_comment(github_double) -> None:
+def test_pr_changing_config_gets_one_validation_comment(github_double) -> None:
     github_double.add_repo(REPO, {CONFIG_PATH: GOOD})
     pull = github_double.add_pull(REPO, 2, {CONFIG_PATH: "[screen]\nworkflw = 'x.yml'\n"})
     gh = port(github_double)
     cfg, _ = parse(GOOD)
-    results = await router.dispatch(pr_event(2, pull.head_sha), gh, cfg)
+    results = router.dispatch(pr_event(2, pull.head_sha), gh, cfg)
     assert all(r.ok for r in results), results
     assert github_double.write_summary() == [
         ("issues/create-comment", f"/repos/{REPO}/issues/2/comments")]
@@ -81,16 +81,16 @@ async def test_pr_changing_config_gets_one_validation_comment(github_double) -> 
     # the fix is pushed: the same comment is edited, not a second one posted
     fixed = GOOD + '\n[review]\nmax_inline_comments = 10\n'
     sha = github_double.push(REPO, 2, {CONFIG_PATH: fixed})
-    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
     assert [w[0] for w in github_double.write_summary()] == [
         "issues/create-comment", "issues/update-comment"]
     (c,) = github_double.repo(REPO).comments.values()
     assert "is valid" in c["body"] and "takes effect once this PR is merged" in c["body"]
     # redelivered: unchanged, not rewritten
-    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
     assert len(github_double.writes()) == 2
     # a later push reverts the change: the comment says so
     sha = github_double.push(REPO, 2, {CONFIG_PATH: GOOD})
-    await router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
+    router.dispatch(pr_event(2, sha, "synchronize"), gh, cfg)
     (c,) = github_double.repo(REPO).comments.values()
     assert "no longer changes" in c["body"] and len(github_double.writes()) == 3

@@ -76,10 +76,10 @@ def summaries(double) -> list[str]:
             if c["user"] == BOT and "<!-- campaign-bot:summary pr=2 -->" in c["body"]]
 
 
-async def test_opened_posts_one_review_summary_and_check(campaign_pr, tmp_path) -> None:
+def test_opened_posts_one_review_summary_and_check(campaign_pr, tmp_path) -> None:
     double, pull = campaign_pr
     hashes, placed, rows = expected_findings(tmp_path, bad_status())
-    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    results = router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     assert all(r.ok for r in results), results
     assert double.write_summary() == [*OPENED_WRITES,
                                       ("checks/update", f"{P}/check-runs/"
@@ -106,17 +106,17 @@ async def test_opened_posts_one_review_summary_and_check(campaign_pr, tmp_path) 
         CHECK_NAME, pull.head_sha, "completed", "failure")
 
 
-async def test_redelivery_and_verify_post_nothing_twice(campaign_pr) -> None:
+def test_redelivery_and_verify_post_nothing_twice(campaign_pr) -> None:
     double, pull = campaign_pr
     gh = port(double)
     ev = pr_event(2, pull.head_sha)
-    await router.dispatch(ev, gh, RepoConfig())
+    router.dispatch(ev, gh, RepoConfig())
     n = len(double.writes())
-    await router.dispatch(ev, gh, RepoConfig())  # GitHub redelivery
+    router.dispatch(ev, gh, RepoConfig())  # GitHub redelivery
     assert len(double.writes()) == n
     double.set_permission(REPO, "wendy", "write")
-    results = await router.dispatch(comment_event("/campaign verify", login="wendy"), gh,
-                                    RepoConfig())
+    results = router.dispatch(comment_event("/campaign verify", login="wendy"), gh,
+                              RepoConfig())
     assert all(r.ok for r in results), results
     assert double.write_summary()[n:] == [("issues/create-comment", f"{P}/issues/2/comments")]
     reply = list(double.repo(REPO).comments.values())[-1]["body"]
@@ -124,11 +124,11 @@ async def test_redelivery_and_verify_post_nothing_twice(campaign_pr) -> None:
     assert len(double.repo(REPO).reviews) == 1 and len(summaries(double)) == 1
 
 
-async def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
+def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
     double, pull = campaign_pr
     gh = port(double)
     first_sha = pull.head_sha
-    await router.dispatch(pr_event(2, first_sha), gh, RepoConfig())
+    router.dispatch(pr_event(2, first_sha), gh, RepoConfig())
     n = len(double.writes())
     # the fix: status back to a valid value (the file still differs from its manifest hash)
     fixed = bad_status().replace('"runing"', '"running"')
@@ -137,7 +137,7 @@ async def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
     new_keys = {p.key for p in after} - {p.key for p in before}
     assert new_keys  # the manifest mismatch message names the file's new digest
     sha = double.push(REPO, 2, {STATUS: fixed})
-    await router.dispatch(pr_event(2, sha, "synchronize"), gh, RepoConfig())
+    router.dispatch(pr_event(2, sha, "synchronize"), gh, RepoConfig())
     run_id = next(r["id"] for r in check_runs(double) if r["head_sha"] == sha)
     assert double.write_summary()[n:] == [
         ("checks/create", f"{P}/check-runs"),
@@ -155,14 +155,14 @@ async def test_push_reviews_only_new_findings(campaign_pr, tmp_path) -> None:
     assert {r["head_sha"] for r in check_runs(double)} == {first_sha, sha}
 
 
-async def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_pr) -> None:
+def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/pulls/2/reviews", 502, after_write=True)
     gh = port(double)
     with pytest.raises(GitHubRetryableError):
-        await review_pull(gh, RepoConfig(), 2, git=GIT)
+        review_pull(gh, RepoConfig(), 2, git=GIT)
     assert len(double.repo(REPO).reviews) == 1  # GitHub did store it
-    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)  # the delivery's retry
+    outcome = review_pull(gh, RepoConfig(), 2, git=GIT)  # the delivery's retry
     assert outcome.new_findings == 0
     assert len(double.repo(REPO).reviews) == 1 and len(check_runs(double)) == 1
     assert len(summaries(double)) == 1 and check_runs(double)[0]["status"] == "completed"
@@ -170,57 +170,80 @@ async def test_review_5xx_after_write_is_retryable_and_not_duplicated(campaign_p
             c.path.endswith("/reviews")] == [502]
 
 
-async def test_check_run_500_then_retry_creates_one_run(campaign_pr) -> None:
+def test_check_run_500_then_retry_creates_one_run(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/check-runs", 500)
-    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    results = router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     (failed,) = [r for r in results if not r.ok]
     assert failed.error.startswith("GitHubRetryableError")
     assert double.writes() == []
-    await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     assert len(check_runs(double)) == 1 and len(double.repo(REPO).reviews) == 1
 
 
-async def test_review_refused_with_422_falls_back_to_body(campaign_pr) -> None:
+def test_review_refused_with_422_falls_back_to_body(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/pulls/2/reviews", 422,
                   message="Pull request review thread line must be part of the diff")
-    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    outcome = review_pull(port(double), RepoConfig(), 2, git=GIT)
     (review,) = double.repo(REPO).reviews.values()
     assert double.repo(REPO).review_comments == {}
     assert outcome.inline == 0 and outcome.in_body == outcome.new_findings
     assert len(re.findall(r"finding key=", review["body"])) == outcome.new_findings
 
 
-async def test_rate_limited_reads_back_off_and_complete(campaign_pr) -> None:
+def test_rate_limited_reads_back_off_and_complete(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("GET", f"{P}/pulls/2/files", 403, retry_after=1)
     double.inject("GET", f"{P}/contents/campaigns/h3*", 500, times=2)
-    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    results = router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     assert all(r.ok for r in results), results
     assert [w for w, _ in double.write_summary()][:3] == [w for w, _ in OPENED_WRITES]
 
 
-async def test_token_without_checks_permission_still_reviews(campaign_pr) -> None:
+def test_token_without_checks_permission_still_reviews(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"{P}/check-runs", 403,
                   message="Resource not accessible by personal access token")
-    results = await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    results = router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     assert all(r.ok for r in results), results
     assert double.write_summary() == OPENED_WRITES[1:]
 
 
-async def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
+def test_pr_without_campaign_changes_writes_nothing(github_double) -> None:
     github_double.add_repo(REPO, example_files())
     pull = github_double.add_pull(REPO, 2, {"README.md": "docs\n"})
-    await router.dispatch(pr_event(2, pull.head_sha), port(github_double), RepoConfig())
+    router.dispatch(pr_event(2, pull.head_sha), port(github_double), RepoConfig())
     assert github_double.writes() == []
 
 
-async def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
+def test_a_fork_push_outside_the_campaigns_is_never_fetched(github_double) -> None:
+    """GitHub's list of the changed paths names no campaign: the mirror fetches nothing (a
+    fork could push any amount of data beside the campaigns)."""
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {"blob/big.bin": "x" * 200_000},
+                                  fork="evil/Hello-World")
+    outcome = review_pull(port(github_double), RepoConfig(), 2, git=GIT)
+    assert outcome.head_sha == pull.head_sha and outcome.campaigns == []
+    assert [c.path for c in github_double.calls if "git-upload-pack" in c.path
+            or c.path.endswith("/info/refs")] == []
+    assert github_double.writes() == []
+
+
+def test_a_closed_pull_leaves_the_mirror(campaign_pr) -> None:
+    double, pull = campaign_pr
+    router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    assert GIT.has_commit(REPO, pull.head_sha)
+    results = router.dispatch(pr_event(2, pull.head_sha, action="closed", delivery="d-c"),
+                              port(double), RepoConfig())
+    assert all(r.ok for r in results), results
+    assert not GIT.has_commit(REPO, pull.head_sha)
+
+
+def test_summary_marker_in_a_user_comment_is_not_taken_over(campaign_pr) -> None:
     double, pull = campaign_pr
     double.add_comment(REPO, 2, "<!-- campaign-bot:summary pr=2 --> fake", "eve")
-    await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    review_pull(port(double), RepoConfig(), 2, git=GIT)
     assert len(summaries(double)) == 1
     assert [c["body"] for c in double.repo(REPO).comments.values()][0].endswith("fake")
 
@@ -236,21 +259,21 @@ def test_campaign_dir_of(path, patterns, expected) -> None:
     assert campaign_dir_of(path, patterns) == expected
 
 
-async def test_fork_pr_is_reviewed_as_data(github_double) -> None:
+def test_fork_pr_is_reviewed_as_data(github_double) -> None:
     github_double.add_repo(REPO, example_files())
     pull = github_double.add_pull(REPO, 2, {STATUS: bad_status()}, fork="evil/Hello-World")
     gh = port(github_double)
-    assert (await gh.get_pull(2)).is_fork
-    outcome = await review_pull(gh, RepoConfig(), 2, git=GIT)
+    assert (gh.get_pull(2)).is_fork
+    outcome = review_pull(gh, RepoConfig(), 2, git=GIT)
     assert outcome.head_sha == pull.head_sha and outcome.problem_count > 0
     (run,) = check_runs(github_double)
     assert run["head_sha"] == pull.head_sha  # on the base repository, at the fork's head
 
 
-async def test_dry_run_records_the_review_writes(campaign_pr) -> None:
+def test_dry_run_records_the_review_writes(campaign_pr) -> None:
     double, _ = campaign_pr
     rec = RecordingGitHub(port(double))
-    await review_pull(rec, RepoConfig(), 2, git=GIT)
+    review_pull(rec, RepoConfig(), 2, git=GIT)
     assert [w.op for w in rec.writes] == ["create_check_run", "create_review",
                                           "create_issue_comment", "update_check_run"]
     assert double.writes() == []
@@ -265,7 +288,7 @@ def _sums(files: dict[str, bytes]) -> str:
     return "".join(f"{hashlib.sha256(b).hexdigest()}  {p}\n" for p, b in sorted(files.items()))
 
 
-async def test_large_files_are_verified_and_lfs_pointers_are_external(github_double) -> None:
+def test_large_files_are_verified_and_lfs_pointers_are_external(github_double) -> None:
     import hashlib
     import os
 
@@ -278,7 +301,7 @@ async def test_large_files_are_verified_and_lfs_pointers_are_external(github_dou
         "campaigns/h3/outputs/big.bin": big, "campaigns/h3/outputs/video.mp4": pointer,
         "campaigns/h3/outputs/SHA256SUMS": _sums({"big.bin": big, "video.mp4": video})})
     clear_configs()
-    outcome = await review_pull(port(github_double), RepoConfig(), 2, git=GIT)
+    outcome = review_pull(port(github_double), RepoConfig(), 2, git=GIT)
     (summary,) = summaries(github_double)
     base = expected_findings_of(EXAMPLE)
     assert outcome.hashes_checked == base + 1  # big.bin hashed; the video is external
@@ -301,11 +324,11 @@ def outcome_findings(double) -> list[str]:
     return [c["path"] for c in double.repo(REPO).review_comments.values()]
 
 
-async def test_a_fetch_failure_is_said_in_the_check_run_and_the_summary(campaign_pr) -> None:
+def test_a_fetch_failure_is_said_in_the_check_run_and_the_summary(campaign_pr) -> None:
     double, pull = campaign_pr
     double.inject("POST", f"/{REPO}.git/git-upload-pack", 500, times=10,
                   message="upstream unavailable")
-    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    outcome = review_pull(port(double), RepoConfig(), 2, git=GIT)
     assert outcome.unread and outcome.conclusion == "failure"
     (run,) = check_runs(double)
     assert (run["status"], run["conclusion"], run["output"]["title"]) == (
@@ -318,19 +341,19 @@ async def test_a_fetch_failure_is_said_in_the_check_run_and_the_summary(campaign
     assert double.repo(REPO).reviews == {}  # nothing was claimed about the evidence
     # the next attempt (a push, /campaign verify) reads it and says what it found
     double.faults.clear()
-    outcome = await review_pull(port(double), RepoConfig(), 2, git=GIT)
+    outcome = review_pull(port(double), RepoConfig(), 2, git=GIT)
     assert outcome.unread is None and outcome.hashes_checked > 0
     (summary,) = summaries(double)
     assert "was not read" not in summary
 
 
-async def test_a_campaign_over_the_limit_is_not_checked_and_says_why(campaign_pr,
-                                                                     tmp_path) -> None:
+def test_a_campaign_over_the_limit_is_not_checked_and_says_why(campaign_pr,
+                                                               tmp_path) -> None:
     from bot.github.git import GitMirrors
 
     double, _ = campaign_pr
     small = GitMirrors(tmp_path / "git", max_campaign_bytes=1000)
-    outcome = await review_pull(port(double), RepoConfig(), 2, git=small)
+    outcome = review_pull(port(double), RepoConfig(), 2, git=small)
     assert outcome.conclusion == "failure" and outcome.hashes_checked == 0
     (summary,) = summaries(double)
     assert "**`campaigns/h3` was not checked:** campaigns/h3 at " in summary
@@ -340,17 +363,17 @@ async def test_a_campaign_over_the_limit_is_not_checked_and_says_why(campaign_pr
     assert run["output"]["title"] == "Evidence not checked in 1 campaign(s)"
 
 
-async def test_a_delivery_saves_the_pull_read_and_a_stale_one_is_read_again(campaign_pr
+def test_a_delivery_saves_the_pull_read_and_a_stale_one_is_read_again(campaign_pr
                                                                              ) -> None:
     double, pull = campaign_pr
     start = len(double.calls)
-    await router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
+    router.dispatch(pr_event(2, pull.head_sha), port(double), RepoConfig())
     rest = [c.operation for c in double.calls[start:] if not c.is_git]
     assert "pulls/get" not in rest  # the delivery described the PR
     assert check_runs(double)[0]["head_sha"] == pull.head_sha
     # a delivery whose head no longer exists anywhere: the PR is read from GitHub
     stale = pr_event(2, "f" * 40, "synchronize", delivery="d-stale")
     start = len(double.calls)
-    await router.dispatch(stale, port(double), RepoConfig())
+    router.dispatch(stale, port(double), RepoConfig())
     assert "pulls/get" in [c.operation for c in double.calls[start:] if not c.is_git]
     assert all(r["head_sha"] == pull.head_sha for r in check_runs(double))

@@ -4,7 +4,6 @@ branch that moves under the bot, forks, dry runs; and that what was committed ve
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -51,7 +50,7 @@ def screen(label: str = "S1") -> Any:
 
 
 def run(git: GitMirrors, gh: Any, s: Any, bundle: Path, **kw: Any) -> Any:
-    pr = asyncio.run(port_of(gh).get_pull(7))
+    pr = port_of(gh).get_pull(7)
     return commit_screen(git, gh, s, bundle, "SUPPORTED", pr=pr, evidence_path="screens",
                          max_file_bytes=kw.pop("max_file_bytes", BIG // 2),
                          run_url="https://github.com/o/r/actions/runs/4242",

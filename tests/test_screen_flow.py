@@ -4,7 +4,6 @@ unauthorised users and fork approval."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,7 +64,7 @@ def ctx(login: str, number: int = 5, cid: int = 77) -> CommentContext:
 
 def say(rt, port, login: str, text: str, cid: int = 77) -> None:
     cmd, _, args = text.lstrip("/").partition(" ")
-    asyncio.run(run_command(rt, port, ctx(login, cid=cid), cmd, args, None))
+    run_command(rt, port, ctx(login, cid=cid), cmd, args, None)
 
 
 def comments(d) -> list[str]:
@@ -223,8 +222,8 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
     d, port, rt, clock = env
     pull = d.add_pull(REPO, 6, {"x.txt": "fork"}, fork="mallory/campaign", head_ref="fork-topic")
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)  # PR 5
-    asyncio.run(run_command(rt, port, ctx("maint", 6, 2), "screen",
-                            "candidate teacache track=5s-lossless", None))
+    run_command(rt, port, ctx("maint", 6, 2), "screen",
+                            "candidate teacache track=5s-lossless", None)
     full = f"/screen candidate teacache track=5s-lossless sha={pull.head_sha}"
     assert comments(d)[-1] == (
         "<!-- campaign-bot:reply comment=2 line=1 -->\n"
@@ -233,20 +232,20 @@ def test_fork_pr_needs_sha_bound_approval(env) -> None:
         f"head as it is now, after reviewing it, comment:\n\n```\n{full}\n```\n")
     # a prefix of the head is never an approval: the reply names the head in full
     for n in (7, 12, 39):
-        asyncio.run(run_command(rt, port, ctx("maint", 6, 10 + n), "screen",
+        run_command(rt, port, ctx("maint", 6, 10 + n), "screen",
                                 f"candidate teacache track=5s-lossless sha={pull.head_sha[:n]}",
-                                None))
+                                None)
         assert (f"sha={pull.head_sha[:n]} is {n} hex digits; an approval names the full "
                 f"40-digit head commit (now {pull.head_sha}), never a prefix.") in comments(d)[-1]
         assert f"```\n{full}\n```" in comments(d)[-1]
     # a full SHA that is not the head (an older commit): refused, with the current head
-    asyncio.run(run_command(rt, port, ctx("maint", 6, 4), "screen",
-                            f"candidate teacache track=5s-lossless sha={'0' * 40}", None))
+    run_command(rt, port, ctx("maint", 6, 4), "screen",
+                            f"candidate teacache track=5s-lossless sha={'0' * 40}", None)
     assert f"sha={'0' * 40} is not the PR head, which is now {pull.head_sha}" in comments(d)[-1]
     with rt.db() as db:
         assert db.get(Screen, 2) is None  # nothing queued by any of these
-    asyncio.run(run_command(rt, port, ctx("maint", 6, 3), "screen", full.split(" ", 1)[1],
-                            None))
+    run_command(rt, port, ctx("maint", 6, 3), "screen", full.split(" ", 1)[1],
+                            None)
     with rt.db() as db:
         s = db.get(Screen, 2)
         assert (s.state, s.from_fork, s.head_sha) == ("queued", True, pull.head_sha)
@@ -272,13 +271,13 @@ def test_push_to_a_fork_cancels_its_queued_screens(env) -> None:
     d, port, rt, clock = env
     pull = d.add_pull(REPO, 6, {"x.txt": "fork"}, fork="mallory/campaign", head_ref="fork-topic")
     say(rt, port, "maint", "/screen candidate cache-dit track=5s-lossless", cid=1)  # PR 5
-    asyncio.run(run_command(rt, port, ctx("maint", 6, 2), "screen",
-                            f"candidate teacache track=5s-lossless sha={pull.head_sha}", None))
+    run_command(rt, port, ctx("maint", 6, 2), "screen",
+                            f"candidate teacache track=5s-lossless sha={pull.head_sha}", None)
     new_head = d.push(REPO, 6, {"x.txt": "changed"})
     ev = Event("d1", "pull_request", {
         "action": "synchronize", "repository": {"full_name": REPO},
         "pull_request": {"number": 6, "head": {"sha": new_head}}})
-    asyncio.run(ScreenHandlers(rt).handle_push(ev, port, None))
+    ScreenHandlers(rt).handle_push(ev, port, None)
     with rt.db() as db:
         s = db.get(Screen, 2)
         assert (s.state, s.cancelled_by) == ("cancelled", "campaign-bot")

@@ -137,10 +137,8 @@ def test_recovered_completion_obeys_the_repository_screen_settings(
     under the repository's ``[screen]`` settings.  With ``commit_bundles = false`` the
     verified bundle stays in its artifact (nothing pushed); with another ``evidence_path``
     it lands there."""
-    from test_screen_evidence_commit import make_bundle
-
     from bot.github.git import GitMirrors
-    from runners.signer import generate_key
+    from runners.signer import generate_key, load_private_key, sign_bundle, write_bag
 
     d, port, rt, clock = env
     key = tmp_path / "runner.key"
@@ -156,7 +154,14 @@ def test_recovered_completion_obeys_the_repository_screen_settings(
     on_workflow_job(rt, port, {"action": "in_progress", "repository": {"full_name": REPO},
                                "workflow_job": {"run_id": run["id"], "runner_name": "r1",
                                                 "started_at": "2026-12-01T10:00:00Z"}})
-    bundle = make_bundle(tmp_path / "bundle", key, b"video bytes")
+    # the runner's bundle: signed, with the frozen scope the dispatch pinned (scope_blob)
+    bundle = tmp_path / "bundle"
+    (bundle / "data" / "outputs").mkdir(parents=True)
+    (bundle / "data" / "outputs" / "candidate.mp4").write_bytes(b"video bytes")
+    write_bag(bundle, {"Bag-Software-Agent": "campaign-bot test"})
+    sign_bundle(bundle, load_private_key(key), {
+        "screen": "S1", "scope_frozen": True, "scope_blob": run["inputs"]["scope_blob"],
+        "candidate": "cache-dit"})
     d.add_artifact(REPO, run["id"], f"screen-bundle-{run['inputs']['request_id']}",
                    {p.relative_to(bundle).as_posix(): p.read_bytes()
                     for p in bundle.rglob("*") if p.is_file()})

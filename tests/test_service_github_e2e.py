@@ -71,7 +71,7 @@ def test_webhooks_to_github_writes_through_the_service(github_double, settings) 
     engine.dispose()
 
 
-async def test_replay_dry_run_prints_writes_and_makes_none(github_double, settings,
+def test_replay_dry_run_prints_writes_and_makes_none(github_double, settings,
                                                           tmp_path: Path) -> None:
     github_double.add_repo(REPO, {"README.md": "hi\n"})
     github_double.add_pull(REPO, 2, {"README.md": "hi\nthere\n"})
@@ -79,10 +79,10 @@ async def test_replay_dry_run_prints_writes_and_makes_none(github_double, settin
     saved = tmp_path / "delivery.json"
     saved.write_text(json.dumps({"headers": headers_for(body, "issue_comment", "r-1"),
                                  "body": body.decode()}))
-    report = await bot_app.replay(replay.load_delivery_file(saved), settings)
+    report = bot_app.replay(replay.load_delivery_file(saved), settings)
     assert report.ok and [w.op for w in report.writes] == ["create_issue_comment"]
     assert "campaign help" in report.writes[0].args["body"]
     assert github_double.writes() == []
-    applied = await bot_app.replay(replay.load_delivery_file(saved), settings, apply=True)
+    applied = bot_app.replay(replay.load_delivery_file(saved), settings, apply=True)
     assert applied.ok and github_double.write_summary() == [
         ("issues/create-comment", f"/repos/{REPO}/issues/2/comments")]

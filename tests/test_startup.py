@@ -6,6 +6,7 @@ Each probe runs the real ``campaign-bot`` entry point in a fresh interpreter and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -239,7 +240,8 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, eps: list[_EP]) -> typer.Typer:
         """The core schema."""
 
     monkeypatch.setattr(cli, "app", app)
-    monkeypatch.setattr(cli, "_plugin_problems", None)
+    # a fresh once-per-process cache, the original put back after the test
+    monkeypatch.setattr(cli, "_load_plugins", functools.cache(cli._load_plugins.__wrapped__))
     # pydantic's plug-in loader binds importlib.metadata.entry_points when first imported
     # (typer imports pydantic for its options): imported under this patch, it would keep
     # these fake entry points as pydantic plug-ins for every later test of the session.

@@ -126,10 +126,10 @@ def _fill(env: Path) -> Any:
     r = Router()
 
     @r.on("issues")
-    async def explode(event: Event, gh: Any, config: Any) -> None:
+    def explode(event: Event, gh: Any, config: Any) -> None:
         raise RuntimeError("GitHub answered 422: line must be part of the diff")
 
-    async def ctx(event: Event) -> tuple[Any, Any]:
+    def ctx(event: Event) -> tuple[Any, Any]:
         return None, None
 
     asyncio.run(Worker(engine, ctx, router=r, max_attempts=2, retry_delays=[0],

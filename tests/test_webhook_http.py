@@ -56,12 +56,12 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]
         router = Router()
 
         @router.on("issue_comment")
-        async def record(event: Event, gh: Any, config: Any) -> None:
+        def record(event: Event, gh: Any, config: Any) -> None:
             seen.append(event.delivery_id)
 
         m = Metrics()
 
-        async def ctx(event: Event) -> tuple[Any, Any]:
+        def ctx(event: Event) -> tuple[Any, Any]:
             return None, None
 
         app = create_app(settings, engine=engine, context_factory=ctx, router=router,
@@ -298,7 +298,7 @@ def test_sqlite_full_sync_goes_through_the_group_commit_writer(tmp_path: Path) -
                              sqlite_synchronous="FULL")
     engine = database.make_engine(url, sqlite_synchronous="FULL")
 
-    async def ctx(event: Event) -> tuple[Any, Any]:
+    def ctx(event: Event) -> tuple[Any, Any]:
         return None, None
 
     app = create_app(settings, engine=engine, context_factory=ctx, router=Router(),

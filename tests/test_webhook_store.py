@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,7 +106,7 @@ def test_recover_requeues_processing_rows(engine: Engine) -> None:
 def run_worker(engine: Engine, router: Router, **kw: object) -> Metrics:
     m = Metrics()
 
-    async def ctx(event: Event) -> tuple[object, object]:
+    def ctx(event: Event) -> tuple[object, object]:
         return "GH", {"cfg": 1}
 
     w = Worker(engine, ctx, router=router, metrics=m, retry_delays=[0.0], **kw)  # type: ignore[arg-type]
@@ -117,7 +119,7 @@ def test_worker_processes_in_order_and_marks_done(engine: Engine) -> None:
     r = Router()
 
     @r.on("issues")
-    async def h(event: Event, gh: object, config: object) -> None:
+    def h(event: Event, gh: object, config: object) -> None:
         seen.append((event.delivery_id, gh, config))
 
     insert(engine, *(row(f"d{i}") for i in range(5)), row("x", event="unknown_event"))
@@ -133,11 +135,11 @@ def test_one_failing_handler_does_not_stop_others_and_only_it_is_retried(engine:
     r = Router()
 
     @r.on("issues")
-    async def good(event: Event, gh: object, config: object) -> None:
+    def good(event: Event, gh: object, config: object) -> None:
         calls.append("good")
 
     @r.on("issues")
-    async def flaky(event: Event, gh: object, config: object) -> None:
+    def flaky(event: Event, gh: object, config: object) -> None:
         calls.append("flaky")
         if calls.count("flaky") < 2:
             raise RuntimeError("GitHub answered 500")
@@ -156,7 +158,7 @@ def test_delivery_failing_every_attempt_is_kept_as_failed(engine: Engine) -> Non
     r = Router()
 
     @r.on("issues")
-    async def broken(event: Event, gh: object, config: object) -> None:
+    def broken(event: Event, gh: object, config: object) -> None:
         raise ValueError(f"bad payload in {event.delivery_id}")
 
     insert(engine, row("f"), row("ok", event="push"))
@@ -174,7 +176,7 @@ def test_retry_waits_for_not_before_and_lets_its_key_run_meanwhile(engine: Engin
     r = Router()
 
     @r.on("issues")
-    async def h(event: Event, gh: object, config: object) -> None:
+    def h(event: Event, gh: object, config: object) -> None:
         order.append(event.delivery_id)
         if event.delivery_id == "a1" and order.count("a1") == 1:
             raise RuntimeError("transient")
@@ -182,7 +184,7 @@ def test_retry_waits_for_not_before_and_lets_its_key_run_meanwhile(engine: Engin
     insert(engine, row("a1", "k:a"), row("a2", "k:a"), row("b1", "k:b"))
     m = Metrics()
 
-    async def ctx(event: Event) -> tuple[object, object]:
+    def ctx(event: Event) -> tuple[object, object]:
         return None, None
 
     w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[3600.0])
@@ -207,17 +209,21 @@ def test_same_key_is_serialised_different_keys_run_concurrently(engine: Engine) 
     order: dict[str, list[str]] = {}
     r = Router()
 
+    lock = threading.Lock()  # handlers run on the worker's thread pool
+
     @r.on("issues")
-    async def h(event: Event, gh: object, config: object) -> None:
+    def h(event: Event, gh: object, config: object) -> None:
         k = event.payload["k"]
-        running[k] = running.get(k, 0) + 1
-        overall["now"] += 1
-        peak[k] = max(peak.get(k, 0), running[k])
-        overall["peak"] = max(overall["peak"], overall["now"])
-        order.setdefault(k, []).append(event.delivery_id)
-        await asyncio.sleep(0.02)
-        running[k] -= 1
-        overall["now"] -= 1
+        with lock:
+            running[k] = running.get(k, 0) + 1
+            overall["now"] += 1
+            peak[k] = max(peak.get(k, 0), running[k])
+            overall["peak"] = max(overall["peak"], overall["now"])
+            order.setdefault(k, []).append(event.delivery_id)
+        time.sleep(0.02)
+        with lock:
+            running[k] -= 1
+            overall["now"] -= 1
 
     rows = []
     for i in range(6):
@@ -237,11 +243,11 @@ def test_handler_runs_ok_are_not_repeated_after_recovery(engine: Engine) -> None
     r = Router()
 
     @r.on("issues")
-    async def first(event: Event, gh: object, config: object) -> None:
+    def first(event: Event, gh: object, config: object) -> None:
         calls.append("first")
 
     @r.on("issues")
-    async def second(event: Event, gh: object, config: object) -> None:
+    def second(event: Event, gh: object, config: object) -> None:
         calls.append("second")
 
     insert(engine, row("d"))
@@ -261,7 +267,7 @@ def test_unhandled_runs_are_completed_in_bulk_without_overtaking(engine: Engine)
     r = Router()
 
     @r.on("issues")
-    async def h(event: Event, gh: object, config: object) -> None:
+    def h(event: Event, gh: object, config: object) -> None:
         # every unhandled delivery before this one is already done: order is kept
         with engine.connect() as c:
             before = c.execute(
@@ -284,7 +290,7 @@ def test_internal_deliveries_go_through_the_router_in_order(engine: Engine) -> N
     r = Router()
 
     @r.on("campaign_bot.refresh")
-    async def refresh(event: Event, gh: object, config: object) -> None:
+    def refresh(event: Event, gh: object, config: object) -> None:
         seen.append((event.delivery_id, event.payload["repository"]["full_name"]))
 
     insert(engine, row("gh-1", key="repo:o/r"))
@@ -375,13 +381,13 @@ def test_rate_limited_writes_wait_for_github_without_spending_attempts(
     r = Router()
 
     @r.on("issues")
-    async def reply(event: Event, gh: object, config: object) -> None:
-        await port(github_double).create_issue_comment(2, f"reply to {event.delivery_id}")
+    def reply(event: Event, gh: object, config: object) -> None:
+        port(github_double).create_issue_comment(2, f"reply to {event.delivery_id}")
 
     insert(engine, row("rl"))
     m = Metrics()
 
-    async def ctx(event: Event) -> tuple[object, object]:
+    def ctx(event: Event) -> tuple[object, object]:
         return None, None
 
     w = Worker(engine, ctx, router=r, metrics=m, retry_delays=[0.0], max_attempts=2)

@@ -35,7 +35,7 @@ def _campaign_files(workflow: bytes) -> dict[str, Any]:
     return files
 
 
-async def test_a_drifted_workflow_is_flagged_on_the_campaign_issue_and_cleared(
+def test_a_drifted_workflow_is_flagged_on_the_campaign_issue_and_cleared(
         github_double: Any) -> None:
     clear_configs()
     d = github_double
@@ -44,8 +44,8 @@ async def test_a_drifted_workflow_is_flagged_on_the_campaign_issue_and_cleared(
     d.add_repo(REPO, _campaign_files(old.encode()))
     d.add_issue(REPO, 320, body="campaign")
     gh = port(d)
-    results = await router.dispatch(push_event(d.repo(REPO).refs["main"], ["README.md"]), gh,
-                                    RepoConfig())
+    results = router.dispatch(push_event(d.repo(REPO).refs["main"], ["README.md"]), gh,
+                              RepoConfig())
     assert all(r.ok for r in results), results
     (c,) = [c for c in d.repo(REPO).comments.values() if c["issue"] == 320]
     assert c["user"] == BOT and c["body"].startswith("<!-- campaign-bot:workflow-drift -->\n")
@@ -55,18 +55,18 @@ async def test_a_drifted_workflow_is_flagged_on_the_campaign_issue_and_cleared(
     assert "`campaign-bot init . --force`" in c["body"]
     # the same push delivered again: nothing is rewritten
     n = len(d.writes())
-    await router.dispatch(push_event(d.repo(REPO).refs["main"], ["README.md"], "d-2"), gh,
-                          RepoConfig())
+    router.dispatch(push_event(d.repo(REPO).refs["main"], ["README.md"], "d-2"), gh,
+                    RepoConfig())
     assert len(d.writes()) == n
     # the workflow is replaced by this version's: the warning says it matches again
     sha = d.set_branch(REPO, "main", {WF: workflow_template()}, parent="main")
-    await router.dispatch(push_event(sha, [WF], "d-3"), gh, RepoConfig())
+    router.dispatch(push_event(sha, [WF], "d-3"), gh, RepoConfig())
     assert [w.operation for w in d.writes()[n:]] == ["issues/update-comment"]
     (c,) = [c for c in d.repo(REPO).comments.values() if c["issue"] == 320]
     assert "matches the template of campaign-bot" in c["body"]
 
 
-async def test_a_current_workflow_costs_one_read_and_no_comment(github_double: Any) -> None:
+def test_a_current_workflow_costs_one_read_and_no_comment(github_double: Any) -> None:
     clear_configs()
     d = github_double
     d.add_repo(REPO, _campaign_files(workflow_template()))
@@ -75,13 +75,13 @@ async def test_a_current_workflow_costs_one_read_and_no_comment(github_double: A
     from bot.features.config.drift import on_push
 
     start = len(d.calls)
-    await on_push(push_event(d.repo(REPO).refs["main"], ["README.md"]), gh, RepoConfig())
+    on_push(push_event(d.repo(REPO).refs["main"], ["README.md"]), gh, RepoConfig())
     assert [(c.method, c.operation) for c in d.calls[start:]] == [("GET", "repos/get-content")]
     assert d.writes() == []
     # a push to another branch is not looked at
     ev = push_event(d.repo(REPO).refs["main"], [WF])
     ev.payload["ref"] = "refs/heads/topic"
     start = len(d.calls)
-    await on_push(ev, gh, RepoConfig())
+    on_push(ev, gh, RepoConfig())
     assert d.calls[start:] == []
     assert "push" in APP.router.subscriptions()

@@ -22,15 +22,16 @@ logged with the delivery id by the router and never shown raw.
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from bot.commands.parser import Command, new_commands, parse
+from bot.commands.parser import Command, Prefixes, new_commands, parse
 from bot.comments import upsert_comment
 from bot.github.port import GitHubPort
 from bot.inbox.payloads import IssueCommentPayload
@@ -65,7 +66,19 @@ class Who(enum.StrEnum):
 
 
 class UserError(Exception):
-    """A problem the commenter can fix; its message becomes the bot's short reply."""
+    """A problem the commenter can fix; it becomes the command's one reply.
+
+    ``UserError("text")`` replies with that sentence (``templates/reply.md.j2``).  A feature
+    with its own reply template names it and that template's context: ``UserError(message,
+    template="screen_reply.md.j2", kind="budget", ...)``.  ``message`` (also ``str(exc)``)
+    is in the context either way."""
+
+    def __init__(self, message: str, *, template: str = "reply.md.j2",
+                 **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.template = template
+        self.context: dict[str, Any] = {**context, "message": message}
 
 
 @dataclass(frozen=True)
@@ -105,41 +118,48 @@ class CommandContext:
     login: str
     comment_id: int
     extra: dict[str, Any] = field(default_factory=dict)
+    admitted_as: str = ""
+    """How :func:`authorize` admitted the commenter (:attr:`Decision.how`)."""
 
-    async def reply(self, template: str, **context: Any) -> str:
+    def reply(self, template: str, **context: Any) -> str:
         """Post (or edit, on a retried delivery) this command's one reply, rendered from
         ``templates/TEMPLATE``; returns ``created``, ``edited`` or ``unchanged``."""
         keys = {"comment": self.comment_id, "line": self.command.line}
         body = render(template, marker_text=marker("reply", **keys), login=self.login,
                       command=self.command.text, **context)
-        return await upsert_comment(self.gh, self.number, body, "reply", **keys)
+        return upsert_comment(self.gh, self.number, body, "reply", **keys)
 
-    async def say(self, message: str) -> str:
+    def say(self, message: str) -> str:
         """Reply with one plain sentence (``templates/reply.md.j2``)."""
-        return await self.reply("reply.md.j2", message=message)
+        return self.reply("reply.md.j2", message=message)
 
 
-CommandFn = Callable[[CommandContext], Awaitable[None]]
+CommandFn = Callable[[CommandContext], None]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """An authorization answer and the reason, for logs and the refusal reply."""
+    """An authorization answer, the reason (for logs and the refusal reply), and how the
+    login was admitted (``how``): ``anyone``, ``command`` (the command checks it itself),
+    ``write`` (write or admin permission), ``author`` (the PR's author), ``allowed``
+    (``[screen] allowed``) or ``requester`` (a campaign's requester); empty when refused.
+    A command reads it from :attr:`CommandContext.admitted_as` instead of asking again."""
 
     allowed: bool
     reason: str
+    how: str = ""
 
 
-async def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
-                              dirs: list[str] | None = None) -> set[str]:
+def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
+                        dirs: list[str] | None = None) -> set[str]:
     """Logins in ``requesters`` of the campaign.toml files under ``config.campaigns.paths``
     (or only ``dirs``) at ``ref``.  Call it with the default branch: requesters read from a
     PR head would let a PR authorize itself."""
     if dirs is None:
-        dirs = await find_campaign_dirs(gh, config, ref)
+        dirs = find_campaign_dirs(gh, config, ref)
     out: set[str] = set()
     for d in dirs:
-        raw = await gh.get_file(f"{d}/campaign.toml" if d != "." else "campaign.toml", ref)
+        raw = gh.get_file(f"{d}/campaign.toml" if d != "." else "campaign.toml", ref)
         if raw is None:
             continue
         try:
@@ -153,9 +173,9 @@ async def campaign_requesters(gh: GitHubPort, config: RepoConfig, ref: str,
     return out
 
 
-async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *,
-                    pr_author: str | None = None,
-                    requesters: set[str] | None = None) -> Decision:
+def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | None, *,
+              pr_author: str | None = None,
+              requesters: set[str] | None = None) -> Decision:
     """May ``login`` use a command guarded by ``who``?
 
     Asks GitHub for the login's permission (``admin``/``write`` pass; 404 is ``none``);
@@ -166,25 +186,26 @@ async def authorize(gh: GitHubPort, login: str, who: Who, config: RepoConfig | N
     ``Who.CAMPAIGN_REQUESTERS`` passes here: the command itself checks the campaign it names.
     """
     if who is Who.ANYONE:
-        return Decision(True, "anyone may")
+        return Decision(True, "anyone may", "anyone")
     if who is Who.CAMPAIGN_REQUESTERS:
-        return Decision(True, "the command checks the campaign's requesters itself")
-    perm = await gh.get_permission(login)
+        return Decision(True, "the command checks the campaign's requesters itself",
+                        "command")
+    perm = gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
-        return Decision(True, f"permission {perm}")
+        return Decision(True, f"permission {perm}", "write")
     lower = login.lower()
     if who is Who.WRITERS_REQUESTERS_OR_AUTHOR and pr_author and lower == pr_author.lower():
-        return Decision(True, "PR author")
+        return Decision(True, "PR author", "author")
     if who in (Who.WRITERS_OR_REQUESTERS, Who.WRITERS_REQUESTERS_OR_AUTHOR) and config:
         if who is Who.WRITERS_OR_REQUESTERS and lower in {a.lower() for a in
                                                           config.screen.allowed}:
-            return Decision(True, "listed in [screen] allowed")
+            return Decision(True, "listed in [screen] allowed", "allowed")
         if config.screen.allow_requesters or who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
             if requesters is None:
-                ref = await gh.get_default_branch()
-                requesters = await campaign_requesters(gh, config, ref)
+                ref = gh.get_default_branch()
+                requesters = campaign_requesters(gh, config, ref)
             if lower in requesters:
-                return Decision(True, "campaign requester")
+                return Decision(True, "campaign requester", "requester")
     return Decision(False, f"permission {perm}")
 
 
@@ -218,10 +239,11 @@ def _comment_target(event: Event, bot_login: str) -> tuple[int, bool, str, int, 
             previous)
 
 
-def _unique(body: str, previous: str | None) -> list[Command]:
+def _unique(body: str, previous: str | None, prefixes: Prefixes) -> list[Command]:
     """Commands to run for a comment body (new ones only on an edit); a command repeated
     verbatim in one comment runs once."""
-    cmds = new_commands(body, previous) if previous is not None else parse(body)
+    cmds = (new_commands(body, previous, prefixes) if previous is not None
+            else parse(body, prefixes))
     seen: set[str] = set()
     out = []
     for c in cmds:
@@ -231,13 +253,14 @@ def _unique(body: str, previous: str | None) -> list[Command]:
     return out
 
 
-def commands_in(event: Event, bot_login: str) -> list[Command]:
-    """The commands an ``issue_comment`` delivery asks to run (bots ignored, edits diffed)."""
+def commands_in(event: Event, bot_login: str, prefixes: Prefixes) -> list[Command]:
+    """The commands with ``prefixes`` an ``issue_comment`` delivery asks to run (bots
+    ignored, edits diffed)."""
     target = _comment_target(event, bot_login)
     if target is None:
         return []
     *_, body, previous = target
-    return _unique(body, previous)
+    return _unique(body, previous, prefixes)
 
 
 class Commands:
@@ -260,11 +283,24 @@ class Commands:
         if hit is None or hit[0] is not event.payload:
             target = _comment_target(event, bot_login)
             hit = (event.payload, target,
-                   _unique(target[4], target[5]) if target is not None else [])
+                   _unique(target[4], target[5], self.prefixes) if target is not None
+                   else [])
             self._parsed[id(event.payload)] = hit
             while len(self._parsed) > 16:
                 self._parsed.pop(next(iter(self._parsed)))
         return hit[1], hit[2]
+
+    @property
+    def prefixes(self) -> dict[str, bool]:
+        """``{prefix: groups sub-commands}`` of the added commands (the first word of each
+        verb; it groups when a verb has a second word): the lines the parser reads as
+        commands.  A feature adding ``/bench`` (verb ``bench``) or ``/campaign report``
+        (verb ``campaign report``) needs nothing else."""
+        out: dict[str, bool] = {}
+        for verb in self._specs:
+            first, _, sub = verb.partition(" ")
+            out[first] = out.get(first, False) or bool(sub)
+        return out
 
     @property
     def specs(self) -> list[CommandSpec]:
@@ -274,12 +310,15 @@ class Commands:
     def add(self, spec: CommandSpec, fn: CommandFn) -> None:
         """Make ``fn`` the implementation of ``spec.verb`` and put its handler on the router.
 
-        Raises ValueError when the verb is taken."""
+        Raises ValueError when the verb is taken, TypeError for a coroutine function
+        (command functions are synchronous, like handlers)."""
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(f"{fn.__qualname__}: command functions are synchronous")
         if spec.verb in self._specs:
             raise ValueError(f"command {spec.verb!r} is already added")
         self._specs[spec.verb] = spec
 
-        async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
             target, cmds = self._commands_of(event, gh.bot_login)
             if target is None:
                 return
@@ -288,42 +327,43 @@ class Commands:
                 if cmd.verb != spec.verb:
                     continue
                 ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
-                await self._run(ctx, fn)
+                self._run(ctx, fn)
 
         handle.__name__ = handle.__qualname__ = f"command_{spec.verb.replace(' ', '_')}"
         handle.__module__ = fn.__module__
         self.router.on("issue_comment", "created", "edited")(handle)
 
-    async def _run(self, ctx: CommandContext, fn: CommandFn) -> None:
+    def _run(self, ctx: CommandContext, fn: CommandFn) -> None:
         spec, cmd = ctx.spec, ctx.command
         if cmd.error:
-            await ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
+            ctx.say(f"I could not read this command: {cmd.error}. Usage: {spec.usage}")
             return
         if spec.pull_only and not ctx.is_pull:
-            await ctx.say(f"`/{spec.verb}` works on pull requests only.")
+            ctx.say(f"`/{spec.verb}` works on pull requests only.")
             return
         if spec.needs_config and ctx.config is None:
-            loaded = await self.configs.load(ctx.gh)
+            loaded = self.configs.load(ctx.gh)
             if loaded.config is None:
-                await ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
-                                problems=loaded.problems)
+                ctx.reply("config_broken.md.j2", path=CONFIG_PATH, ref=loaded.ref,
+                          problems=loaded.problems)
                 return
             ctx.config = loaded.config
         pr_author = None
         if ctx.is_pull and spec.who is Who.WRITERS_REQUESTERS_OR_AUTHOR:
             pr_author = ((ctx.event.payload.get("issue") or {}).get("user") or {}).get("login")
-        decision = await authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
+        decision = authorize(ctx.gh, ctx.login, spec.who, ctx.config, pr_author=pr_author)
         if not decision.allowed:
             log.info("delivery %s: %s refused for %s (%s)", ctx.event.delivery_id, cmd.text,
                      ctx.login, decision.reason)
-            await ctx.reply("refused.md.j2", who=spec.who.value)
+            ctx.reply("refused.md.j2", who=spec.who.value)
             return
+        ctx.admitted_as = decision.how
         try:
-            await fn(ctx)
+            fn(ctx)
         except UserError as exc:
-            await ctx.say(str(exc))
+            ctx.reply(exc.template, **exc.context)
 
-    async def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
+    def unknown_commands(self, event: Event, gh: GitHubPort, config: Any) -> None:
         """Handler: answer ``/campaign SUB`` and ``/screen`` lines that no command implements
         (the reply lists the known ones)."""
         target, cmds = self._commands_of(event, gh.bot_login)
@@ -336,7 +376,7 @@ class Commands:
             spec = CommandSpec(cmd.verb, cmd.text, "", (), Who.ANYONE)
             ctx = CommandContext(event, gh, config, cmd, spec, number, is_pull, login, cid)
             known = ", ".join(f"`/{v}`" for v in sorted(self._specs))
-            await ctx.reply("unknown.md.j2", known=known)
+            ctx.reply("unknown.md.j2", known=known)
 
 
 __all__ = [

@@ -5,7 +5,9 @@ Grammar (a comment body, after ``\r\n`` and ``\r`` become ``\n``)::
     body       = { line }
     command    = indent prefix { ws arg } [ ws ]        ; one command per line
     indent     = 0..3 spaces                            ; 4+ spaces is never a command
-    prefix     = "/screen" | "/campaign"                ; lower case, then a space or line end
+    prefix     = "/" name                               ; an added command's first word
+                                                        ; (screen, campaign), then a space
+                                                        ; or line end
     arg        = bare | '"' { char } '"' | "'" { char } "'"   ; shell-like quoting
     bare       = 1*( any char except space, tab, quote )
 
@@ -41,9 +43,11 @@ say what is wrong rather than stay silent.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import shlex
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +55,20 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
-PREFIXES = ("screen", "campaign")
-_COMMAND = re.compile(r"^/(?P<name>[a-z]+)(?=\s|$)(?P<rest>.*)$")
-_CANDIDATE = re.compile(r"^ {0,3}/(?:" + "|".join(PREFIXES) + r")(?:\s|$)")
-"""A raw line that may hold a command (0-3 spaces, a prefix); markdown decides if it does."""
+Prefixes = Mapping[str, bool]
+"""``{prefix: groups sub-commands}`` of the added commands, e.g. ``{"screen": False,
+"campaign": True}`` (``/campaign help`` names the command ``campaign help``); built by
+:attr:`bot.commands.Commands.prefixes` from the commands the features added."""
+
+_COMMAND = re.compile(r"^/(?P<name>[a-z][a-z0-9-]*)(?=\s|$)(?P<rest>.*)$")
+
+
+@functools.lru_cache(maxsize=8)
+def _candidate(prefixes: frozenset[str]) -> re.Pattern[str]:
+    """A raw line that may hold a command (0-3 spaces, a prefix); markdown decides if it
+    does."""
+    return re.compile(r"^ {0,3}/(?:" + "|".join(re.escape(p) for p in sorted(prefixes))
+                      + r")(?:\s|$)")
 _INLINE_CODE_TAGS = frozenset({"code", "pre", "kbd", "samp", "tt", "q", "blockquote"})
 """Inline HTML elements whose content is code or a quotation: no command inside."""
 _TAG = re.compile(r"^<(/?)([A-Za-z][A-Za-z0-9-]*)")
@@ -66,7 +80,8 @@ class Command:
 
     ``name`` is the prefix without ``/`` (``screen`` or ``campaign``), ``args`` the split
     arguments, ``line`` the 1-based line in the body, ``text`` the normalised command text
-    (``/name arg ...``) and ``error`` a parse problem (unbalanced quote) or None.
+    (``/name arg ...``), ``error`` a parse problem (unbalanced quote) or None, and
+    ``grouped`` whether the prefix groups sub-commands (``campaign``).
     """
 
     name: str
@@ -74,18 +89,20 @@ class Command:
     line: int
     text: str
     error: str | None = None
+    grouped: bool = False
 
     @property
     def verb(self) -> str:
-        """``campaign help``/``campaign verify`` (prefix + sub-command) or ``screen``."""
-        if self.name == "campaign":
-            return f"campaign {self.args[0]}" if self.args else "campaign"
+        """``campaign help``/``campaign verify`` (a grouping prefix + its sub-command) or
+        ``screen``."""
+        if self.grouped:
+            return f"{self.name} {self.args[0]}" if self.args else self.name
         return self.name
 
     @property
     def verb_args(self) -> tuple[str, ...]:
-        """Arguments after the verb (``campaign`` consumes its sub-command)."""
-        return self.args[1:] if self.name == "campaign" and self.args else self.args
+        """Arguments after the verb (a grouping prefix consumes its sub-command)."""
+        return self.args[1:] if self.grouped and self.args else self.args
 
 
 def _recording(rule: Any) -> Any:
@@ -188,13 +205,17 @@ def _command_lines(body: str, candidates: set[int]) -> list[tuple[int, str]]:
     return out
 
 
-def parse(body: str | None) -> list[Command]:
-    """All commands in ``body``, in order (see the module grammar).  Pure; never raises."""
+def parse(body: str | None, prefixes: Prefixes) -> list[Command]:
+    """All commands in ``body`` whose prefix is one of ``prefixes``, in order (see the module
+    grammar).  Pure; never raises."""
     if not body:
         return []
     text = body.replace("\r\n", "\n").replace("\r", "\n")
     raw = text.split("\n")
-    candidates = {n for n, line in enumerate(raw) if _CANDIDATE.match(line)}
+    if not prefixes:
+        return []
+    is_candidate = _candidate(frozenset(prefixes)).match
+    candidates = {n for n, line in enumerate(raw) if is_candidate(line)}
     if not candidates:
         return []
     out: list[Command] = []
@@ -202,7 +223,7 @@ def parse(body: str | None) -> list[Command]:
         if n not in candidates:
             continue  # 4+ spaces or a tab before the text, or no command prefix
         m = _COMMAND.match(line.lstrip(" "))
-        if not m or m.group("name") not in PREFIXES:
+        if not m or m.group("name") not in prefixes:
             continue
         rest = m.group("rest")
         try:
@@ -212,16 +233,18 @@ def parse(body: str | None) -> list[Command]:
             args = tuple(rest.split())
             error = f"cannot split arguments: {exc}"
         norm = " ".join([f"/{m.group('name')}", *args])
-        out.append(Command(m.group("name"), args, n + 1, norm, error))
+        out.append(Command(m.group("name"), args, n + 1, norm, error,
+                           prefixes[m.group("name")]))
     return out
 
 
-def new_commands(body: str | None, previous: str | None) -> list[Command]:
+def new_commands(body: str | None, previous: str | None, prefixes: Prefixes
+                 ) -> list[Command]:
     """Commands of ``body`` that ``previous`` (the body before an edit) did not already hold,
     compared as a multiset of normalised command texts; order of ``body`` kept."""
-    seen = Counter(c.text for c in parse(previous))
+    seen = Counter(c.text for c in parse(previous, prefixes))
     out = []
-    for c in parse(body):
+    for c in parse(body, prefixes):
         if seen[c.text] > 0:
             seen[c.text] -= 1
         else:

@@ -27,7 +27,6 @@ from bot.github.port import (
     ReviewComment,
     WorkflowRunInfo,
     parse_timestamp,
-    run_blocking,
 )
 
 __all__ = [
@@ -51,5 +50,4 @@ __all__ = [
     "ReviewComment",
     "WorkflowRunInfo",
     "parse_timestamp",
-    "run_blocking",
 ]

@@ -463,6 +463,25 @@ class GitMirrors:
                 self._maybe_repack(path)
             return self._local_refs(path, refs)
 
+    def forget_pull(self, repo: str, number: int) -> bool:
+        """Drop closed PR ``number``'s head from ``repo``'s mirror: its ref
+        (``refs/pull/N/head``) is deleted, then ``git repack -a -d`` rewrites the packs
+        without the objects no kept ref reaches and ``git prune --expire=now`` removes such
+        loose objects (a fork's push stays on disk otherwise: nothing else prunes).  Returns
+        False when the mirror does not exist or held no such ref.  Raises :class:`GitError`."""
+        path = self.path(repo)
+        if not path.is_dir():
+            return False
+        ref = _local(f"refs/pull/{int(number)}/head")
+        with self.locked(repo) as path:
+            if self._run(["for-each-ref", "--format=%(refname)", ref],
+                         cwd=path).stdout.strip() == b"":
+                return False
+            self._run(["update-ref", "-d", ref], cwd=path)
+            self._run(["repack", "-a", "-d", "-q"], cwd=path)
+            self._run(["prune", "--expire=now"], cwd=path)
+        return True
+
     def _maybe_repack(self, path: Path) -> None:
         """Every fetch leaves a pack; past :data:`MAX_PACKS` they are merged into one
         (``git repack -a -d``; automatic gc is off, so this is the mirror's only upkeep)."""

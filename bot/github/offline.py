@@ -71,23 +71,23 @@ class OfflineGitHub:
 
     # -- reads ------------------------------------------------------------------------
 
-    async def get_default_branch(self) -> str:
+    def get_default_branch(self) -> str:
         """``repository.default_branch`` of the payload, else ``main``."""
         return str(_obj(self.payload.get("repository")).get("default_branch") or "main")
 
-    async def git_remote(self, *, push: bool = False) -> GitRemote | None:
+    def git_remote(self, *, push: bool = False) -> GitRemote | None:
         """None: offline there is no git access (a review says the evidence was not read)."""
         return None
 
-    async def get_file(self, path: str, ref: str) -> bytes | None:
+    def get_file(self, path: str, ref: str) -> bytes | None:
         """None: the payload carries no file contents."""
         return None
 
-    async def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
+    def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
         """An empty listing."""
         return []
 
-    async def get_pull(self, number: int) -> PullInfo:
+    def get_pull(self, number: int) -> PullInfo:
         """The payload's ``pull_request`` numbered ``number``; raises GitHubNotFound."""
         p = _obj(self.payload.get("pull_request"))
         if p.get("number") != number:
@@ -102,11 +102,11 @@ class OfflineGitHub:
                         base_ref=str(base.get("ref") or ""), base_sha=str(base.get("sha") or ""),
                         base_repo=base_repo, is_fork=head_repo != base_repo)
 
-    async def list_pull_files(self, number: int) -> list[FileChange]:
+    def list_pull_files(self, number: int) -> list[FileChange]:
         """Empty: webhook payloads carry no diff."""
         return []
 
-    async def get_permission(self, login: str) -> str:
+    def get_permission(self, login: str) -> str:
         """Inferred from ``author_association`` of the comment, review, issue or PR the
         payload shows ``login`` writing; ``none`` for a login it does not describe."""
         for key in ("comment", "review", "issue", "pull_request"):
@@ -115,7 +115,7 @@ class OfflineGitHub:
                 return ASSOCIATION_PERMISSION.get(str(o.get("author_association")), "read")
         return "none"
 
-    async def get_issue(self, number: int) -> IssueInfo:
+    def get_issue(self, number: int) -> IssueInfo:
         """The payload's ``issue`` (or ``pull_request``) numbered ``number``; raises
         GitHubNotFound."""
         for key in ("issue", "pull_request"):
@@ -126,7 +126,7 @@ class OfflineGitHub:
                                  key == "pull_request" or "pull_request" in i)
         raise GitHubNotFound(f"issue #{number}: not in the delivery's payload (offline)", 404)
 
-    async def list_issue_comments(self, number: int) -> list[Comment]:
+    def list_issue_comments(self, number: int) -> list[Comment]:
         """The delivery's own ``comment`` when it is on issue/PR ``number``, else empty."""
         c = _obj(self.payload.get("comment"))
         on = _obj(self.payload.get("issue")).get("number")
@@ -136,19 +136,19 @@ class OfflineGitHub:
         return [Comment(c["id"], str(c.get("body") or ""), _login(user),
                         str(user.get("type") or "User"), str(c.get("html_url") or ""))]
 
-    async def list_reviews(self, number: int) -> list[Review]:
+    def list_reviews(self, number: int) -> list[Review]:
         """Empty."""
         return []
 
-    async def list_review_comments(self, number: int) -> list[ReviewComment]:
+    def list_review_comments(self, number: int) -> list[ReviewComment]:
         """Empty."""
         return []
 
-    async def list_check_runs(self, sha: str, name: str) -> list[CheckRun]:
+    def list_check_runs(self, sha: str, name: str) -> list[CheckRun]:
         """Empty."""
         return []
 
-    async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
+    def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
         """The payload's ``workflow_run`` with id ``run_id``; raises GitHubNotFound."""
         r = _obj(self.payload.get("workflow_run"))
         if r.get("id") != run_id:
@@ -161,21 +161,21 @@ class OfflineGitHub:
             run_attempt=int(r["run_attempt"]) if isinstance(r.get("run_attempt"), int) else 1,
             html_url=str(r.get("html_url") or ""))
 
-    async def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
-                                 created_after: datetime | None = None,
-                                 limit: int = 100) -> list[WorkflowRunInfo]:
+    def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
+                           created_after: datetime | None = None,
+                           limit: int = 100) -> list[WorkflowRunInfo]:
         """Empty: a delivery's payload carries no run list (its own ``workflow_run`` is
         reached by id through :meth:`get_workflow_run`)."""
         return []
 
-    async def list_run_artifacts(self, run_id: int, name: str | None = None
-                                 ) -> list[ArtifactInfo]:
+    def list_run_artifacts(self, run_id: int, name: str | None = None
+                           ) -> list[ArtifactInfo]:
         """Empty."""
         return []
 
-    async def download_artifact(self, artifact_id: int,
-                                max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
-                                size_in_bytes: int | None = None) -> bytes:
+    def download_artifact(self, artifact_id: int,
+                          max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
+                          size_in_bytes: int | None = None) -> bytes:
         """Raises GitHubNotFound: no artifact is reachable offline."""
         raise GitHubNotFound(f"artifact {artifact_id}: not available offline", 404)
 
@@ -184,47 +184,47 @@ class OfflineGitHub:
     def _refuse(self, op: str) -> GitHubError:
         return GitHubError(f"{op}: the offline port is read-only")
 
-    async def edit_issue_body(self, number: int, body: str) -> None:
+    def edit_issue_body(self, number: int, body: str) -> None:
         """Raises GitHubError."""
         raise self._refuse("edit_issue_body")
 
-    async def create_issue_comment(self, number: int, body: str) -> Comment:
+    def create_issue_comment(self, number: int, body: str) -> Comment:
         """Raises GitHubError."""
         raise self._refuse("create_issue_comment")
 
-    async def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
+    def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
         """Raises GitHubError."""
         raise self._refuse("edit_issue_comment")
 
-    async def add_reaction(self, comment_id: int, content: str) -> None:
+    def add_reaction(self, comment_id: int, content: str) -> None:
         """Raises GitHubError."""
         raise self._refuse("add_reaction")
 
-    async def create_review(self, number: int, commit_sha: str, body: str,
-                            comments: Sequence[InlineComment]) -> Review:
+    def create_review(self, number: int, commit_sha: str, body: str,
+                      comments: Sequence[InlineComment]) -> Review:
         """Raises GitHubError."""
         raise self._refuse("create_review")
 
-    async def create_check_run(self, name: str, head_sha: str, *, status: str,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               external_id: str | None = None, details_url: str | None = None,
-                               started_at: datetime | None = None) -> CheckRun:
+    def create_check_run(self, name: str, head_sha: str, *, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         external_id: str | None = None, details_url: str | None = None,
+                         started_at: datetime | None = None) -> CheckRun:
         """Raises GitHubError."""
         raise self._refuse("create_check_run")
 
-    async def update_check_run(self, check_run_id: int, *, status: str | None = None,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               details_url: str | None = None) -> CheckRun:
+    def update_check_run(self, check_run_id: int, *, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         details_url: str | None = None) -> CheckRun:
         """Raises GitHubError."""
         raise self._refuse("update_check_run")
 
-    async def dispatch_workflow(self, workflow_file: str, ref: str,
-                                inputs: dict[str, str]) -> DispatchResult:
+    def dispatch_workflow(self, workflow_file: str, ref: str,
+                          inputs: dict[str, str]) -> DispatchResult:
         """Raises GitHubError."""
         raise self._refuse("dispatch_workflow")
 
-    async def cancel_workflow_run(self, run_id: int) -> None:
+    def cancel_workflow_run(self, run_id: int) -> None:
         """Raises GitHubError."""
         raise self._refuse("cancel_workflow_run")

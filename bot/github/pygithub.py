@@ -1,8 +1,8 @@
 """The PyGithub 2.10 adapter of :class:`bot.github.GitHubPort`, and the clients it runs on.
 
-Each port call runs PyGithub (synchronous, requests-based) in a worker thread, so an event
-loop never blocks.  Only PyGithub's public API is used (``Github.requester`` is its documented
-way to call endpoints it has no method for).
+Each port call runs PyGithub (synchronous, requests-based) on the caller's thread: the
+worker's thread pool, never an event loop.  Only PyGithub's public API is used
+(``Github.requester`` is its documented way to call endpoints it has no method for).
 
 PyGithub traps handled here (read in its 2.10.0 source):
 
@@ -24,7 +24,6 @@ PyGithub traps handled here (read in its 2.10.0 source):
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import threading
@@ -226,23 +225,21 @@ class PyGithubPort:
         return IssueComment(self.client.requester,
                             url=f"{self._r().url}/issues/comments/{comment_id}")
 
-    async def _call(self, what: str, method: str, fn: Callable[[], T], *,
-                    route: str = "other") -> T:
-        """Run the blocking PyGithub call ``fn`` on a thread; count it on ``metrics`` with its
-        ``route`` family (:data:`bot.metrics.ROUTE_CLASSES`) and GitHub's status (200 when it
-        succeeded, the error's status, None when no answer came); translate its error."""
-        def run() -> T:
-            try:
-                out = fn()
-            except Exception as exc:  # noqa: BLE001 - translated, never swallowed
-                err = map_exception(exc, what)
-                status = exc.status if isinstance(exc, GithubException) else None
-                self._count(method, route, status)
-                raise err from exc
-            self._count(method, route, 200)
-            return out
-
-        return await asyncio.to_thread(run)
+    def _call(self, what: str, method: str, fn: Callable[[], T], *,
+              route: str = "other") -> T:
+        """Run the blocking PyGithub call ``fn`` (on the caller's thread); count it on
+        ``metrics`` with its ``route`` family (:data:`bot.metrics.ROUTE_CLASSES`) and GitHub's
+        status (200 when it succeeded, the error's status, None when no answer came);
+        translate its error."""
+        try:
+            out = fn()
+        except Exception as exc:  # noqa: BLE001 - translated, never swallowed
+            err = map_exception(exc, what)
+            status = exc.status if isinstance(exc, GithubException) else None
+            self._count(method, route, status)
+            raise err from exc
+        self._count(method, route, 200)
+        return out
 
     def _count(self, method: str, route: str, status: int | None) -> None:
         if self.metrics is None:
@@ -253,12 +250,12 @@ class PyGithubPort:
 
     # -- contents --------------------------------------------------------------------------
 
-    async def get_default_branch(self) -> str:
+    def get_default_branch(self) -> str:
         """The repository's default branch name."""
-        return await self._call("get repository", "GET", lambda: self._r().default_branch,
-                                route="repos")
+        return self._call("get repository", "GET", lambda: self._r().default_branch,
+                          route="repos")
 
-    async def get_file(self, path: str, ref: str) -> bytes | None:
+    def get_file(self, path: str, ref: str) -> bytes | None:
         """File bytes at ``ref`` (branch, tag or SHA); None when absent.  Files over 1 MB
         (the contents API limit) raise :class:`GitHubError`."""
 
@@ -276,9 +273,9 @@ class PyGithubPort:
                                   "contents API (1 MB)")
             return bytes(c.decoded_content)
 
-        return await self._call(f"get {path}@{ref}", "GET", fn, route="contents")
+        return self._call(f"get {path}@{ref}", "GET", fn, route="contents")
 
-    async def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
+    def list_dir(self, path: str, ref: str) -> list[ContentEntry]:
         """Entries of directory ``path`` at ``ref``; [] when absent."""
 
         def fn() -> list[ContentEntry]:
@@ -291,20 +288,20 @@ class PyGithubPort:
             items = c if isinstance(c, list) else [c]
             return [ContentEntry(i.path, i.type, i.size or 0, i.sha or "") for i in items]
 
-        return await self._call(f"list {path}@{ref}", "GET", fn, route="contents")
+        return self._call(f"list {path}@{ref}", "GET", fn, route="contents")
 
-    async def git_remote(self, *, push: bool = False) -> GitRemote:
+    def git_remote(self, *, push: bool = False) -> GitRemote:
         """The repository's HTTPS git URL (from the REST base URL: ``api.github.com`` ->
         ``github.com``, ``HOST/api/v3`` -> ``HOST``) and this port's token (an installation
         token is refreshed by PyGithub when it is about to expire); no REST call."""
         from bot.github.git import remote_url
 
-        token = await asyncio.to_thread(lambda: str(self._auth.token))  # type: ignore[attr-defined]
+        token = str(self._auth.token)  # type: ignore[attr-defined]
         return GitRemote(remote_url(self.base_url, self.repo), token)
 
     # -- pulls and issues --------------------------------------------------------------------
 
-    async def get_pull(self, number: int) -> PullInfo:
+    def get_pull(self, number: int) -> PullInfo:
         """PR ``number`` (head SHA, base, fork flag)."""
 
         def fn() -> PullInfo:
@@ -316,16 +313,16 @@ class PyGithubPort:
                             head_repo=head_repo, base_ref=p.base.ref, base_sha=p.base.sha,
                             base_repo=base_repo, is_fork=head_repo != base_repo)
 
-        return await self._call(f"get PR #{number}", "GET", fn, route="pulls")
+        return self._call(f"get PR #{number}", "GET", fn, route="pulls")
 
-    async def list_pull_files(self, number: int) -> list[FileChange]:
+    def list_pull_files(self, number: int) -> list[FileChange]:
         """Changed files of PR ``number`` with their patches (GitHub lists at most 3000)."""
-        return await self._call(
+        return self._call(
             f"list files of PR #{number}", "GET",
             lambda: [FileChange(f.filename, f.status, f.patch)
-                     for f in self._r().get_pull(number).get_files()], route="pulls")
+               for f in self._r().get_pull(number).get_files()], route="pulls")
 
-    async def get_permission(self, login: str) -> str:
+    def get_permission(self, login: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
         (GitHub REST, "Get repository permissions for a user")."""
 
@@ -337,9 +334,9 @@ class PyGithubPort:
                     return "none"
                 raise
 
-        return await self._call(f"permission of {login}", "GET", fn, route="collaborators")
+        return self._call(f"permission of {login}", "GET", fn, route="collaborators")
 
-    async def get_issue(self, number: int) -> IssueInfo:
+    def get_issue(self, number: int) -> IssueInfo:
         """Issue (or PR) ``number``."""
 
         def fn() -> IssueInfo:
@@ -347,28 +344,28 @@ class PyGithubPort:
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.state,
                              i.pull_request is not None)
 
-        return await self._call(f"get issue #{number}", "GET", fn, route="issues")
+        return self._call(f"get issue #{number}", "GET", fn, route="issues")
 
-    async def edit_issue_body(self, number: int, body: str) -> None:
+    def edit_issue_body(self, number: int, body: str) -> None:
         """Replace the body of issue ``number`` (PATCH sends only ``body``)."""
-        await self._call(f"edit issue #{number}", "PATCH",
-                         lambda: self._r().get_issue(number).edit(body=body), route="issues")
+        self._call(f"edit issue #{number}", "PATCH",
+                   lambda: self._r().get_issue(number).edit(body=body), route="issues")
 
-    async def list_issue_comments(self, number: int) -> list[Comment]:
+    def list_issue_comments(self, number: int) -> list[Comment]:
         """Conversation comments of issue/PR ``number``, oldest first."""
-        return await self._call(
+        return self._call(
             f"list comments of #{number}", "GET",
             lambda: [Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
-                     for c in self._r().get_issue(number).get_comments()], route="issues")
+               for c in self._r().get_issue(number).get_comments()], route="issues")
 
-    async def create_issue_comment(self, number: int, body: str) -> Comment:
+    def create_issue_comment(self, number: int, body: str) -> Comment:
         """Post a comment on issue/PR ``number`` (never retried by the HTTP layer)."""
 
         def fn() -> Comment:
             c = self._r().get_issue(number).create_comment(body)
             return Comment(c.id, c.body or "", c.user.login, c.user.type, c.html_url)
 
-        out = await self._call(f"comment on #{number}", "POST", fn, route="issues")
+        out = self._call(f"comment on #{number}", "POST", fn, route="issues")
         if out.user != self.bot_login:
             # the bot finds its own comments by login: a wrong setting means duplicates
             log.error("GitHub says this bot writes as %r but CAMPAIGN_BOT_BOT_LOGIN is %r: "
@@ -376,7 +373,7 @@ class PyGithubPort:
                       out.user, self.bot_login, out.user)
         return out
 
-    async def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
+    def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
         """Replace comment ``comment_id``'s body."""
 
         def fn() -> Comment:
@@ -385,33 +382,33 @@ class PyGithubPort:
             return Comment(c.id, body, c.user.login, c.user.type, c.html_url)
 
         # get_issue_comment is lazy: only the PATCH is sent
-        return await self._call(f"edit comment {comment_id}", "PATCH", fn, route="issues")
+        return self._call(f"edit comment {comment_id}", "PATCH", fn, route="issues")
 
-    async def add_reaction(self, comment_id: int, content: str) -> None:
+    def add_reaction(self, comment_id: int, content: str) -> None:
         """React to a comment (e.g. ``eyes`` to acknowledge a command)."""
-        await self._call(f"react to comment {comment_id}", "POST",
-                         lambda: self._comment(comment_id).create_reaction(content), route="issues")
+        self._call(f"react to comment {comment_id}", "POST",
+                   lambda: self._comment(comment_id).create_reaction(content), route="issues")
 
     # -- reviews ---------------------------------------------------------------------------
 
-    async def list_reviews(self, number: int) -> list[Review]:
+    def list_reviews(self, number: int) -> list[Review]:
         """Submitted reviews of PR ``number``."""
-        return await self._call(
+        return self._call(
             f"list reviews of PR #{number}", "GET",
             lambda: [Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
-                            r.state) for r in self._r().get_pull(number).get_reviews()],
-                            route="pulls")
+                      r.state) for r in self._r().get_pull(number).get_reviews()],
+                      route="pulls")
 
-    async def list_review_comments(self, number: int) -> list[ReviewComment]:
+    def list_review_comments(self, number: int) -> list[ReviewComment]:
         """Inline review comments of PR ``number``."""
-        return await self._call(
+        return self._call(
             f"list review comments of PR #{number}", "GET",
             lambda: [ReviewComment(c.id, c.body or "", c.user.login if c.user else "",
-                                   c.path, c.line, c.commit_id)
-                     for c in self._r().get_pull(number).get_review_comments()], route="pulls")
+                             c.path, c.line, c.commit_id)
+               for c in self._r().get_pull(number).get_review_comments()], route="pulls")
 
-    async def create_review(self, number: int, commit_sha: str, body: str,
-                            comments: Sequence[InlineComment]) -> Review:
+    def create_review(self, number: int, commit_sha: str, body: str,
+                      comments: Sequence[InlineComment]) -> Review:
         """One ``COMMENT`` review pinned to ``commit_sha`` with inline ``comments``.  One
         comment outside the diff fails the whole call with :class:`GitHubValidationError`."""
 
@@ -431,7 +428,7 @@ class PyGithubPort:
             return Review(r.id, r.body or "", r.user.login if r.user else "", r.commit_id,
                           r.state)
 
-        return await self._call(f"review PR #{number}", "POST", fn, route="pulls")
+        return self._call(f"review PR #{number}", "POST", fn, route="pulls")
 
     # -- check runs --------------------------------------------------------------------------
 
@@ -453,18 +450,18 @@ class PyGithubPort:
             out["text"] = text
         return out
 
-    async def list_check_runs(self, sha: str, name: str) -> list[CheckRun]:
+    def list_check_runs(self, sha: str, name: str) -> list[CheckRun]:
         """Check runs called ``name`` on commit ``sha``."""
-        return await self._call(
+        return self._call(
             f"list check runs {name}@{sha[:12]}", "GET",
             lambda: [self._check(r) for r in
-                     self._r().get_commit(sha).get_check_runs(check_name=name)], route="checks")
+               self._r().get_commit(sha).get_check_runs(check_name=name)], route="checks")
 
-    async def create_check_run(self, name: str, head_sha: str, *, status: str,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               external_id: str | None = None, details_url: str | None = None,
-                               started_at: datetime | None = None) -> CheckRun:
+    def create_check_run(self, name: str, head_sha: str, *, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         external_id: str | None = None, details_url: str | None = None,
+                         started_at: datetime | None = None) -> CheckRun:
         """Create a check run (needs an App with checks:write); times are UTC."""
 
         def fn() -> CheckRun:
@@ -482,12 +479,12 @@ class PyGithubPort:
                 kw["output"] = out
             return self._check(self._r().create_check_run(name, head_sha, **kw))
 
-        return await self._call(f"create check run {name}", "POST", fn, route="checks")
+        return self._call(f"create check run {name}", "POST", fn, route="checks")
 
-    async def update_check_run(self, check_run_id: int, *, status: str | None = None,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               details_url: str | None = None) -> CheckRun:
+    def update_check_run(self, check_run_id: int, *, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         details_url: str | None = None) -> CheckRun:
         """Update check run ``check_run_id`` (a conclusion completes it)."""
 
         def fn() -> CheckRun:
@@ -505,12 +502,12 @@ class PyGithubPort:
             r.edit(**kw)
             return self._check(r)
 
-        return await self._call(f"update check run {check_run_id}", "PATCH", fn, route="checks")
+        return self._call(f"update check run {check_run_id}", "PATCH", fn, route="checks")
 
     # -- actions ---------------------------------------------------------------------------
 
-    async def dispatch_workflow(self, workflow_file: str, ref: str,
-                                inputs: dict[str, str]) -> DispatchResult:
+    def dispatch_workflow(self, workflow_file: str, ref: str,
+                          inputs: dict[str, str]) -> DispatchResult:
         """``workflow_dispatch`` of ``.github/workflows/WORKFLOW_FILE`` on branch/tag ``ref``
         (GitHub refuses a SHA).  Raises on failure (``throw=True``); returns the run id when
         GitHub gives run details (``return_run_details``)."""
@@ -524,8 +521,8 @@ class PyGithubPort:
             return DispatchResult(out.id, out.url, out.html_url)
 
         try:
-            out = await self._call(f"dispatch {workflow_file}@{ref}", "POST", fn,
-                                   route="actions")
+            out = self._call(f"dispatch {workflow_file}@{ref}", "POST", fn,
+                             route="actions")
         except GitHubError as exc:
             if self.metrics is not None:
                 from bot.metrics import dispatch_outcome
@@ -539,16 +536,16 @@ class PyGithubPort:
             self.metrics.workflow_dispatch("dispatched")
         return out
 
-    async def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
+    def get_workflow_run(self, run_id: int) -> WorkflowRunInfo:
         """Workflow run ``run_id``."""
 
-        return await self._call(f"get run {run_id}", "GET",
-                                lambda: _run_info(self._r().get_workflow_run(run_id)),
-                                route="actions")
+        return self._call(f"get run {run_id}", "GET",
+                          lambda: _run_info(self._r().get_workflow_run(run_id)),
+                          route="actions")
 
-    async def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
-                                 created_after: datetime | None = None,
-                                 limit: int = 100) -> list[WorkflowRunInfo]:
+    def list_workflow_runs(self, workflow_file: str, *, branch: str, event: str,
+                           created_after: datetime | None = None,
+                           limit: int = 100) -> list[WorkflowRunInfo]:
         """The newest runs (at most ``limit``, newest first) of ``.github/workflows/FILE``
         on ``branch`` triggered by ``event``, created at or after ``created_after`` (UTC):
         how a dispatch that GitHub answered with an error is looked up by its request id."""
@@ -561,18 +558,18 @@ class PyGithubPort:
             runs = self._r().get_workflow(workflow_file).get_runs(**kw)
             return [_run_info(r) for r in itertools.islice(runs, limit)]
 
-        return await self._call(f"list runs of {workflow_file}", "GET", fn, route="actions")
+        return self._call(f"list runs of {workflow_file}", "GET", fn, route="actions")
 
-    async def cancel_workflow_run(self, run_id: int) -> None:
+    def cancel_workflow_run(self, run_id: int) -> None:
         """Ask GitHub to cancel workflow run ``run_id`` (one POST; PyGithub's
         ``WorkflowRun.cancel`` would first GET the run and ignore a refusal)."""
-        await self._call(
+        self._call(
             f"cancel run {run_id}", "POST",
             lambda: self.client.requester.requestJsonAndCheck(
-                "POST", f"{self._r().url}/actions/runs/{run_id}/cancel"), route="actions")
+          "POST", f"{self._r().url}/actions/runs/{run_id}/cancel"), route="actions")
 
-    async def list_run_artifacts(self, run_id: int, name: str | None = None
-                                 ) -> list[ArtifactInfo]:
+    def list_run_artifacts(self, run_id: int, name: str | None = None
+                           ) -> list[ArtifactInfo]:
         """Artifacts of run ``run_id`` (optionally only those called ``name``)."""
 
         def fn() -> list[ArtifactInfo]:
@@ -580,11 +577,11 @@ class PyGithubPort:
             return [ArtifactInfo(a.id, a.name, a.size_in_bytes, a.expired) for a in arts
                     if name is None or a.name == name]
 
-        return await self._call(f"list artifacts of run {run_id}", "GET", fn, route="actions")
+        return self._call(f"list artifacts of run {run_id}", "GET", fn, route="actions")
 
-    async def download_artifact(self, artifact_id: int,
-                                max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
-                                size_in_bytes: int | None = None) -> bytes:
+    def download_artifact(self, artifact_id: int,
+                          max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
+                          size_in_bytes: int | None = None) -> bytes:
         """The artifact's zip bytes (:func:`bot.github.artifacts.download_zip`: GitHub answers
         302 to a short-lived URL on another host, fetched without our token).  A zip over
         ``max_bytes`` (by GitHub's ``size_in_bytes`` when given, else while streaming) raises
@@ -606,7 +603,7 @@ class PyGithubPort:
                                                exc.status) from None
                 raise GitHubError(f"artifact {artifact_id}: {exc}", exc.status) from None
 
-        return await self._call(f"download artifact {artifact_id}", "GET", fn, route="actions")
+        return self._call(f"download artifact {artifact_id}", "GET", fn, route="actions")
 
 
 def _run_info(r: Any) -> WorkflowRunInfo:
@@ -695,7 +692,7 @@ class NoRepositoryPort:
         self.bot_login = bot_login
 
     def __getattr__(self, name: str) -> Any:
-        async def refuse(*args: Any, **kwargs: Any) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
             raise GitHubError(f"{name}: this event concerns no repository")
 
         return refuse

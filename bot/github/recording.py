@@ -63,70 +63,70 @@ class RecordingGitHub:
         if name.startswith("_") or name not in _READS:
             raise AttributeError(name)
 
-        async def read(*args: Any, **kwargs: Any) -> Any:
+        def read(*args: Any, **kwargs: Any) -> Any:
             if self.delegate is None:
                 raise GitHubError(f"{name}: dry run without GitHub access")
-            return await getattr(self.delegate, name)(*args, **kwargs)
+            return getattr(self.delegate, name)(*args, **kwargs)
 
         return read
 
-    async def edit_issue_body(self, number: int, body: str) -> None:
+    def edit_issue_body(self, number: int, body: str) -> None:
         """Record an issue body edit."""
         self._record("edit_issue_body", number=number, body=body)
 
-    async def create_issue_comment(self, number: int, body: str) -> Comment:
+    def create_issue_comment(self, number: int, body: str) -> Comment:
         """Record a new comment."""
         self._record("create_issue_comment", number=number, body=body)
         return Comment(self._id(), body, self.bot_login, "Bot")
 
-    async def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
+    def edit_issue_comment(self, comment_id: int, body: str) -> Comment:
         """Record a comment edit."""
         self._record("edit_issue_comment", comment_id=comment_id, body=body)
         return Comment(comment_id, body, self.bot_login, "Bot")
 
-    async def add_reaction(self, comment_id: int, content: str) -> None:
+    def add_reaction(self, comment_id: int, content: str) -> None:
         """Record a reaction."""
         self._record("add_reaction", comment_id=comment_id, content=content)
 
-    async def create_review(self, number: int, commit_sha: str, body: str,
-                            comments: Sequence[InlineComment]) -> Review:
+    def create_review(self, number: int, commit_sha: str, body: str,
+                      comments: Sequence[InlineComment]) -> Review:
         """Record a review with its inline comments."""
         self._record("create_review", number=number, commit_sha=commit_sha, body=body,
                      comments=[asdict(c) for c in comments])
         return Review(self._id(), body, self.bot_login, commit_sha, "COMMENTED")
 
-    async def create_check_run(self, name: str, head_sha: str, *, status: str,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               external_id: str | None = None, details_url: str | None = None,
-                               started_at: datetime | None = None) -> CheckRun:
+    def create_check_run(self, name: str, head_sha: str, *, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         external_id: str | None = None, details_url: str | None = None,
+                         started_at: datetime | None = None) -> CheckRun:
         """Record a check run creation."""
         self._record("create_check_run", name=name, head_sha=head_sha, status=status,
                      conclusion=conclusion, title=title, summary=summary)
         return CheckRun(self._id(), name, head_sha, "completed" if conclusion else status,
                         conclusion, title, summary, external_id)
 
-    async def update_check_run(self, check_run_id: int, *, status: str | None = None,
-                               conclusion: str | None = None, title: str | None = None,
-                               summary: str | None = None, text: str | None = None,
-                               details_url: str | None = None) -> CheckRun:
+    def update_check_run(self, check_run_id: int, *, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None, text: str | None = None,
+                         details_url: str | None = None) -> CheckRun:
         """Record a check run update."""
         self._record("update_check_run", check_run_id=check_run_id, status=status,
                      conclusion=conclusion, title=title, summary=summary)
         return CheckRun(check_run_id, "", "", "completed" if conclusion else status or "",
                         conclusion, title, summary)
 
-    async def dispatch_workflow(self, workflow_file: str, ref: str,
-                                inputs: dict[str, str]) -> DispatchResult:
+    def dispatch_workflow(self, workflow_file: str, ref: str,
+                          inputs: dict[str, str]) -> DispatchResult:
         """Record a workflow dispatch."""
         self._record("dispatch_workflow", workflow_file=workflow_file, ref=ref, inputs=inputs)
         return DispatchResult(None, None, None)
 
-    async def cancel_workflow_run(self, run_id: int) -> None:
+    def cancel_workflow_run(self, run_id: int) -> None:
         """Record a workflow run cancellation."""
         self._record("cancel_workflow_run", run_id=run_id)
 
-    async def git_remote(self, *, push: bool = False) -> GitRemote | None:
+    def git_remote(self, *, push: bool = False) -> GitRemote | None:
         """The delegate's remote for fetching; for a push, record it and answer None (the
         caller then pushes nothing)."""
         if push:
@@ -134,7 +134,7 @@ class RecordingGitHub:
             return None
         if self.delegate is None:
             raise GitHubError("git_remote: dry run without GitHub access")
-        return await self.delegate.git_remote()
+        return self.delegate.git_remote()
 
 
 _READS = frozenset({

@@ -148,9 +148,9 @@ def check(saved: SavedDelivery, secret: str | bytes, *, resign: bool = False) ->
                  payload=payload)
 
 
-async def replay(event: Event, router: Router, context_factory: ContextFactory, *,
-                 apply: bool = False, offline: ContextFactory | None = None,
-                 offline_reason: str | None = None) -> ReplayReport:
+def replay(event: Event, router: Router, context_factory: ContextFactory, *,
+           apply: bool = False, offline: ContextFactory | None = None,
+           offline_reason: str | None = None) -> ReplayReport:
     """Route ``event`` (from :func:`check`) to ``router``'s handlers with GitHub ports from
     ``context_factory`` (writes recorded unless ``apply``), and return what happened.
 
@@ -165,10 +165,10 @@ async def replay(event: Event, router: Router, context_factory: ContextFactory, 
         return report
     if offline is not None and offline_reason is not None and not apply:
         report.notes.append(offline_reason)
-        gh, config = await offline(event)
+        gh, config = offline(event)
     else:
         try:
-            gh, config = await context_factory(event)
+            gh, config = context_factory(event)
         except Exception as exc:  # noqa: BLE001 - no credentials, GitHub unreachable, ...
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if apply or offline is None:
@@ -176,9 +176,9 @@ async def replay(event: Event, router: Router, context_factory: ContextFactory, 
                                        f"access: {why}") from None
             report.warnings.append(f"no GitHub access ({why}); reads answer from the "
                                    "delivery's payload, as with --offline")
-            gh, config = await offline(event)
+            gh, config = offline(event)
     port = gh if apply else RecordingGitHub(gh)
-    report.handlers = await router.dispatch(event, port, config)
+    report.handlers = router.dispatch(event, port, config)
     report.writes = recorded_writes(port)
     return report
 

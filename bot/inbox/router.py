@@ -4,7 +4,7 @@ registration order.
 
 Handler signature, everywhere::
 
-    async def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None
+    def handle(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None
 
 ``gh`` is the narrow GitHub port (:class:`bot.github.GitHubPort`), ``config`` the
 repository's parsed ``.github/campaign-bot.toml`` from the default branch (None when absent or
@@ -15,15 +15,16 @@ and never shown raw.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Event", Any, Any], Awaitable[None]]
-"""``async def handle(event, gh, config) -> None``."""
+Handler = Callable[["Event", Any, Any], None]
+"""``def handle(event, gh, config) -> None`` (blocking: run on the worker's thread pool)."""
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,15 @@ class Router:
     _handlers: list[tuple[str, str | None, Handler]] = field(default_factory=list)
 
     def on(self, event: str, *actions: str) -> Callable[[Handler], Handler]:
-        """Decorator: register a handler for ``event`` with any of ``actions`` (all if none)."""
+        """Decorator: register a handler for ``event`` with any of ``actions`` (all if none).
+
+        Raises TypeError for a coroutine function: handlers are synchronous, and an
+        ``async def`` one would return an unawaited coroutine and count as done."""
 
         def deco(fn: Handler) -> Handler:
+            if inspect.iscoroutinefunction(fn):
+                raise TypeError(f"{fn.__qualname__}: handlers are synchronous functions "
+                                "(def, not async def)")
             if actions:
                 for a in actions:
                     self._handlers.append((event, a, fn))
@@ -181,14 +188,14 @@ class Router:
                     out.append(fn)
         return out
 
-    async def dispatch(self, event: Event, gh: Any, config: Any) -> list[HandlerResult]:
+    def dispatch(self, event: Event, gh: Any, config: Any) -> list[HandlerResult]:
         """Run every matching handler; an exception in one is logged with the delivery id
         and recorded, and the others still run."""
         results: list[HandlerResult] = []
         for fn in self.handlers_for(event):
             name = f"{fn.__module__}.{fn.__qualname__}"
             try:
-                await fn(event, gh, config)
+                fn(event, gh, config)
             except Exception as exc:  # noqa: BLE001 - one failing handler never stops others
                 log.exception("handler %s failed on delivery %s", name, event.delivery_id)
                 results.append(HandlerResult(name, False, f"{type(exc).__name__}: {exc}",

@@ -33,8 +33,9 @@ Guarantees:
   installation by its own attempt at most, never by a retry delay.
 
 The worker runs in its own process (``bot.inbox.worker_process``, the default) or on its own
-thread with its own event loop, so slow handlers (PyGithub is blocking) never delay the
-webhook acknowledgement on the server's loop.
+thread, so slow handlers never delay the webhook acknowledgement on the server's loop.
+Handlers, commands and jobs are synchronous (PyGithub, ``git`` and SQLAlchemy all block): the
+worker's scheduler runs each on its handler thread pool, one delivery per key at a time.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-ContextFactory = Callable[[Event], Awaitable[tuple[Any, Any]]]
-"""``async def factory(event) -> (gh, config)``: the GitHub port for the event's installation
+ContextFactory = Callable[[Event], tuple[Any, Any]]
+"""``def factory(event) -> (gh, config)`` (blocking): the GitHub port for the event's installation
 or repository and its parsed repo config (or None); built by the composition root
 (:func:`bot.app.github_context`)."""
 
@@ -126,6 +127,11 @@ class Worker:
         # default executor (PyGithub calls waiting out a rate limit) must not stall the queue.
         self._db_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=concurrency + 2, thread_name_prefix="campaign-bot-worker-db")
+        # Handlers and the GitHub context are synchronous (PyGithub, git, SQLAlchemy block):
+        # they run on this pool, one delivery per installation key at a time (the scheduler
+        # holds the key until its delivery ends), ``concurrency`` keys at once.
+        self._handler_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix="campaign-bot-handler")
         self._ready = threading.Event()
         self._done = threading.Event()
 
@@ -309,6 +315,10 @@ class Worker:
         if n:
             self.metrics.inc_processed(failed=False, count=n)
 
+    def _on_handler_pool(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        """``fn(*args)`` on the handler thread pool (see ``__init__``)."""
+        return asyncio.get_running_loop().run_in_executor(self._handler_pool, fn, *args)
+
     def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         """Run the blocking database call ``fn(*args, **kwargs)`` on the worker's own
         threads."""
@@ -376,7 +386,7 @@ class Worker:
                      for n, e in earlier.items()]
         if pending:
             try:
-                gh, config = await self.context_factory(event)
+                gh, config = await self._on_handler_pool(self.context_factory, event)
             except Exception as exc:  # noqa: BLE001 - e.g. GitHub unreachable: retry later
                 msg = f"{type(exc).__name__}: {exc}"
                 if permanent_reason(exc) is not None:  # e.g. the repository is gone (404),
@@ -395,8 +405,9 @@ class Worker:
                 perm = False
                 rate_wait: float | None = None
                 try:
-                    results = await asyncio.wait_for(one.dispatch(event, gh, config),
-                                                     self.handler_timeout)
+                    results = await asyncio.wait_for(
+                        self._on_handler_pool(one.dispatch, event, gh, config),
+                        self.handler_timeout)
                     ok, err, perm = results[0].ok, results[0].error, results[0].permanent
                     rate_wait = results[0].rate_limited_s
                 except TimeoutError:

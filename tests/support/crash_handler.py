@@ -11,8 +11,8 @@ flight when it kills the process.  ``CRASH_SLEEP_S`` makes every delivery take t
 
 from __future__ import annotations
 
-import asyncio
 import os
+import time
 from typing import Any
 
 from bot.inbox.router import Event
@@ -33,11 +33,11 @@ def register(app: Registry) -> None:
     app.router.on("crash_test")(record)
 
 
-async def record(event: Event, gh: Any, config: Any) -> None:
+def record(event: Event, gh: Any, config: Any) -> None:
     """Record the start and end of processing one delivery."""
     _append(f"start {event.delivery_id}")
-    await asyncio.sleep(float(os.environ.get("CRASH_SLEEP_S", "0")))
+    time.sleep(float(os.environ.get("CRASH_SLEEP_S", "0")))
     block_from = os.environ.get("CRASH_BLOCK_FROM")
     if block_from is not None and event.payload["n"] >= int(block_from):
-        await asyncio.sleep(3600)
+        time.sleep(3600)
     _append(f"end {event.delivery_id}")

@@ -44,10 +44,10 @@ def register(app: Registry) -> None:
                             "record which replica runs the scheduled jobs"))
 
 
-async def write(event: Event, gh: Any, config: Any) -> None:
+def write(event: Event, gh: Any, config: Any) -> None:
     """Comment once on the payload's issue (see the module docstring)."""
     number = int(event.payload["issue"]["number"])
     mark = marker(event.delivery_id)
-    if any(mark in (c.body or "") for c in await gh.list_issue_comments(number)):
+    if any(mark in (c.body or "") for c in gh.list_issue_comments(number)):
         return
-    await gh.create_issue_comment(number, f"{mark}\nn={event.payload['n']}")
+    gh.create_issue_comment(number, f"{mark}\nn={event.payload['n']}")

@@ -27,34 +27,34 @@ def register(app: Registry) -> None:
     app.router.on("push")(drift.on_push)
 
 
-async def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> None:
+def validate_config_change(event: Event, gh: GitHubPort, config: Any) -> None:
     """A PR that changes ``.github/campaign-bot.toml`` gets one validation comment."""
     pr = event.payload.get("pull_request") or {}
     number = pr.get("number") or event.payload.get("number")
     head_sha = (pr.get("head") or {}).get("sha")
     if not number or not head_sha:
         return
-    files = await gh.list_pull_files(int(number))
+    files = gh.list_pull_files(int(number))
     change = next((f for f in files if f.filename == CONFIG_PATH), None)
     if change is None:
         # an earlier push changed it and this one reverted it: say so in the same comment
         mark = marker("config", pr=number)
         if any(c.user == gh.bot_login and mark in c.body
-               for c in await gh.list_issue_comments(int(number))):
+               for c in gh.list_issue_comments(int(number))):
             body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=False,
                           reverted=True, problems=[], default_branch="", marker_text=mark)
-            await upsert_comment(gh, int(number), body, "config", pr=number)
+            upsert_comment(gh, int(number), body, "config", pr=number)
         return
     if change.status == "removed":
         problems: list[ConfigProblem] = []
         removed = True
     else:
-        raw = await gh.get_file(CONFIG_PATH, head_sha)
+        raw = gh.get_file(CONFIG_PATH, head_sha)
         _, problems = parse((raw or b"").decode("utf-8", errors="replace"))
         removed = False
     default_branch = (pr.get("base") or {}).get("repo", {}).get("default_branch") or \
-        await gh.get_default_branch()
+        gh.get_default_branch()
     body = render("config_check.md.j2", path=CONFIG_PATH, sha=head_sha, removed=removed,
                   reverted=False, problems=problems, default_branch=default_branch,
                   marker_text=marker("config", pr=number))
-    await upsert_comment(gh, int(number), body, "config", pr=number)
+    upsert_comment(gh, int(number), body, "config", pr=number)

@@ -42,12 +42,12 @@ def _touched(payload: dict[str, Any], path: str) -> bool:
     return False
 
 
-async def _campaign_issues(gh: GitHubPort, config: RepoConfig, sha: str) -> list[int]:
+def _campaign_issues(gh: GitHubPort, config: RepoConfig, sha: str) -> list[int]:
     issues: set[int] = set()
-    for d in await find_campaign_dirs(gh, config, sha):
+    for d in find_campaign_dirs(gh, config, sha):
         path = f"{d}/campaign.toml" if d != "." else "campaign.toml"
         try:
-            raw = await gh.get_file(path, sha)
+            raw = gh.get_file(path, sha)
         except GitHubNotFound:
             continue
         if raw is None:
@@ -61,7 +61,7 @@ async def _campaign_issues(gh: GitHubPort, config: RepoConfig, sha: str) -> list
     return sorted(issues)
 
 
-async def on_push(event: Event, gh: GitHubPort, config: Any) -> None:
+def on_push(event: Event, gh: GitHubPort, config: Any) -> None:
     """``push`` to the default branch: warn on the campaign issues when the screen workflow
     differs from this version's template (or clear the warning when it matches again)."""
     p = event.payload
@@ -74,7 +74,7 @@ async def on_push(event: Event, gh: GitHubPort, config: Any) -> None:
     cfg = config if isinstance(config, RepoConfig) else RepoConfig()
     path = f"{WORKFLOWS_DIR}/{cfg.screen.workflow}"
     try:
-        raw = await gh.get_file(path, sha)
+        raw = gh.get_file(path, sha)
     except GitHubNotFound:
         raw = None
     drift = workflow_drift(raw, cfg.screen.workflow)
@@ -83,13 +83,13 @@ async def on_push(event: Event, gh: GitHubPort, config: Any) -> None:
     mark = marker(KIND)
     body = render("workflow_drift.md.j2", marker_text=mark, state=drift.state, path=path,
                   branch=branch, sha=sha, version=_version(), notes=drift.notes)
-    for number in await _campaign_issues(gh, cfg, sha):
-        mine = [c for c in await gh.list_issue_comments(number)
+    for number in _campaign_issues(gh, cfg, sha):
+        mine = [c for c in gh.list_issue_comments(number)
                 if c.user == gh.bot_login and mark in c.body]
         if mine:
             if mine[0].body.strip() != body.strip():
-                await gh.edit_issue_comment(mine[0].id, body)
+                gh.edit_issue_comment(mine[0].id, body)
         elif drift.state != "same":
-            await gh.create_issue_comment(number, body)
+            gh.create_issue_comment(number, body)
         log.info("screen workflow %s on %s: %s (campaign issue #%s)", path, event.repo_full_name,
                  drift.state, number)

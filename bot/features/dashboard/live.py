@@ -174,10 +174,8 @@ class GitCampaignDirs:
             raise CampaignNotFound(f"{full}: no campaign {campaign!r} recorded")
         path = loc[0].strip("/")
         port = self.port_for(full)
-        from bot.github.port import run_blocking
-
-        ref = loc[1] or run_blocking(port.get_default_branch())
-        remote = run_blocking(port.git_remote())
+        ref = loc[1] or port.get_default_branch()
+        remote = port.git_remote()
         if remote is None:
             raise CampaignNotFound(f"{full}: no git access")
         branch = f"refs/heads/{ref}"

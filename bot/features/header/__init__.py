@@ -29,8 +29,6 @@ def register(app: Registry, queue: QueueProvider | None = None,
     job, over one service: ``service``, or a new one on ``app``'s database.  ``queue`` tells
     the header what the bot knows of each campaign's screens (None: unknown).  Returns the
     handlers."""
-    import asyncio
-
     from bot.features.header.handlers import HISTORY_SPEC, REFRESH_SPEC, HeaderHandlers
     from bot.features.header.service import SCHEDULE_MINUTES, HeaderService, scheduled_refresh
     from bot.scheduler import Job
@@ -50,6 +48,6 @@ def register(app: Registry, queue: QueueProvider | None = None,
     app.commands.add(REFRESH_SPEC, h.campaign_refresh)
     app.commands.add(HISTORY_SPEC, h.campaign_history)
     app.jobs.append(Job(JOB_ID, SCHEDULE_MINUTES * 60.0,
-                        lambda: asyncio.run(scheduled_refresh(svc, app.port_for)),
+                        lambda: scheduled_refresh(svc, app.port_for),
                         "refresh every campaign header whose evidence changed"))
     return h

@@ -65,7 +65,7 @@ class HeaderHandlers:
     def __init__(self, service: HeaderService) -> None:
         self.service = service
 
-    async def refresh_all(
+    def refresh_all(
         self, gh: Any, items: Iterable[CampaignHeader], trigger: str, event: Event | None
     ) -> list[RefreshResult]:
         """Refresh each campaign of ``items``; one failing never stops the others, and the
@@ -76,7 +76,7 @@ class HeaderHandlers:
         for c in items:
             try:
                 out.append(
-                    await svc.refresh(
+                    svc.refresh(
                         gh, c, trigger=trigger, delivery_id=event.delivery_id if event else None
                     )
                 )
@@ -90,7 +90,7 @@ class HeaderHandlers:
             raise first_error  # the delivery stays retryable; a retry rewrites nothing unchanged
         return out
 
-    async def on_push(self, event: Event, gh: Any, config: Any) -> None:
+    def on_push(self, event: Event, gh: Any, config: Any) -> None:
         """Push to the default branch: discover campaigns when a campaign.toml changed, then
         refresh every campaign whose directory the push touched."""
         repo = event.repo_full_name
@@ -104,12 +104,12 @@ class HeaderHandlers:
             for f in (*(c.get("added") or []), *(c.get("modified") or []))
         ]
         if any(posixpath.basename(f) == CAMPAIGN_FILE for f in files) or not svc.campaigns(repo):
-            await svc.discover(gh, config, branch)
+            svc.discover(gh, config, branch)
         touched = svc.record_push(repo, event.payload)
         after = str(event.payload.get("after", ""))[:8]
-        await self.refresh_all(gh, touched, f"push {after}", event)
+        self.refresh_all(gh, touched, f"push {after}", event)
 
-    async def on_pull_request(self, event: Event, gh: Any, config: Any) -> None:
+    def on_pull_request(self, event: Event, gh: Any, config: Any) -> None:
         """A PR that touches a campaign directory is a candidate PR: refresh its campaigns."""
         repo = event.repo_full_name
         pr = event.payload.get("pull_request")
@@ -117,10 +117,10 @@ class HeaderHandlers:
         if repo is None or not isinstance(pr, dict):
             return
         also = [config_or_default(config).screen.evidence_path]  # where screens are committed
-        touched = await svc.record_pull(gh, pr, also)
-        await self.refresh_all(gh, touched, f"PR #{pr.get('number')} {event.action}", event)
+        touched = svc.record_pull(gh, pr, also)
+        self.refresh_all(gh, touched, f"PR #{pr.get('number')} {event.action}", event)
 
-    async def on_workflow_run(self, event: Event, gh: Any, config: Any) -> None:
+    def on_workflow_run(self, event: Event, gh: Any, config: Any) -> None:
         """The screen workflow (``[screen] workflow`` of the repo config) finished: refresh the
         repository's campaigns (queue and budget change; an unchanged campaign costs two reads
         and no write)."""
@@ -130,9 +130,9 @@ class HeaderHandlers:
         svc = self.service
         if repo is None or not str(run.get("path") or "").endswith(f"/{workflow}"):
             return  # not the screen workflow (CI runs do not change campaign evidence)
-        await self.refresh_all(gh, svc.campaigns(repo), "screen result", event)
+        self.refresh_all(gh, svc.campaigns(repo), "screen result", event)
 
-    async def on_issue_edited(self, event: Event, gh: Any, config: Any) -> None:
+    def on_issue_edited(self, event: Event, gh: Any, config: Any) -> None:
         """A human edited a campaign issue.  The bot's own edits are ignored.
 
         - Markers there before and gone now: refresh, which says so once in a comment.
@@ -158,18 +158,18 @@ class HeaderHandlers:
         if (locate(before).state is BlockState.PRESENT
                 and locate(after).state is not BlockState.PRESENT):
             for c in campaigns:
-                await svc.refresh(gh, c, trigger="issue edited", delivery_id=event.delivery_id)
+                svc.refresh(gh, c, trigger="issue edited", delivery_id=event.delivery_id)
             return
         if outside(before) == outside(after):
             return  # only the bot's block was touched: the next refresh restores it
-        await svc.restore_human_edit(gh, campaigns[0], before, after, event.delivery_id)
+        svc.restore_human_edit(gh, campaigns[0], before, after, event.delivery_id)
 
-    async def _campaigns_for(self, ctx: CommandContext) -> list[CampaignHeader]:
+    def _campaigns_for(self, ctx: CommandContext) -> list[CampaignHeader]:
         repo = ctx.event.repo_full_name or ctx.gh.repo
         svc = self.service
         found = svc.campaigns_of_issue(repo, ctx.number)
         if not found:
-            await svc.discover(ctx.gh, ctx.config, _default_branch(ctx.event))
+            svc.discover(ctx.gh, ctx.config, _default_branch(ctx.event))
             found = svc.campaigns_of_issue(repo, ctx.number)
         if not found:
             raise UserError(
@@ -178,10 +178,10 @@ class HeaderHandlers:
             )
         return found
 
-    async def campaign_refresh(self, ctx: CommandContext) -> None:
+    def campaign_refresh(self, ctx: CommandContext) -> None:
         """Refresh the header now and say what happened in one sentence."""
-        results = await self.refresh_all(
-            ctx.gh, await self._campaigns_for(ctx), f"/campaign refresh by @{ctx.login}", ctx.event
+        results = self.refresh_all(
+            ctx.gh, self._campaigns_for(ctx), f"/campaign refresh by @{ctx.login}", ctx.event
         )
         words = {
             "written": "updated from the evidence",
@@ -191,10 +191,10 @@ class HeaderHandlers:
             "campaign-missing":
                 "not updated: the campaign directory is gone from the default branch",
         }
-        await ctx.say("; ".join(f"status header {words.get(r.outcome, r.outcome)}"
-                                for r in results))
+        ctx.say("; ".join(f"status header {words.get(r.outcome, r.outcome)}"
+                          for r in results))
 
-    async def campaign_history(self, ctx: CommandContext) -> None:
+    def campaign_history(self, ctx: CommandContext) -> None:
         """Reply with the last N header changes."""
         args = ctx.command.verb_args
         try:
@@ -204,15 +204,15 @@ class HeaderHandlers:
         if not 1 <= n <= HISTORY_MAX or len(args) > 1:
             raise UserError(f"usage: {HISTORY_SPEC.usage}")
         repo = ctx.event.repo_full_name or ctx.gh.repo
-        await self._campaigns_for(ctx)
+        self._campaigns_for(ctx)
         rows = self.service.history(repo, ctx.number, n)
-        await ctx.reply("campaign_history.md.j2", rows=[
+        ctx.reply("campaign_history.md.j2", rows=[
             {
-                "at": (_aware(r.at) or r.at).strftime("%Y-%m-%d %H:%M"),
-                "kind": r.kind,
-                "trigger": r.trigger,
-                "evidence": (r.evidence_sha or "")[:8],
-                "summary": r.summary,
+          "at": (_aware(r.at) or r.at).strftime("%Y-%m-%d %H:%M"),
+          "kind": r.kind,
+          "trigger": r.trigger,
+          "evidence": (r.evidence_sha or "")[:8],
+          "summary": r.summary,
             }
             for r in rows
         ])

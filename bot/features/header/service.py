@@ -46,16 +46,14 @@ used: ``git_remote``, ``list_dir`` and ``get_file`` to discover campaigns, ``lis
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
-import inspect
 import json
 import logging
 import posixpath
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -111,13 +109,6 @@ MARKERS_NOTICE = (
     "paste the two marker lines where the header should go (the next refresh fills them), "
     "or leave them out if this issue should have no header."
 )
-
-
-async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-    out = fn(*args, **kw)
-    if inspect.isawaitable(out):
-        return await out
-    return out
 
 
 def utcnow() -> dt.datetime:
@@ -220,12 +211,12 @@ class _Counting:
         self.writes = 0
         self.fetches = 0
 
-    async def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: Any) -> Any:
         if name in self.READS:
             self.reads += 1
         else:
             self.writes += 1
-        return await _call(getattr(self.gh, name), *args)
+        return getattr(self.gh, name)(*args)
 
 
 @dataclass
@@ -305,15 +296,15 @@ class HeaderService:
         """Campaigns whose header lives in ``issue``."""
         return [c for c in self.campaigns(repo) if c.issue == issue]
 
-    async def discover(self, gh: Any, config: Any, ref: str) -> list[str]:
+    def discover(self, gh: Any, config: Any, ref: str) -> list[str]:
         """Find campaign directories at ``ref`` (the repo config's ``[campaigns] paths``
         globs, defaults when ``config`` is None), read each ``campaign.toml`` and register
         those with an ``issue`` number.  Returns the paths registered.  Unreadable scopes are
         logged and skipped (the PR review reports them)."""
         repo = gh.repo
         found: list[str] = []
-        for d in await find_campaign_dirs(gh, config_or_default(config), ref):
-            raw = await _call(gh.get_file, posixpath.join(d, CAMPAIGN_FILE), ref)
+        for d in find_campaign_dirs(gh, config_or_default(config), ref):
+            raw = gh.get_file(posixpath.join(d, CAMPAIGN_FILE), ref)
             if raw is None:
                 continue
             scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
@@ -352,8 +343,8 @@ class HeaderService:
             touched.append(c)
         return touched
 
-    async def record_pull(self, gh: Any, pr: dict[str, Any],
-                          also: Sequence[str] = ()) -> list[CampaignHeader]:
+    def record_pull(self, gh: Any, pr: dict[str, Any],
+                    also: Sequence[str] = ()) -> list[CampaignHeader]:
         """Note a PR's head and state; reads its files once per head SHA.  A PR touching a
         campaign's evidence paths, or ``also`` (directories relative to a campaign: where the
         bot commits screen bundles), is one of its candidates.  Returns the campaigns it
@@ -373,7 +364,7 @@ class HeaderService:
             known_sha = row.files_sha if row is not None else None
         touches = before
         if state == "open" and head and head != known_sha:
-            files = [f.filename for f in await _call(gh.list_pull_files, number)]
+            files = [f.filename for f in gh.list_pull_files(number)]
             touches = sorted(
                 c.path
                 for c in self.campaigns(repo)
@@ -403,7 +394,7 @@ class HeaderService:
 
     # ---------------------------------------------------------------- refresh
 
-    async def refresh(
+    def refresh(
         self,
         gh: Any,
         campaign: CampaignHeader,
@@ -420,13 +411,13 @@ class HeaderService:
         """
         # a thread lock: the worker's event loop and the scheduler's may refresh one issue
         lock = self._locks.setdefault((campaign.repo, campaign.issue), threading.Lock())
-        await asyncio.to_thread(lock.acquire)
+        lock.acquire()
         try:
-            return await self._refresh(gh, campaign, trigger, delivery_id, skip_if_unchanged)
+            return self._refresh(gh, campaign, trigger, delivery_id, skip_if_unchanged)
         finally:
             lock.release()
 
-    async def _refresh(
+    def _refresh(
         self,
         gh: Any,
         campaign: CampaignHeader,
@@ -443,8 +434,8 @@ class HeaderService:
             raise ValueError(f"port is for {gh.repo}, campaign {path} is in {repo}")
         # one git round trip: the default branch's tip, then the campaign's tree SHA from the
         # mirror (no REST call)
-        tip = (await self._fetch(port, repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
-        tree = await asyncio.to_thread(self._git().tree_sha, repo, tip, path)
+        tip = (self._fetch(port, repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
+        tree = self._git().tree_sha(repo, tip, path)
         if tree is None:
             log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
             return RefreshResult("campaign-missing", port.reads, port.writes,
@@ -479,7 +470,7 @@ class HeaderService:
                                      port.fetches)
             header = row.header_text
         else:
-            content = await self._compute(port, row, tree, tip, prs)
+            content = self._compute(port, row, tree, tip, prs)
             header = render_header(
                 content, dashboard=campaign_page(self.public_url, repo, row.campaign_id))
             scope_for_queue = self._scopes.get((repo, path, tree))
@@ -490,9 +481,9 @@ class HeaderService:
             r = db.get(CampaignHeader, row.id)
             assert r is not None
             r.input_key, r.header_text, r.refreshed_at = key, header, utcnow()
-        return await self._write(port, row, header, trigger, delivery_id)
+        return self._write(port, row, header, trigger, delivery_id)
 
-    async def _write(
+    def _write(
         self,
         port: _Counting,
         row: CampaignHeader,
@@ -501,11 +492,11 @@ class HeaderService:
         delivery_id: str | None,
     ) -> RefreshResult:
         # re-read right before writing: a human edit made meanwhile is in this body
-        body = (await port.call("get_issue", row.issue)).body
+        body = (port.call("get_issue", row.issue)).body
         try:
             new = splice(body, header, inserted_before=row.inserted)
         except MarkersMissing as exc:
-            return await self._markers_missing(port, row, exc.reason, trigger, delivery_id)
+            return self._markers_missing(port, row, exc.reason, trigger, delivery_id)
         if new is not None and len(new) > MAX_BODY_CHARS:
             log.error("issue %s#%s: body with header would be %d characters (GitHub allows "
                       "%d); not written", row.repo, row.issue, len(new), MAX_BODY_CHARS)
@@ -517,7 +508,7 @@ class HeaderService:
                 r.inserted = True
                 r.markers_notice_at = None
             return RefreshResult("unchanged", port.reads, port.writes, header, fetches=port.fetches)
-        await port.call("edit_issue_body", row.issue, new)
+        port.call("edit_issue_body", row.issue, new)
         now = utcnow()
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
@@ -534,7 +525,7 @@ class HeaderService:
             )
         return RefreshResult("written", port.reads, port.writes, header, fetches=port.fetches)
 
-    async def _markers_missing(
+    def _markers_missing(
         self,
         port: _Counting,
         row: CampaignHeader,
@@ -548,7 +539,7 @@ class HeaderService:
             already = r.markers_notice_at is not None
         if already:
             return RefreshResult("markers-missing", port.reads, port.writes, fetches=port.fetches)
-        await port.call("create_issue_comment", row.issue, MARKERS_NOTICE.format(reason=reason))
+        port.call("create_issue_comment", row.issue, MARKERS_NOTICE.format(reason=reason))
         now = utcnow()
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
@@ -572,39 +563,39 @@ class HeaderService:
             raise RuntimeError("HeaderService has no git mirrors (set .git, or register it)")
         return self.git
 
-    async def _fetch(self, port: _Counting, repo: str, refs: list[str]) -> dict[str, str]:
+    def _fetch(self, port: _Counting, repo: str, refs: list[str]) -> dict[str, str]:
         """One ``git fetch`` of ``refs`` into the mirror (counted); raises
         :class:`bot.github.git.GitError` naming what failed."""
-        remote = await port.gh.git_remote()
+        remote = port.gh.git_remote()
         if remote is None:
             raise GitError(f"no git access to {repo}")
         port.fetches += 1
-        got = await asyncio.to_thread(self._git().fetch, remote, repo, refs)
+        got = self._git().fetch(remote, repo, refs)
         missing = [r for r in refs if r not in got]
         if missing:
             raise GitError(f"git fetch of {repo} did not bring {', '.join(missing)}")
         return got
 
-    async def _compute(
+    def _compute(
         self, port: _Counting, row: CampaignHeader, tree: str, tip: str,
         prs: Sequence[CandidatePR],
     ) -> HeaderContent:
         repo, path = row.repo, row.path
         base_sha = row.evidence_sha or tree
-        scope, base = await self._source(port, path, tip, (tree, base_sha), None)
+        scope, base = self._source(port, path, tip, (tree, base_sha), None)
         self._scopes[(repo, path, tree)] = scope
         sources = [base]
         # candidate PR heads not judged yet and not in the mirror: one fetch for all of them
         need = [pr for pr in prs if (repo, path, pr.number, pr.head_sha) not in self.source_cache
-                and not await asyncio.to_thread(self._git().has_commit, repo, pr.head_sha)]
+                and not self._git().has_commit(repo, pr.head_sha)]
         if need:
             try:
-                await self._fetch(port, repo, [f"refs/pull/{pr.number}/head" for pr in need])
+                self._fetch(port, repo, [f"refs/pull/{pr.number}/head" for pr in need])
             except GitError as exc:  # one unreadable PR never hides the base or the others
                 log.warning("candidate PR heads of %s not fetched: %s", repo, exc)
         for pr in prs:
             try:
-                _, src = await self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
+                _, src = self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
             except Exception as exc:  # noqa: BLE001 - one broken PR never hides the others
                 log.warning("PR #%s evidence unreadable: %s", pr.number, exc)
                 continue
@@ -625,7 +616,7 @@ class HeaderService:
             scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
         )
 
-    async def _source(
+    def _source(
         self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None
     ) -> tuple[CampaignScope, EvidenceSource]:
         """Load and judge the campaign at commit ``ref`` (cached by ``ident``: the tree SHA for
@@ -635,7 +626,7 @@ class HeaderService:
         if hit is not None:
             return hit
         with tempfile.TemporaryDirectory(prefix="campaign-header-") as tmp:
-            await asyncio.to_thread(self._git().materialise, port.gh.repo, ref, path,
+            self._git().materialise(port.gh.repo, ref, path,
                                     Path(tmp), suffixes=TEXT_SUFFIXES)
             loaded = self.loader(Path(tmp))
             scope = _scope_of(loaded, path)
@@ -645,7 +636,7 @@ class HeaderService:
         self.source_cache[key] = (scope, src)
         return scope, src
 
-    async def restore_human_edit(
+    def restore_human_edit(
         self, gh: Any, campaign: CampaignHeader, before: str, after: str,
         delivery_id: str | None,
     ) -> RefreshResult:
@@ -654,17 +645,17 @@ class HeaderService:
         ``after`` with the body's current header block.  Returns ``restored`` or
         ``unchanged``."""
         lock = self._locks.setdefault((campaign.repo, campaign.issue), threading.Lock())
-        await asyncio.to_thread(lock.acquire)
+        lock.acquire()
         try:
             port = _Counting(gh)
-            body = (await port.call("get_issue", campaign.issue)).body
+            body = (port.call("get_issue", campaign.issue)).body
             if outside(body) != outside(before) or outside(body) == outside(after):
                 return RefreshResult("unchanged", port.reads, port.writes)
             header = current_block(body)
             new = after if header is None else splice(after, header, inserted_before=True)
             if new is None or normalise(new) == normalise(body):
                 return RefreshResult("unchanged", port.reads, port.writes)
-            await port.call("edit_issue_body", campaign.issue, new)
+            port.call("edit_issue_body", campaign.issue, new)
             with self.sessions.begin() as db:
                 db.add(HeaderChange(
                     repo=campaign.repo, issue=campaign.issue, campaign_id=campaign.campaign_id,
@@ -796,18 +787,18 @@ def campaign_roots(config: RepoConfig | None) -> list[str]:
     return list(config_or_default(config).campaigns.paths)
 
 
-GhFactory = Callable[[str], Awaitable[Any] | Any]
+GhFactory = Callable[[str], Any]
 """``(repo) -> port`` for the scheduler (an installation client per repository)."""
 
 
-async def scheduled_refresh(svc: HeaderService, gh_for: GhFactory) -> dict[str, int]:
+def scheduled_refresh(svc: HeaderService, gh_for: GhFactory) -> dict[str, int]:
     """The 30-minute safety net: refresh every known campaign, skipping those whose input key
     did not change (one read each).  Returns counts per outcome."""
     counts: dict[str, int] = {}
     for c in svc.campaigns():
         try:
-            gh = await _call(gh_for, c.repo)
-            res = await svc.refresh(gh, c, trigger="schedule", skip_if_unchanged=True)
+            gh = gh_for(c.repo)
+            res = svc.refresh(gh, c, trigger="schedule", skip_if_unchanged=True)
             counts[res.outcome] = counts.get(res.outcome, 0) + 1
         except Exception:  # noqa: BLE001 - one campaign never stops the others
             log.exception("scheduled header refresh of %s#%s failed", c.repo, c.issue)

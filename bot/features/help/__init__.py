@@ -30,9 +30,9 @@ def register(app: Registry) -> None:
 
 
 def _help_for(commands: Commands) -> CommandFn:
-    async def campaign_help(ctx: CommandContext) -> None:
+    def campaign_help(ctx: CommandContext) -> None:
         """Reply with the help text for every added command, in verb order."""
-        await ctx.reply("help.md.j2", specs=commands.specs, config_path=CONFIG_PATH)
+        ctx.reply("help.md.j2", specs=commands.specs, config_path=CONFIG_PATH)
 
     campaign_help.__module__ = __name__
     return campaign_help

@@ -2,7 +2,8 @@
 
 On ``pull_request`` opened / synchronize / reopened the PR's campaign evidence is checked
 (:mod:`bot.features.review.review`: findings posted inline, one summary comment, one check
-run ``campaign-bot/evidence``).
+run ``campaign-bot/evidence``); on ``closed`` its head is pruned from the repository's mirror
+(:meth:`bot.github.git.GitMirrors.forget_pull`).
 
 Grammar: ``/campaign verify`` (no arguments; on a PR) re-runs that review at the PR's
 current head SHA: findings already posted for this SHA are not posted again; the summary
@@ -40,22 +41,28 @@ def register(app: Registry) -> None:
     git = app.git
     public_url = app.public_url
 
-    async def on_pull_request(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
-        await review_on_push(event, gh, config, git=git, public_url=public_url)
+    def on_pull_request(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        review_on_push(event, gh, config, git=git, public_url=public_url)
 
-    async def verify(ctx: CommandContext) -> None:
-        await campaign_verify(ctx, git=git, public_url=public_url)
+    def verify(ctx: CommandContext) -> None:
+        campaign_verify(ctx, git=git, public_url=public_url)
 
-    on_pull_request.__module__ = verify.__module__ = __name__
+    def on_closed(event: Event, gh: GitHubPort, config: RepoConfig | None) -> None:
+        # a closed PR is never reviewed again: its head leaves the mirror (a reopen fetches
+        # it again)
+        git.forget_pull(gh.repo, int(event.payload["pull_request"]["number"]))
+
+    on_pull_request.__module__ = verify.__module__ = on_closed.__module__ = __name__
     app.router.on("pull_request", "opened", "synchronize", "reopened")(on_pull_request)
+    app.router.on("pull_request", "closed")(on_closed)
     app.commands.add(SPEC, verify)
 
 
-async def campaign_verify(ctx: CommandContext, *, git: GitMirrors,
-                          public_url: str | None = None) -> None:
+def campaign_verify(ctx: CommandContext, *, git: GitMirrors,
+                    public_url: str | None = None) -> None:
     """Run the review through ``git`` (the bare mirrors) and reply with its counts
     (``public_url``: see :func:`~bot.features.review.review.review_pull`)."""
     assert ctx.config is not None  # needs_config
-    outcome = await review_pull(ctx.gh, ctx.config, ctx.number, git=git, trigger="command",
-                                public_url=public_url)
-    await ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)
+    outcome = review_pull(ctx.gh, ctx.config, ctx.number, git=git, trigger="command",
+                          public_url=public_url)
+    ctx.reply("verify_reply.md.j2", outcome=outcome, paths=ctx.config.campaigns.paths)

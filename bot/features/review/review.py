@@ -2,7 +2,9 @@
 
 On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
 
-1. read the PR (head SHA, base branch: one REST call), then fetch its head
+1. read the PR (head SHA, base branch: one REST call) and GitHub's list of its changed
+   files; when that list (complete: under 3,000 files) names no campaign, stop there:
+   nothing is fetched, whatever the size of the push.  Otherwise fetch its head
    (``refs/pull/N/head``) and base branch into the repository's bare mirror with one ``git
    fetch`` (:class:`bot.github.git.GitMirrors`); its changed files are the diff from the
    merge base, as GitHub shows them; the campaigns it touches are the directories matching
@@ -37,7 +39,6 @@ and nothing is guessed.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import re
@@ -246,8 +247,8 @@ def _trusted_keys(pem: bytes | None) -> tuple[dict[str, Any] | None, str | None]
             return None, f"{TRUSTED_KEYS_FILE} on the default branch: {str(exc).split(': ', 1)[-1]}"
 
 
-async def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
-                           keys_commit: str | None = None) -> CampaignAnalysis:
+def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
+                     keys_commit: str | None = None) -> CampaignAnalysis:
     """Write ``directory`` at ``commit`` from ``repo``'s mirror into a temporary directory
     and analyse it (see :func:`analyse_directory`); the trusted keys come from
     ``keys_commit`` (the default branch).  A git failure or the per-campaign limit is
@@ -258,12 +259,12 @@ async def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: s
     with tempfile.TemporaryDirectory(prefix="campaign-bot-review-") as tmp:
         root = Path(tmp) / "campaign"
         try:
-            mat = await asyncio.to_thread(git.materialise, repo, commit, directory, root)
+            mat = git.materialise(repo, commit, directory, root)
             pem = None
             if keys_commit is not None:
                 kf = TRUSTED_KEYS_FILE if directory in (".", "") else \
                     f"{directory}/{TRUSTED_KEYS_FILE}"
-                pem = await asyncio.to_thread(git.read_file, repo, keys_commit, kf)
+                pem = git.read_file(repo, keys_commit, kf)
         except GitError as exc:
             out.error = str(exc)
             return out
@@ -274,8 +275,8 @@ async def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: s
                     for p in mat.lfs}
         keys, key_problem = _trusted_keys(pem)
         try:
-            hashes, findings, rows = await asyncio.to_thread(
-                analyse_directory, root, external_files=external, trusted_keys=keys)
+            hashes, findings, rows = analyse_directory(root, external_files=external,
+                                                       trusted_keys=keys)
         except Exception:  # noqa: BLE001 - logged; the PR gets a short note, not a traceback
             log.exception("evidence check failed on %s@%s", directory, commit)
             out.error = "the evidence checker failed on this directory (logged for the "\
@@ -294,42 +295,41 @@ async def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: s
     return out
 
 
-async def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo) -> tuple[
+def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo) -> tuple[
         str, list[FileChange]]:
     """Fetch PR ``pr``'s head and base branch into the mirror (one ``git fetch``); returns
     ``(base branch tip, changed files)``.  Raises :class:`bot.github.git.GitError`."""
-    remote = await gh.git_remote()
+    remote = gh.git_remote()
     if remote is None:
         raise GitError("no git access for this repository")
     head_ref, base_ref = f"refs/pull/{pr.number}/head", f"refs/heads/{pr.base_ref}"
-    refs = await asyncio.to_thread(git.fetch, remote, gh.repo, [head_ref, base_ref])
-    if pr.head_sha != refs.get(head_ref) and not await asyncio.to_thread(
-            git.has_commit, gh.repo, pr.head_sha):
+    refs = git.fetch(remote, gh.repo, [head_ref, base_ref])
+    if pr.head_sha != refs.get(head_ref) and not git.has_commit(gh.repo, pr.head_sha):
         # the PR moved between the REST read and the fetch: fetch the SHA GitHub named
-        await asyncio.to_thread(git.fetch, remote, gh.repo, [], [pr.head_sha])
+        git.fetch(remote, gh.repo, [], [pr.head_sha])
     base = refs.get(base_ref) or pr.base_sha
-    files = await asyncio.to_thread(git.changed_files, gh.repo, base, pr.head_sha)
+    files = git.changed_files(gh.repo, base, pr.head_sha)
     return base, files
 
 
 # --------------------------------------------------------------------- GitHub writes
 
 
-async def _posted_keys(gh: GitHubPort, number: int) -> set[str]:
+def _posted_keys(gh: GitHubPort, number: int) -> set[str]:
     """Finding keys the bot already posted on PR ``number`` (any commit), read from the
     hidden markers of its own reviews and review comments."""
     keys: set[str] = set()
-    for r in await gh.list_reviews(number):
+    for r in gh.list_reviews(number):
         if r.user == gh.bot_login:
             keys.update(k for k, _sha in FINDING_MARKER.findall(r.body))
-    for c in await gh.list_review_comments(number):
+    for c in gh.list_review_comments(number):
         if c.user == gh.bot_login:
             keys.update(k for k, _sha in FINDING_MARKER.findall(c.body))
     return keys
 
 
-async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding],
-                       files: list[FileChange], max_inline: int) -> tuple[int, int]:
+def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding],
+                 files: list[FileChange], max_inline: int) -> tuple[int, int]:
     """One review with ``new`` findings; returns ``(inline, in body)`` counts."""
     lines = {f.filename: diff_lines(f.patch) for f in files if f.status != "removed"}
     inline: list[PlacedFinding] = []
@@ -356,27 +356,27 @@ async def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFi
             marker_text=marker("review", pr=number, sha=sha))
 
     try:
-        await gh.create_review(number, sha, review_body(body, len(inline)), comments(inline))
+        gh.create_review(number, sha, review_body(body, len(inline)), comments(inline))
     except GitHubValidationError as exc:
         # GitHub refused a line (e.g. the diff changed under us): everything in the body
         log.warning("review on PR #%s refused (%s); posting all findings in the body",
                     number, exc)
-        await gh.create_review(number, sha, review_body(inline + body, 0), [])
+        gh.create_review(number, sha, review_body(inline + body, 0), [])
         return 0, len(new)
     return len(inline), len(body)
 
 
-async def _check_run(gh: GitHubPort, sha: str) -> Any:
+def _check_run(gh: GitHubPort, sha: str) -> Any:
     """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
     GitHub refuses check runs to these credentials (only Apps with checks:write may create
     them; a token gets 403), so the review still happens without one."""
-    runs = await gh.list_check_runs(sha, CHECK_NAME)
+    runs = gh.list_check_runs(sha, CHECK_NAME)
     if runs:
         return runs[0]
     try:
-        return await gh.create_check_run(CHECK_NAME, sha, status="in_progress",
-                                         title="Checking campaign evidence",
-                                         summary="campaign-bot is checking the evidence files.")
+        return gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                   title="Checking campaign evidence",
+                                   summary="campaign-bot is checking the evidence files.")
     except GitHubError as exc:
         if exc.retryable or exc.status != 403:
             raise
@@ -385,9 +385,21 @@ async def _check_run(gh: GitHubPort, sha: str) -> Any:
         return None
 
 
-async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirrors,
-                      trigger: str = "pull_request", pull: PullInfo | None = None,
-                      public_url: str | None = None) -> ReviewOutcome:
+MAX_LISTED_FILES = 3000
+"""GitHub's "List pull requests files" answers at most 3,000 files (GitHub Docs, REST API,
+"List pull requests files"): a list that long may be cut, so the mirror's diff decides."""
+
+
+def _campaign_dirs(files: list[FileChange], patterns: Any) -> list[str]:
+    """The campaign directories (``[campaigns] paths`` patterns) holding a changed file
+    that is not removed, sorted."""
+    return sorted({d for f in files if f.status != "removed"
+                   for d in [campaign_dir_of(f.filename, patterns)] if d})
+
+
+def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirrors,
+                trigger: str = "pull_request", pull: PullInfo | None = None,
+                public_url: str | None = None) -> ReviewOutcome:
     """Review PR ``number`` (see the module docstring), reading evidence through ``git``;
     returns what was found and done.  ``pull``: the PR as a ``pull_request`` delivery
     described it (saves one REST read; when git cannot read that head, the PR is read again
@@ -398,41 +410,47 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: G
     Raises :class:`bot.github.GitHubRetryableError` on transient GitHub failures: every
     step is idempotent, so the retried delivery completes without duplicates.  A git failure
     is not raised: the check run and the summary say that the evidence was not read."""
-    pr = pull if pull is not None else await gh.get_pull(number)
+    pr = pull if pull is not None else gh.get_pull(number)
+    listed = gh.list_pull_files(number)
+    if len(listed) < MAX_LISTED_FILES and not _campaign_dirs(listed, config.campaigns.paths):
+        # GitHub's own list of the changed paths names no campaign: nothing is fetched, so
+        # a fork push of any size that touches no campaign costs the mirror no bytes
+        log.info("PR #%s (%s) touches no campaign under %s (listed by GitHub; not fetched)",
+                 number, trigger, config.campaigns.paths)
+        return ReviewOutcome(pr.head_sha, [])
     try:
         try:
-            base, files = await read_pull(git, gh, pr)
+            base, files = read_pull(git, gh, pr)
         except GitError:
             if pull is None:
                 raise
-            pr = await gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
-            base, files = await read_pull(git, gh, pr)
+            pr = gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
+            base, files = read_pull(git, gh, pr)
     except GitError as exc:
         log.warning("PR #%s: evidence not read through git: %s", number, exc)
-        return await _report_unread(gh, config, number, pr.head_sha, str(exc))
+        return _report_unread(gh, config, number, pr.head_sha, str(exc))
     sha = pr.head_sha
-    dirs = sorted({d for f in files if f.status != "removed"
-                   for d in [campaign_dir_of(f.filename, config.campaigns.paths)] if d})
+    dirs = _campaign_dirs(files, config.campaigns.paths)
     outcome = ReviewOutcome(sha, dirs)
     if not dirs:
         log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
                  config.campaigns.paths)
         return outcome
-    run = await _check_run(gh, sha) if config.review.check_run else None
-    analyses = [await analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
+    run = _check_run(gh, sha) if config.review.check_run else None
+    analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
     outcome.finding_count = len(placed)
     outcome.problem_count = sum(1 for p in placed if p.finding.severity in FAILING)
 
     if placed:
-        posted = await _posted_keys(gh, number)
+        posted = _posted_keys(gh, number)
         new = [p for p in placed if p.key not in posted]
     else:
         new = []  # nothing to post: the bot's earlier reviews need not be read
     outcome.new_findings = len(new)
     if new:
-        outcome.inline, outcome.in_body = await _post_review(
+        outcome.inline, outcome.in_body = _post_review(
             gh, number, sha, new, files, config.review.max_inline_comments)
 
     counts = {s: sum(1 for p in placed if p.finding.severity == s) for s in SEVERITY_ORDER}
@@ -444,7 +462,7 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: G
         findings=placed[:MAX_TABLE_FINDINGS], more=max(0, len(placed) - MAX_TABLE_FINDINGS),
         skipped=[s for a in analyses for s in a.skipped],
         external=[x for a in analyses for x in a.external], errors=errors, unread=None)
-    outcome.summary = await upsert_comment(gh, number, summary, "summary", pr=number)
+    outcome.summary = upsert_comment(gh, number, summary, "summary", pr=number)
 
     conclusion = "failure" if outcome.problem_count or errors else "success"
     outcome.conclusion = conclusion
@@ -460,38 +478,38 @@ async def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: G
         text = render("check_run.md.j2", hashes=outcome.hashes_checked,
                       problems=outcome.problem_count, counts=counts, campaigns=dirs,
                       errors=errors, unread=None, dashboards=pages)
-        await _complete(gh, run, conclusion, title, text)
+        _complete(gh, run, conclusion, title, text)
     return outcome
 
 
-async def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str) -> None:
+def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str) -> None:
     if not (run.status == "completed" and run.conclusion == conclusion
             and run.title == title and run.summary == text):
-        await gh.update_check_run(run.id, status="completed", conclusion=conclusion,
-                                  title=title, summary=text)
+        gh.update_check_run(run.id, status="completed", conclusion=conclusion,
+                            title=title, summary=text)
 
 
-async def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
-                         why: str) -> ReviewOutcome:
+def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
+                   why: str) -> ReviewOutcome:
     """The evidence of PR ``number`` could not be read through git: say so in the check run
     (``failure``: nothing was verified) and the summary comment."""
     outcome = ReviewOutcome(sha, [], conclusion="failure", unread=why)
-    run = await _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha) if config.review.check_run else None
     counts = dict.fromkeys(SEVERITY_ORDER, 0)
     summary = render(
         "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=[],
         hashes=0, problems=0, counts=counts, verdicts=[], findings=[], more=0, skipped=[],
         external=[], errors=[], unread=why)
-    outcome.summary = await upsert_comment(gh, number, summary, "summary", pr=number)
+    outcome.summary = upsert_comment(gh, number, summary, "summary", pr=number)
     if run is not None:
         text = render("check_run.md.j2", hashes=0, problems=0, counts=counts, campaigns=[],
                       errors=[], unread=why, dashboards={})
-        await _complete(gh, run, "failure", "Evidence not read", text)
+        _complete(gh, run, "failure", "Evidence not read", text)
     return outcome
 
 
-async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None, *,
-                         git: GitMirrors, public_url: str | None = None) -> None:
+def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None, *,
+                   git: GitMirrors, public_url: str | None = None) -> None:
     """Review the PR's evidence when it is opened, pushed to or reopened (also when the push
     was the bot's own evidence commit: the review only reads and reports); ``public_url``:
     see :func:`review_pull`."""
@@ -505,8 +523,8 @@ async def review_on_push(event: Event, gh: GitHubPort, config: RepoConfig | None
         return
     if not config.review.enabled:
         return
-    await review_pull(gh, config, number, git=git, trigger=event.action or "pull_request",
-                      pull=pull_of(event.payload, gh.repo), public_url=public_url)
+    review_pull(gh, config, number, git=git, trigger=event.action or "pull_request",
+                pull=pull_of(event.payload, gh.repo), public_url=public_url)
 
 
 def pull_of(payload: dict[str, Any], repo: str) -> PullInfo | None:

@@ -40,8 +40,6 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     """Add the /screen and /campaign budget commands, the ``pull_request`` synchronize and
     closed, ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
     flush jobs, all on one runtime over ``app``'s database and GitHub access."""
-    import asyncio
-
     from bot.features.screen import jobs
     from bot.features.screen.handlers import BUDGET_SPEC, SCREEN_SPEC, ScreenHandlers
     from bot.features.screen.runtime import Runtime, ScreenOptions
@@ -55,7 +53,7 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         public_url=app.public_url,
     )
     rt = Runtime(app.engine, options,
-                 gh_for=lambda s: asyncio.run(app.port_for(s.repo, s.installation_id)),
+                 gh_for=lambda s: app.port_for(s.repo, s.installation_id),
                  git=app.git, configs=app.configs)
     h = ScreenHandlers(rt)
     app.commands.add(BUDGET_SPEC, h.budget_command)

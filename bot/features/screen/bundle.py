@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision
-from bot.github import ArtifactInfo, GitHubError, GitHubPort, run_blocking
+from bot.github import ArtifactInfo, GitHubError, GitHubPort
 from bot.github.artifacts import ArtifactError, Limits, safe_extract
 from evidence.manifest import DEFAULT_MAX_DOCUMENT_BYTES
 from evidence.models import CampaignScope, MediaReport, Receipt
@@ -51,7 +51,7 @@ def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
     if s.run_id is None:
         return FetchedBundle(None, "no workflow run")
     try:
-        arts = [a for a in run_blocking(gh.list_run_artifacts(s.run_id)) if not a.expired]
+        arts = [a for a in gh.list_run_artifacts(s.run_id) if not a.expired]
     except Exception as exc:  # noqa: BLE001
         return FetchedBundle(None, f"cannot list artifacts: {type(exc).__name__}")
     pick: ArtifactInfo | None = None
@@ -64,8 +64,7 @@ def fetch_bundle(gh: GitHubPort, s: Screen, limits: Limits) -> FetchedBundle:
         return FetchedBundle(None, f"the run left no bundle artifact ({len(arts)} artifacts)")
     tmp = tempfile.TemporaryDirectory(prefix="campaign-bot-bundle-")
     try:
-        data = run_blocking(
-            gh.download_artifact(pick.id, limits.max_compressed, pick.size_in_bytes))
+        data = gh.download_artifact(pick.id, limits.max_compressed, pick.size_in_bytes)
         safe_extract(data, Path(tmp.name) / "bundle", limits)
     except (ArtifactError, GitHubError) as exc:
         tmp.cleanup()

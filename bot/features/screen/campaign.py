@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from bot.commands import UserError
 from bot.features.screen.bundle import TRUSTED_KEYS_FILE
 from bot.features.screen.grammar import FULL_SHA_RE, USAGE, ScreenRequest, command_text
 from bot.features.screen.queue import Screen
@@ -20,8 +21,7 @@ from bot.features.screen.runtime import (
     CAMPAIGN_FILE,
     WRITE_PERMISSIONS,
     ScreenConfig,
-    UserError,
-    wait,
+    user_error,
 )
 from bot.github import GitHubNotFound, GitHubPort, PullInfo
 from evidence.hashing import git_blob_sha
@@ -31,7 +31,7 @@ from evidence.models import CampaignScope
 def read_file(gh: GitHubPort, path: str, ref: str) -> bytes | None:
     """The bytes of ``path`` at ``ref``, None when absent."""
     try:
-        return wait(gh.get_file(path, ref))
+        return gh.get_file(path, ref)
     except GitHubNotFound:
         return None
 
@@ -56,15 +56,15 @@ def load_campaign(gh: GitHubPort, repo: str, ref: str, path: str) -> Campaign:
     f = f"{path}/{CAMPAIGN_FILE}" if path else CAMPAIGN_FILE
     raw = read_file(gh, f, ref)
     if raw is None:
-        raise UserError("message", message=f"no {f} on the default branch ({ref})")
+        raise user_error("message", message=f"no {f} on the default branch ({ref})")
     try:
         scope = CampaignScope.model_validate(tomllib.loads(raw.decode("utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError("message", message=f"{f} on {ref} is not valid TOML: {exc}") from None
+        raise user_error("message", message=f"{f} on {ref} is not valid TOML: {exc}") from None
     except ValidationError as exc:
         e = exc.errors()[0]
         loc = ".".join(str(x) for x in e["loc"])
-        raise UserError("message", message=f"{f} on {ref}: field {loc}: {e['msg']}") from None
+        raise user_error("message", message=f"{f} on {ref}: field {loc}: {e['msg']}") from None
     kf = f"{path}/{TRUSTED_KEYS_FILE}" if path else TRUSTED_KEYS_FILE
     return Campaign(path, scope, read_file(gh, kf, ref), git_blob_sha(raw))
 
@@ -86,15 +86,15 @@ def find_campaign(
         for c in found:
             if c.scope.id == want:
                 return c
-        raise UserError(
+        raise user_error(
             "usage", message=f"no campaign {want!r} in this repository",
             valid=[c.scope.id for c in found], usage=USAGE,
         )
     if len(found) == 1:
         return found[0]
     if not found:
-        raise errors[0] if errors else UserError("message", message="no campaign configured")
-    raise UserError(
+        raise errors[0] if errors else user_error("message", message="no campaign configured")
+    raise user_error(
         "usage", message="this repository holds several campaigns; name one with campaign=ID",
         valid=[c.scope.id for c in found], usage=USAGE,
     )
@@ -108,12 +108,12 @@ def authorise(gh: GitHubPort, repo: str, login: str, scope: CampaignScope) -> st
 
     Raises :class:`UserError` (kind ``unauthorised``) otherwise.
     """
-    perm = wait(gh.get_permission(login))
+    perm = gh.get_permission(login)
     if perm in WRITE_PERMISSIONS:
         return "write"
     if login.lower() in {r.lower() for r in scope.requesters}:
         return "requester"
-    raise UserError(
+    raise user_error(
         "unauthorised", who_login=login, message=f"repository permission is {perm!r}",
         requesters=list(scope.requesters),
     )
@@ -132,7 +132,7 @@ def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
     approved = req.sha
 
     def refuse(message: str) -> UserError:
-        return UserError("approve", message=message, approve_command=command_text(req, head))
+        return user_error("approve", message=message, approve_command=command_text(req, head))
 
     if approved is None:
         if not pr.is_fork:
@@ -158,14 +158,14 @@ def recheck(gh: GitHubPort, s: Screen, ref: str) -> None:
     default branch.  ``[screen] allowed`` logins are not re-read
     here.  Raises :class:`UserError` naming what changed."""
     if s.authorised_as == "write":
-        perm = wait(gh.get_permission(s.requested_by))
+        perm = gh.get_permission(s.requested_by)
         if perm not in WRITE_PERMISSIONS:
-            raise UserError("message", message=f"{s.requested_by} no longer has write "
+            raise user_error("message", message=f"{s.requested_by} no longer has write "
                             f"permission (now {perm!r}); ask again")
     elif s.authorised_as == "requester":
         scope = load_campaign(gh, s.repo, ref, s.campaign_path).scope
         if s.requested_by.lower() not in {r.lower() for r in scope.requesters}:
-            raise UserError("message", message=f"{s.requested_by} is no longer a requester "
+            raise user_error("message", message=f"{s.requested_by} is no longer a requester "
                             f"of campaign {scope.id}; ask again")
 
 
@@ -175,7 +175,7 @@ def runner_labels(scope: CampaignScope, where: str) -> list[str]:
     input).  Raises :class:`UserError` when the pool names none."""
     labels = [x for x in scope.pool.runner_labels if x.strip()]
     if not labels:
-        raise UserError("message", message=f"{where}: [pool] runner_labels is empty; name the "
+        raise user_error("message", message=f"{where}: [pool] runner_labels is empty; name the "
                         "self-hosted runner labels of the pool (e.g. [\"self-hosted\", "
                         "\"ascend910b1\", \"x4\"]) so the screen workflow can be routed")
     return labels

@@ -14,13 +14,13 @@ pool's queue with one status comment each, then dispatch the pool if it is free
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.campaign import authorise, find_campaign, load_campaign, pin_head
@@ -41,10 +41,10 @@ from bot.features.screen.runtime import (
     Replier,
     Runtime,
     ScreenConfig,
-    UserError,
-    wait,
+    reply_context,
+    user_error,
 )
-from bot.features.screen.writes import port_replier, refresh_pool, refresh_status, reply_context
+from bot.features.screen.writes import port_replier, refresh_pool, refresh_status
 from bot.github import GitHubPort
 from bot.render import utc
 from bot.repo_config import find_campaign_dirs
@@ -55,27 +55,28 @@ if TYPE_CHECKING:
 
 def request_screens(
     rt: Runtime, gh: GitHubPort, ctx: CommentContext, req: ScreenRequest, config: ScreenConfig,
-    say: Replier, authorised: bool = False, command: str | None = None,
+    say: Replier, admitted_as: str | None = None, command: str | None = None,
 ) -> list[Screen]:
     """Handle ``/screen candidate|control``: authorise, budget, enqueue, reply; then try to
     dispatch the pool.  Returns the queued screens (empty for a dry run).
 
-    ``authorised``: the command framework already admitted the commenter (write
-    permission, ``[screen] allowed`` or a requester); otherwise :func:`authorise` asks.
+    ``admitted_as``: how the command framework admitted the commenter
+    (:attr:`bot.commands.Decision.how`: ``write``, ``allowed`` or ``requester``; GitHub is
+    not asked again); None: :func:`authorise` asks.
     ``command``: the command's normalised text; with ``ctx.comment_id`` it is recorded with
     the screens, in one transaction (:func:`bot.features.screen.queue.claim_command`).
     Raises :class:`UserError` for anything the requester must fix, :class:`CommandSeen`
     when this command of this comment was already run.
     """
     if not ctx.is_pr:
-        raise UserError("message", message="/screen works on pull requests only")
-    ref = wait(gh.get_default_branch())
+        raise user_error("message", message="/screen works on pull requests only")
+    ref = gh.get_default_branch()
     camp = find_campaign(gh, ctx.repo, ref, config, req.campaign)
     scope = camp.scope
-    if authorised:
-        # admitted by the command framework: note how, for the re-check at dispatch
-        perm = wait(gh.get_permission(ctx.login))
-        how = "write" if perm in WRITE_PERMISSIONS else (
+    if admitted_as is not None:
+        # noted for the re-check at dispatch: write permission, else a requester of this
+        # campaign, else admitted otherwise ([screen] allowed, a requester of another one)
+        how = "write" if admitted_as == "write" else (
             "requester" if ctx.login.lower() in {r.lower() for r in scope.requesters}
             else "allowed")
     else:
@@ -83,10 +84,10 @@ def request_screens(
     try:
         chk = check_against_scope(req, scope)
     except ScreenUsageError as exc:
-        raise UserError("usage", message=exc.message, valid=exc.valid, usage=USAGE) from None
-    pr = wait(gh.get_pull(ctx.number))
+        raise user_error("usage", message=exc.message, valid=exc.valid, usage=USAGE) from None
+    pr = gh.get_pull(ctx.number)
     if pr.state != "open":
-        raise UserError("message", message="this PR is closed")
+        raise user_error("message", message="this PR is closed")
     head = pin_head(pr, req)
     now = rt.now()
     with rt.db() as db:
@@ -112,7 +113,7 @@ def request_screens(
                 refusals=refusals)
             return []
         if refusals:
-            raise UserError(
+            raise user_error(
                 "budget", campaign=scope.id, reasons=refusals, device_h=total.device_hours,
                 wall_h=total.wall_hours, basis=total.basis,
             )
@@ -190,22 +191,22 @@ def cancel_screen(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenC
         s = screens.by_label(db, ctx.repo, cmd.screen_id)
         if s is None:
             open_ids = [x.label for x in screens.open_screens(db, ctx.repo, ctx.number)]
-            raise UserError("usage", message=f"no screen S{cmd.screen_id} in this repository",
+            raise user_error("usage", message=f"no screen S{cmd.screen_id} in this repository",
                             valid=open_ids or ["(no open screen on this PR)"], usage=USAGE)
         if s.state in screens.TERMINAL_STATES or s.state == screens.CANCELLING:
-            raise UserError("message", message=f"{s.label} is already {s.state}")
+            raise user_error("message", message=f"{s.label} is already {s.state}")
         scope_requesters: list[str] = []
-        perm = wait(gh.get_permission(ctx.login))
+        perm = gh.get_permission(ctx.login)
         if perm not in WRITE_PERMISSIONS and ctx.login != s.requested_by:
             try:
-                ref = wait(gh.get_default_branch())
+                ref = gh.get_default_branch()
                 scope_requesters = list(
                     load_campaign(gh, ctx.repo, ref, s.campaign_path).scope.requesters
                 )
             except UserError:
                 scope_requesters = []
             if ctx.login.lower() not in {r.lower() for r in scope_requesters}:
-                raise UserError("unauthorised", who_login=ctx.login,
+                raise user_error("unauthorised", who_login=ctx.login,
                                 message=f"repository permission is {perm!r}",
                                 requesters=scope_requesters)
         if s.state == screens.QUEUED:
@@ -217,7 +218,7 @@ def cancel_screen(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenC
             s.cancelled_by = ctx.login
             s.cancelled_at = now
             if s.run_id is not None:
-                wait(gh.cancel_workflow_run(s.run_id))
+                gh.cancel_workflow_run(s.run_id)
             s.state = screens.CANCELLING
             refresh_status(db, gh, s, now, rt.options, force=True)
         pool = s.pool
@@ -242,7 +243,7 @@ def status_reply(rt: Runtime, gh: GitHubPort, ctx: CommentContext, say: Replier)
             campaigns.setdefault(s.campaign, s)
         budgets = []
         if campaigns:
-            ref = wait(gh.get_default_branch())
+            ref = gh.get_default_branch()
             for name, s in sorted(campaigns.items()):
                 try:
                     scope = load_campaign(gh, ctx.repo, ref, s.campaign_path).scope
@@ -264,11 +265,11 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
     try:
         ext = budget.parse_extend(ext_args)
     except ValueError as exc:
-        raise UserError("message", message=str(exc)) from None
-    ref = wait(gh.get_default_branch())
+        raise user_error("message", message=str(exc)) from None
+    ref = gh.get_default_branch()
     camp = find_campaign(gh, ctx.repo, ref, config, want)
     if ctx.login.lower() not in {r.lower() for r in camp.scope.requesters}:
-        raise UserError("unauthorised", who_login=ctx.login,
+        raise user_error("unauthorised", who_login=ctx.login,
                         message="only the campaign's requesters may extend its budget",
                         requesters=list(camp.scope.requesters), requesters_only=True)
     with rt.db() as db:
@@ -290,14 +291,14 @@ def extend_budget(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: str,
 
 
 def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, ...],
-             config: ScreenConfig, say: Replier, authorised: bool = False) -> None:
+             config: ScreenConfig, say: Replier, admitted_as: str | None = None) -> None:
     """Run one ``/screen`` command (its arguments after ``/screen``); a :class:`UserError`
-    becomes the one reply through ``say``.  Blocking (call it in a thread)."""
+    becomes the one reply through ``say``.  Blocking."""
     try:
         try:
             cmd = parse_screen(" ".join(args))
         except ScreenUsageError as exc:
-            raise UserError("usage", message=exc.message, valid=exc.valid) from None
+            raise user_error("usage", message=exc.message, valid=exc.valid) from None
         if isinstance(cmd, ScreenRequest):
             text = " ".join(["/screen", *args])
             if not cmd.dry_run and ctx.comment_id is not None:
@@ -307,7 +308,7 @@ def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, 
                     resume_command(rt, gh, ctx)
                     return
             try:
-                request_screens(rt, gh, ctx, cmd, config, say, authorised=authorised,
+                request_screens(rt, gh, ctx, cmd, config, say, admitted_as=admitted_as,
                                 command=text)
             except CommandSeen:
                 resume_command(rt, gh, ctx)
@@ -316,7 +317,7 @@ def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, 
         elif isinstance(cmd, ScreenStatus):
             status_reply(rt, gh, ctx, say)
     except UserError as exc:
-        say(exc.kind, **exc.ctx)
+        say(**exc.context)
 
 
 def run_budget_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, ...],
@@ -324,13 +325,13 @@ def run_budget_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tupl
     """Run ``/campaign budget extend ...`` (``args`` after ``budget``)."""
     try:
         if not args or args[0] != "extend":
-            raise UserError("message", message=f"usage: {budget.EXTEND_USAGE}")
+            raise user_error("message", message=f"usage: {budget.EXTEND_USAGE}")
         extend_budget(rt, gh, ctx, " ".join(args[1:]), config, say)
     except UserError as exc:
-        say(exc.kind, **exc.ctx)
+        say(**exc.context)
 
 
-async def run_command(
+def run_command(
     rt: Runtime, gh: GitHubPort, ctx: CommentContext, command: str, args: str,
     config: ScreenConfig | None = None,
 ) -> None:
@@ -342,30 +343,28 @@ async def run_command(
     toks = tuple(args.split())
     if command == "campaign":
         if toks[:1] == ("budget",):
-            await asyncio.to_thread(run_budget_sync, rt, gh, ctx, toks[1:], config, say)
+            run_budget_sync(rt, gh, ctx, toks[1:], config, say)
         return
-    await asyncio.to_thread(run_sync, rt, gh, ctx, toks, config, say)
+    run_sync(rt, gh, ctx, toks, config, say)
 
 
-async def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
-                           budget: bool) -> None:
+def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
+                     budget: bool) -> None:
     """Entry from the command framework (:mod:`bot.commands`): resolve the repository's
-    campaign directories and workflow, then run the command in a thread, replying through
-    the framework's one-reply-per-command plumbing."""
+    campaign directories and ``[screen]`` settings, then run the command, replying through
+    the framework's one-reply-per-command plumbing (:meth:`CommandContext.reply`)."""
     repo_config = cmd_ctx.config
     assert repo_config is not None  # both commands are ``needs_config``: never None here
-    ref = await cmd_ctx.gh.get_default_branch()
-    dirs = await find_campaign_dirs(cmd_ctx.gh, repo_config, ref)
-    cfg = ScreenConfig(tuple(dirs), repo_config.screen)
-    loop = asyncio.get_running_loop()
+    ref = cmd_ctx.gh.get_default_branch()
+    cfg = ScreenConfig(tuple(find_campaign_dirs(cmd_ctx.gh, repo_config, ref)),
+                       repo_config.screen)
 
     def say(kind: str, **kw: Any) -> None:
-        coro = cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
-        asyncio.run_coroutine_threadsafe(coro, loop).result()
+        cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
 
     ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
                          cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
     if budget:
-        await asyncio.to_thread(run_budget_sync, rt, cmd_ctx.gh, ctx, args, cfg, say)
+        run_budget_sync(rt, cmd_ctx.gh, ctx, args, cfg, say)
     else:
-        await asyncio.to_thread(run_sync, rt, cmd_ctx.gh, ctx, args, cfg, say, True)
+        run_sync(rt, cmd_ctx.gh, ctx, args, cfg, say, cmd_ctx.admitted_as)

@@ -19,12 +19,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.campaign import load_campaign, recheck, runner_labels
 from bot.features.screen.grammar import FULL_SHA_RE
 from bot.features.screen.queue import Screen
-from bot.features.screen.runtime import CAMPAIGN_FILE, CHECK_PREFIX, Runtime, UserError, wait
+from bot.features.screen.runtime import CAMPAIGN_FILE, CHECK_PREFIX, Runtime, refusal_text
 from bot.features.screen.writes import refresh_pool, refresh_status, write_once
 from bot.github import CheckRun, DispatchResult, GitHubError, GitHubPort, WorkflowRunInfo
 
@@ -79,8 +80,8 @@ def _check_before_dispatch(gh: GitHubPort, s: Screen, ref: str) -> str:
         recheck(gh, s, ref)
     except UserError as exc:
         raise NotDispatched(screens.FAILED,
-                            f"Not dispatched: {exc.ctx.get('message', exc.kind)}") from None
-    pr = wait(gh.get_pull(s.pr_number))
+                            f"Not dispatched: {refusal_text(exc)}") from None
+    pr = gh.get_pull(s.pr_number)
     if pr.state != "open":
         raise NotDispatched(screens.CANCELLED,
                             "Cancelled: the PR was closed before the screen started.")
@@ -99,8 +100,8 @@ def find_dispatched_run(gh: GitHubPort, s: Screen, ref: str,
     ``since`` (minus 10 minutes of clock skew), whose title names the screen's request id
     (the workflow's ``run-name`` carries it); None when there is none."""
     after = since - timedelta(minutes=10) if since is not None else None
-    for r in wait(gh.list_workflow_runs(s.workflow, branch=ref, event="workflow_dispatch",
-                                         created_after=after)):
+    for r in gh.list_workflow_runs(s.workflow, branch=ref, event="workflow_dispatch",
+                                         created_after=after):
         if screens.names_request(r.display_title, s.request_id) and is_screen_run(
                 r.path, r.event, r.head_branch, s.workflow, ref):
             return r
@@ -123,7 +124,7 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
     now = rt.now()
     inputs: dict[str, str] = {}
     try:
-        ref = wait(gh.get_default_branch())
+        ref = gh.get_default_branch()
         head = _check_before_dispatch(gh, s, ref)
         # the labels as the default branch names them now (a PR cannot route its own screen)
         camp = load_campaign(gh, s.repo, ref, s.campaign_path or "")
@@ -131,7 +132,7 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             labels = runner_labels(camp.scope, f"{s.campaign_path or '.'}/{CAMPAIGN_FILE}")
         except UserError as exc:
             raise NotDispatched(screens.FAILED, f"Not dispatched: "
-                                f"{exc.ctx.get('message', exc.kind)}") from None
+                                f"{refusal_text(exc)}") from None
         inputs = {
             "campaign": s.campaign_path or ".",
             "candidate": s.candidate if s.kind == "candidate" else "control",
@@ -187,7 +188,7 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
                           cur.candidate, directions=1, screen_id=cur.id, at=now)
         cancel = cur.state == screens.CANCELLING and run.run_id is not None
     if cancel and run.run_id is not None:  # /screen cancel arrived while dispatching
-        wait(gh.cancel_workflow_run(run.run_id))
+        gh.cancel_workflow_run(run.run_id)
     ensure_check_run(rt, gh, s.id, now)
     return True
 
@@ -226,7 +227,7 @@ def ensure_check_run(rt: Runtime, gh: GitHubPort, screen_id: int, now: datetime)
             sha, rid, url = s.head_sha, s.request_id, s.run_url
 
             def lookup() -> CheckRun | None:
-                return next((c for c in wait(gh.list_check_runs(sha, name))
+                return next((c for c in gh.list_check_runs(sha, name)
                              if c.external_id == rid), None)
 
             try:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.github import GitHubPort, PullInfo, run_blocking
+from bot.github import GitHubPort, PullInfo
 from bot.github.git import (
     GitError,
     GitMirrors,
@@ -188,7 +188,7 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
     with the reason."""
     path = target_dir(s.campaign_path or "", evidence_path, s.label)
     try:
-        default = run_blocking(gh.get_default_branch())
+        default = gh.get_default_branch()
     except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
         return CommitOutcome("failed", f"the default branch cannot be read: {exc}", path)
     why_own = own_branch_reason(pr, default)
@@ -221,7 +221,7 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
         files = {f"{path}/{rel}": p for rel, p in committed.items()}
         out.files = len(files)
         try:
-            remote = run_blocking(gh.git_remote(push=True))
+            remote = gh.git_remote(push=True)
         except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
             out.message = f"no git access: {exc}"
             return out

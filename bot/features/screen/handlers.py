@@ -5,12 +5,10 @@ Commands (grammar in :mod:`bot.features.screen.grammar` and :mod:`bot.features.s
 ``pull_request`` synchronize (a fork's new head cancels its queued screens, a same-repository
 PR's re-pins them), ``pull_request`` closed (its queued screens are cancelled),
 ``workflow_job`` (the run started on a runner) and ``workflow_run`` completed (report the
-screen).  The flow blocks on the database, so each runs in a thread.
+screen).  Each blocks (GitHub, git, the database): the worker runs it on its thread pool.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from bot.commands import CommandContext, CommandSpec, Who
 from bot.features.screen.budget import EXTEND_USAGE
@@ -66,40 +64,39 @@ class ScreenHandlers:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
 
-    async def screen_command(self, ctx: CommandContext) -> None:
-        """``/screen ...``: run the flow in a thread (replies through ``ctx``)."""
-        await run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
+    def screen_command(self, ctx: CommandContext) -> None:
+        """``/screen ...``: run the flow (replies through ``ctx``)."""
+        run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
 
-    async def budget_command(self, ctx: CommandContext) -> None:
+    def budget_command(self, ctx: CommandContext) -> None:
         """``/campaign budget extend ...``: one ledger entry by a requester."""
-        await run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
+        run_from_command(self.rt, ctx, ctx.command.verb_args, budget=True)
 
-    async def handle_push(self, event: Event, gh: GitHubPort | None,
-                          config: RepoConfig | None) -> None:
+    def handle_push(self, event: Event, gh: GitHubPort | None,
+                    config: RepoConfig | None) -> None:
         """A new push: a fork PR's queued screens are cancelled (approval was for the old
         head), a same-repository PR's are re-pinned to the new head."""
         if gh is None:
             return
-        await asyncio.to_thread(on_push, self.rt, gh, event.payload)
+        on_push(self.rt, gh, event.payload)
 
-    async def handle_closed(self, event: Event, gh: GitHubPort | None,
-                            config: RepoConfig | None) -> None:
+    def handle_closed(self, event: Event, gh: GitHubPort | None,
+                      config: RepoConfig | None) -> None:
         """A closed PR's queued screens are cancelled."""
         if gh is None:
             return
-        await asyncio.to_thread(on_pr_closed, self.rt, gh, event.payload)
+        on_pr_closed(self.rt, gh, event.payload)
 
-    async def handle_job(self, event: Event, gh: GitHubPort | None,
-                         config: RepoConfig | None) -> None:
+    def handle_job(self, event: Event, gh: GitHubPort | None,
+                   config: RepoConfig | None) -> None:
         """``workflow_job`` progress of a screen's run."""
         if gh is None:
             return
-        await asyncio.to_thread(on_workflow_job, self.rt, gh, event.payload)
+        on_workflow_job(self.rt, gh, event.payload)
 
-    async def handle_run(self, event: Event, gh: GitHubPort | None,
-                         config: RepoConfig | None) -> None:
+    def handle_run(self, event: Event, gh: GitHubPort | None,
+                   config: RepoConfig | None) -> None:
         """``workflow_run`` completed: report the screen."""
         if gh is None:
             return
-        await asyncio.to_thread(on_workflow_run_completed, self.rt, gh, event.payload,
-                                screen_section(config))
+        on_workflow_run_completed(self.rt, gh, event.payload, screen_section(config))

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
@@ -38,7 +39,7 @@ from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
-from bot.features.screen.runtime import Runtime, UserError, wait
+from bot.features.screen.runtime import Runtime, refusal_text
 from bot.features.screen.writes import (
     edit_comment_once,
     post_comment_once,
@@ -75,7 +76,7 @@ def _match_run(rt: Runtime, db: Session, gh: GitHubPort, repo: str, run_id: Any,
         return None
     if run is None:
         try:
-            run = wait(gh.get_workflow_run(run_id))
+            run = gh.get_workflow_run(run_id)
         except GitHubNotFound:
             return None
     if isinstance(run, WorkflowRunInfo):
@@ -84,7 +85,7 @@ def _match_run(rt: Runtime, db: Session, gh: GitHubPort, repo: str, run_id: Any,
         fields = (run.get("path"), run.get("event"), run.get("head_branch"),
                   run.get("display_title"))
     path, event, branch, title = (str(f or "") for f in fields)
-    ref = default_branch or wait(gh.get_default_branch())
+    ref = default_branch or gh.get_default_branch()
     for w in waiting:
         if screens.names_request(title, w.request_id) and is_screen_run(
                 path, event, branch, w.workflow, ref):
@@ -183,7 +184,7 @@ def finish_screen(
     s.completed_at = now
     s.conclusion = conclusion
     budget.charge_screen(db, s, wall, conclusion)
-    ref = wait(gh.get_default_branch())
+    ref = gh.get_default_branch()
     failed_run = conclusion != "success"
     verdict = "NOT COUNTED" if failed_run else "REFUSED"
     reasons: list[str] = []
@@ -194,7 +195,7 @@ def finish_screen(
         camp: Campaign | None = load_campaign(gh, s.repo, ref, s.campaign_path)
     except UserError as exc:
         camp = None
-        reasons.append(f"campaign not readable: {exc.ctx.get('message')}")
+        reasons.append(f"campaign not readable: {refusal_text(exc)}")
     body: str | None = None
     bundle = FetchedBundle(None, None)
     verified = False
@@ -316,7 +317,7 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
     if not cfg.commit_bundles:
         return CommitOutcome("off", "[screen] commit_bundles is false", "")
     try:
-        pr = wait(gh.get_pull(s.pr_number))
+        pr = gh.get_pull(s.pr_number)
     except GitHubError as exc:
         if exc.retryable:
             raise
@@ -356,6 +357,6 @@ def check_conclusion(run_conclusion: str, verdict: str) -> str:
 def get_run(gh: GitHubPort, run_id: int) -> WorkflowRunInfo | None:
     """Workflow run ``run_id`` as GitHub has it now; None when GitHub does not know it."""
     try:
-        return wait(gh.get_workflow_run(run_id))
+        return gh.get_workflow_run(run_id)
     except GitHubNotFound:
         return None

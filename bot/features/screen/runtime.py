@@ -21,9 +21,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from bot.commands import UserError
 from bot.features.screen import queue as screens
+from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
-from bot.github import GitHubPort, run_blocking
+from bot.github import GitHubPort
 from bot.github.artifacts import Limits
 from bot.github.git import GitMirrors
 from bot.repo_config import SCREEN_WORKFLOW, RepoConfig, RepoConfigs, ScreenSection
@@ -33,10 +35,6 @@ CHECK_PREFIX = "campaign-bot/screen: "
 CAMPAIGN_FILE = "campaign.toml"
 WRITE_PERMISSIONS = ("admin", "write")
 """Repository permissions that may screen without being a requester of the campaign."""
-
-wait = run_blocking
-"""Each GitHub port call of the flow (which runs in a thread without an event loop)."""
-
 
 @dataclass
 class ScreenOptions:
@@ -70,13 +68,25 @@ class ScreenOptions:
     """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
 
 
-class UserError(Exception):
-    """Becomes one short reply comment; ``ctx`` feeds the reply template."""
+def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
+    """The context of ``screen_reply.md.j2`` for ``kind`` (defaults filled in)."""
+    ctx.setdefault("message", "")
+    ctx.setdefault("valid", [])
+    ctx.setdefault("usage", USAGE)
+    return {"kind": kind, **ctx}
 
-    def __init__(self, kind: str, **ctx: Any) -> None:
-        super().__init__(kind)
-        self.kind = kind
-        self.ctx = ctx
+
+def user_error(kind: str, **ctx: Any) -> UserError:
+    """A screen command refused: the command framework's :class:`bot.commands.UserError`,
+    replied with ``screen_reply.md.j2`` of ``kind`` (``message``, ``usage``,
+    ``unauthorised``, ``approve``, ``budget``) and its context ``ctx``."""
+    context = reply_context(kind, **ctx)
+    return UserError(str(context.pop("message")), template="screen_reply.md.j2", **context)
+
+
+def refusal_text(exc: UserError) -> str:
+    """One line saying why: the error's message, else its reply kind."""
+    return exc.message or str(exc.context.get("kind", "refused"))
 
 
 Replier = Callable[..., None]
@@ -115,7 +125,7 @@ class Runtime:
         """The ``[screen]`` section of ``gh``'s repository config on its default branch
         (cached by :attr:`configs`; defaults when the file is absent or broken, as webhook
         handlers get).  GitHub errors propagate."""
-        return screen_section(wait(self.configs.load(gh)).config)
+        return screen_section(self.configs.load(gh).config)
 
     @contextmanager
     def db(self) -> Iterator[Session]:

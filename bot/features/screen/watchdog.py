@@ -21,7 +21,7 @@ from bot.features.screen import queue as screens
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
 from bot.features.screen.queue import Screen
 from bot.features.screen.results import finish_screen, get_run
-from bot.features.screen.runtime import Runtime, wait
+from bot.features.screen.runtime import Runtime
 from bot.features.screen.writes import refresh_status
 from bot.github import GitHubError, WorkflowRunInfo
 
@@ -41,7 +41,7 @@ def watchdog_pass(rt: Runtime) -> list[str]:
             if s.state == screens.DISPATCHED and s.run_id is None:
                 # GitHub answered the dispatch with an error, or without run details
                 try:
-                    found = find_dispatched_run(gh, s, wait(gh.get_default_branch()),
+                    found = find_dispatched_run(gh, s, gh.get_default_branch(),
                                                 screens.aware(s.dispatched_at))
                 except GitHubError:
                     log.exception("watchdog could not look up the run of %s", s.label)
@@ -76,7 +76,7 @@ def watchdog_pass(rt: Runtime) -> list[str]:
                 continue
             if info is not None and s.run_id is not None:
                 try:
-                    wait(gh.cancel_workflow_run(s.run_id))
+                    gh.cancel_workflow_run(s.run_id)
                 except Exception:  # noqa: BLE001 - it may already be gone
                     log.exception("watchdog could not cancel run %s", s.run_id)
             what = (
@@ -92,8 +92,8 @@ def watchdog_pass(rt: Runtime) -> list[str]:
             s.completed_at = now
             s.detail = f"Watchdog: {what}; the run was cancelled and reported here."
             if s.check_run_id is not None:
-                wait(gh.update_check_run(s.check_run_id, conclusion="timed_out",
-                                          title=f"{s.label}: timed out", summary=s.detail))
+                gh.update_check_run(s.check_run_id, conclusion="timed_out",
+                                          title=f"{s.label}: timed out", summary=s.detail)
             refresh_status(db, gh, s, now, rt.options, force=True)
             actions.append(f"{s.label}: {what}")
             pools.add(s.pool)

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
 from bot.features.screen import queue as screens
-from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
-from bot.features.screen.runtime import Replier, ScreenOptions, wait
+from bot.features.screen.runtime import Replier, ScreenOptions, reply_context
 from bot.github import Comment, GitHubError, GitHubPort
 from bot.inbox.router import SECONDARY_RATE_WAIT_S
 from bot.render import marker, render
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[Any, Any, T]],
+def write_once(options: ScreenOptions, what: str, call: Callable[[], T],
                lookup: Callable[[], T | None] | None = None) -> T:
     """Make one GitHub write through ``call`` and return its result.
 
@@ -50,7 +49,7 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
     attempt = 0
     while True:
         try:
-            return wait(call())
+            return call()
         except GitHubError as exc:
             if not exc.retryable:
                 raise
@@ -85,7 +84,7 @@ def write_once(options: ScreenOptions, what: str, call: Callable[[], Coroutine[A
 def find_comment(gh: GitHubPort, number: int, mark: str) -> Comment | None:
     """The bot's comment on issue/PR ``number`` carrying ``mark``: found by the marker AND
     the bot's login (a user quoting the marker is ignored); None when there is none."""
-    for c in wait(gh.list_issue_comments(number)):
+    for c in gh.list_issue_comments(number):
         if c.user == gh.bot_login and mark in c.body:
             return c
     return None
@@ -124,14 +123,6 @@ def edit_comment_once(options: ScreenOptions, gh: GitHubPort, comment_id: int,
 # --------------------------------------------------------------------------------- replies
 
 
-def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
-    """The context of ``screen_reply.md.j2`` for ``kind`` (defaults filled in)."""
-    ctx.setdefault("message", "")
-    ctx.setdefault("valid", [])
-    ctx.setdefault("usage", USAGE)
-    return {"kind": kind, **ctx}
-
-
 def port_replier(gh: GitHubPort, repo: str, number: int, comment_id: int | None) -> Replier:
     """A replier posting through ``gh`` (used where no command context exists)."""
 
@@ -139,7 +130,7 @@ def port_replier(gh: GitHubPort, repo: str, number: int, comment_id: int | None)
         body = render("screen_reply.md.j2",
                       marker_text=marker("reply", comment=comment_id or 0, line=1),
                       **reply_context(kind, **ctx))
-        wait(gh.create_issue_comment(number, body))
+        gh.create_issue_comment(number, body)
 
     return say
 
