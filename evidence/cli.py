@@ -613,58 +613,6 @@ def escape_help(cmd: Any) -> Any:
     return cmd
 
 
-class _Deferred(type):
-    """Metaclass of a stand-in for a class of another module (its ``_module``): calling the
-    stand-in or reading one of its attributes imports that module and uses the real class."""
-
-    _module: str
-
-    def _real(cls) -> Any:
-        import importlib
-
-        return getattr(importlib.import_module(cls._module), cls.__name__)
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return cls._real()(*args, **kwargs)
-
-    def __getattr__(cls, name: str) -> Any:
-        return getattr(cls._real(), name)
-
-
-DEFERRED_RICH_MODULES = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
-"""Modules that ``typer.rich_utils`` imports at module level and ``--help`` never uses, with
-the one class it takes from each: ``Markdown`` (markdown-it-py) serves only
-``rich_markup_mode="markdown"`` (campaign-bot uses ``"rich"``), ``Traceback`` (Pygments)
-only pretty exceptions (disabled).  Together about a fifth of ``--help``'s CPU time."""
-
-
-def import_help_formatter() -> None:
-    """Import ``typer.rich_utils`` (typer's help formatter) without the modules of
-    :data:`DEFERRED_RICH_MODULES`: while it is imported, each of them is a stand-in module
-    whose class (:class:`_Deferred`) imports the real one when first used; the stand-ins are
-    removed again at once, so any later ``import rich.markdown`` gets the real module.
-    Falls back to a plain import when a typer release wants more from those modules."""
-    if "typer.rich_utils" in sys.modules:
-        return
-    import types
-
-    placed = []
-    for module, name in DEFERRED_RICH_MODULES.items():
-        if module not in sys.modules:
-            stand_in = types.ModuleType(module)
-            setattr(stand_in, name, _Deferred(name, (), {"_module": module}))
-            sys.modules[module] = stand_in
-            placed.append(module)
-    try:
-        import typer.rich_utils  # noqa: F401
-    except ImportError:
-        sys.modules.pop("typer.rich_utils", None)
-    finally:
-        for module in placed:
-            del sys.modules[module]
-    import typer.rich_utils  # noqa: F401,F811 - the plain import when the first one failed
-
-
 def escape_help_on_demand(root: Any) -> Any:
     """``root`` (a click command) whose help texts are escaped (:func:`escape_help`) the
     first time any command of its tree formats its help, not before: escaping imports rich
@@ -678,7 +626,6 @@ def escape_help_on_demand(root: Any) -> Any:
         def format_help(ctx: Any, formatter: Any) -> Any:
             if not state["escaped"]:
                 state["escaped"] = True
-                import_help_formatter()
                 escape_help(root)
             help_option = cmd.get_help_option(ctx)  # made per command on first use
             if help_option is not None and help_option.metavar is None:

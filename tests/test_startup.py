@@ -37,9 +37,8 @@ CHECK_HEAVY = ("av", "numpy", "scipy", "torch", "torchvision", "lpips", "fastapi
 need cryptography)."""
 
 HELP_UNUSED = ("markdown_it", "pygments")
-"""Top-level modules that typer's help formatter imports but never uses for campaign-bot
-(markdown help, pretty tracebacks): ``--help`` does without them
-(:func:`evidence.cli.import_help_formatter`)."""
+"""Top-level modules of typer's rich help formatter (Markdown help, pretty tracebacks):
+``--help`` is click's plain text and imports neither."""
 
 _PROBE = textwrap.dedent("""
     import json, sys
@@ -132,28 +131,6 @@ def test_help_is_escaped_and_reflowed_when_shown(tmp_path: Path) -> None:
                          timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     assert "[default: CAMPAIGN_BOT_HOST or 127.0.0.1]" in res.stdout, res.stdout
-
-
-def test_help_formatter_stand_ins_give_way_to_the_real_classes() -> None:
-    """The stand-ins for ``rich.markdown.Markdown`` and ``rich.traceback.Traceback`` that
-    typer's help formatter is imported with make the real objects when used, and leave no
-    stand-in module behind for a later import."""
-    code = textwrap.dedent("""
-        import sys
-        from evidence.cli import import_help_formatter
-        import_help_formatter()
-        assert "rich.markdown" not in sys.modules and "rich.traceback" not in sys.modules
-        import typer.rich_utils as ru
-        made = ru.Markdown("**bold**")
-        import rich.markdown, rich.traceback
-        assert type(made) is rich.markdown.Markdown, type(made)
-        assert ru.Traceback.from_exception.__self__ is rich.traceback.Traceback
-        assert hasattr(rich.markdown, "MarkdownElement")  # the real module, not the stand-in
-        print("ok")
-    """)
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
-    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
 
 
 def test_reflow_keeps_lists_and_paragraphs() -> None:
