@@ -22,7 +22,8 @@ report gives (tree walk, parsing and validation overlapped with hashing, verdict
 ``campaign-bot --help`` and ``campaign-bot check`` of an empty bag (start-up alone).
 
 A *read-size sweep* hashes the same payload in a fresh process per read size (``--sweep``,
-KiB): :class:`evidence.hashing.HashPool` with that buffer, nothing else, so its user and
+KiB): :class:`evidence.hashing.HashPool` with that buffer, forking its hashing processes as
+``check`` does, nothing else, so its user and
 system seconds show which read size costs no more than the OpenSSL pair on this machine
 (``evidence.hashing.CHUNK_BYTES`` is chosen from it; the kernel's copy into a buffer larger
 than the core's cache costs system time on some machines).  Two more start-up rows time
@@ -95,10 +96,12 @@ from pathlib import Path
 from evidence.hashing import HashPool
 files = [p for p in Path(sys.argv[1]).rglob("*") if p.is_file()]
 with HashPool(chunk=int(sys.argv[2])) as pool:
+    pool.hash_in_child([(p, p.stat().st_size, ("sha256",)) for p in files])
     bad = [p for p, r in pool.results(files).items() if isinstance(r, OSError)]
 sys.exit(1 if bad else 0)
 """
-"""A fresh process hashing every file under ``argv[1]`` with ``argv[2]``-byte reads."""
+"""A fresh process hashing every file under ``argv[1]`` with ``argv[2]``-byte reads as
+``check`` does (hashing processes, one per core: ``HashPool.hash_in_child``)."""
 
 
 def build(root: Path, n_json: int, media_gib: float, console: Console) -> None:

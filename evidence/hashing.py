@@ -7,7 +7,12 @@ limit, in small, flat memory.
   the GIL while it digests a buffer longer than 2047 bytes (CPython's ``HASHLIB_GIL_MINSIZE``)
   and ``FileIO.readinto`` releases it during ``read(2)``, so the threads run on all cores
   at once, as far as one OpenSSL process per core would (``benchmarks/verify.py`` compares
-  with two ``openssl dgst -sha256`` processes);
+  with two ``openssl dgst -sha256`` processes), though they hand the GIL to each other
+  twice per read;
+* or, for the files ``campaign-bot check`` finds listed in a bag's manifests before it has
+  imported anything else (:mod:`evidence.launch`), one forked process per core with one
+  reading thread each (:meth:`HashPool.hash_in_child`): no GIL to share with each other or
+  with the main thread that imports and parses meanwhile;
 * the largest waiting file is hashed first (a heap on size), also across batches submitted
   at different times, so the pool never ends on one big file with the other cores idle;
 * files can be submitted while others hash: ``campaign-bot check`` submits the files the
@@ -57,9 +62,10 @@ CHUNK_BYTES = 64 << 10
 ``benchmarks/verify.py``; machines and figures in docs/benchmarks.md).  On a 2-core AMD EPYC
 virtual machine two threads reading 2 GiB from the page cache into 256 KiB to 4 MiB buffers
 spent 1.3 to 1.5 s of system time and 1.5 s of wall, into 64 KiB buffers 0.27 s and 1.04 s,
-less than two ``openssl dgst`` processes; on a 2-core Intel Xeon machine 256 KiB to 1 MiB
-were best and 64 KiB cost 0.06 to 0.1 CPU s more per 2 GiB.  16 KiB costs more everywhere
-(system calls).  64 KiB is the least worst on both."""
+less than two ``openssl dgst`` processes; on a 2-core Intel Xeon machine, hashing processes
+of :meth:`HashPool.hash_in_child` spent the same CPU with 64 KiB to 1 MiB reads and the least
+system time with 64 KiB (two threads of one process: 0.06 to 0.1 CPU s more with 64 KiB
+than with 256 KiB).  16 KiB and 4 MiB cost more."""
 
 MIN_CHUNK_BYTES = 16 << 10
 """Smallest read size (16 KiB), reached only on machines with more than 128 cores."""
