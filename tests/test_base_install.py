@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.webhook_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
@@ -113,12 +114,6 @@ def test_the_base_install_has_no_extra(base: BaseInstall) -> None:
     assert str(found["evidence"]).startswith(str(base.venv)), found["evidence"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def served(base: BaseInstall,
            tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str], Path]]:
@@ -132,7 +127,7 @@ def served(base: BaseInstall,
     key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
         serialization.NoEncryption()))
-    port = _free_port()
+    port = free_port()
     env = base.env(CAMPAIGN_BOT_WEBHOOK_SECRET="base-install-secret",
                    CAMPAIGN_BOT_APP_ID="123456", CAMPAIGN_BOT_PRIVATE_KEY_FILE=str(key),
                    CAMPAIGN_BOT_PORT=str(port),
