@@ -25,7 +25,6 @@ import contextlib
 import importlib
 import logging
 import os
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -606,7 +605,9 @@ def worker_main(argv: list[str] | None = None) -> int:
     try:
         settings = restore_settings(read_settings_fd(a.settings_fd))
     except (ValueError, SettingsError) as exc:
-        print(f"error: settings from the parent process: {exc}", file=sys.stderr)
+        from evidence.console import print_error
+
+        print_error(f"settings from the parent process: {exc}")
         return 2
     configure_logging(settings, "%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
     # The worker's own commits (claims, done marks) need not survive a power loss: losing
