@@ -94,7 +94,6 @@ KNOWN_RANK_C = frozenset({
     "bot/github/git.py:GitMirrors.materialise",
     "bot/github/git.py:GitMirrors._cat",
     "bot/github/gitcmd.py:error_message",
-    "bot/github/pygithub.py:map_exception",
     "bot/github/tree.py:unsafe_path",
     "bot/inbox/payloads.py:check_shape",
     "bot/inbox/recovery.py:recover_missed",
