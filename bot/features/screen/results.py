@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
-from bot.features.screen import budget
+from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
     BundleCheck,
@@ -266,6 +266,7 @@ def finish_screen(
             text=how[:60000] or None,
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
+    notices.screen_done(rt, db, s, camp.scope if camp is not None else None)
 
 
 def _judge_bundle(
