@@ -53,6 +53,7 @@ KNOWN_RANK_C = frozenset({
     "bot/features/dashboard/signin.py:SignIn.access",
     "bot/features/dashboard/signin.py:SignIn.callback",
     "bot/features/header/changes.py:summarise_change",
+    "bot/features/notify/outbox.py:Notifier._deliver_one",
     "bot/features/header/handlers.py:HeaderHandlers.on_push",
     "bot/features/header/handlers.py:HeaderHandlers.on_issue_edited",
     "bot/features/header/service.py:HeaderService.record_push",
