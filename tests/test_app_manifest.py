@@ -182,6 +182,9 @@ def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     c = call("create_issue_comment", 7, "hello")
     call("edit_issue_comment", c.id, "hello again")
     call("add_reaction", c.id, "eyes")
+    call("ensure_label", "screen:supported", "0e8a16", "a screen supports the candidate")
+    call("add_labels", 2, ["screen:supported"])
+    call("remove_label", 2, "screen:supported")
     call("list_reviews", 2)
     call("list_review_comments", 2)
     call("create_review", 2, pull.head_sha, "looks fine",

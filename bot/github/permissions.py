@@ -56,6 +56,12 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "list_check_runs": Need("checks", "read", ("checks/list-for-ref",)),
     "create_check_run": Need("checks", "write", ("checks/create",)),
     "update_check_run": Need("checks", "write", ("checks/update",)),
+    # labels of a PR or issue: GitHub's "Permissions required for GitHub Apps" lists the
+    # label operations under Issues (write) for issues and under Pull requests for PRs; a
+    # label is created in the repository under Issues
+    "ensure_label": Need("issues", "write", ("issues/create-label",)),
+    "add_labels": Need("issues", "write", ("issues/add-labels",)),
+    "remove_label": Need("issues", "write", ("issues/remove-label",)),
     "dispatch_workflow": Need("actions", "write", ("actions/get-workflow",
                                                    "actions/create-workflow-dispatch")),
     "list_workflow_runs": Need("actions", "read", ("actions/get-workflow",

@@ -39,7 +39,9 @@ from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExc
 from bot.github.artifacts import ArtifactError, ArtifactTooLarge, Limits, download_zip
 from bot.github.port import (
     DEFAULT_MAX_ARTIFACT_BYTES,
+    Annotation,
     ArtifactInfo,
+    CheckAction,
     CheckRun,
     Comment,
     ContentEntry,
@@ -342,7 +344,8 @@ class PyGithubPort:
         def fn() -> IssueInfo:
             i = self._r().get_issue(number)
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.state,
-                             i.pull_request is not None)
+                             i.pull_request is not None,
+                             tuple(lb.name for lb in (i.labels or [])))
 
         return self._call(f"get issue #{number}", "GET", fn, route="issues")
 
@@ -461,8 +464,10 @@ class PyGithubPort:
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
                          external_id: str | None = None, details_url: str | None = None,
-                         started_at: datetime | None = None) -> CheckRun:
-        """Create a check run (needs an App with checks:write); times are UTC."""
+                         started_at: datetime | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
+        """Create a check run (needs an App with checks:write); times are UTC; ``actions``:
+        its buttons (at most three)."""
 
         def fn() -> CheckRun:
             kw: dict[str, Any] = {"status": status}
@@ -474,6 +479,8 @@ class PyGithubPort:
                 kw["details_url"] = details_url
             if started_at is not None:
                 kw["started_at"] = started_at
+            if actions is not None:
+                kw["actions"] = [a.as_json() for a in actions]
             out = self._output(title, summary, text)
             if out:
                 kw["output"] = out
@@ -484,8 +491,17 @@ class PyGithubPort:
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
-                         details_url: str | None = None) -> CheckRun:
-        """Update check run ``check_run_id`` (a conclusion completes it)."""
+                         details_url: str | None = None,
+                         annotations: Sequence[Annotation] | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
+        """Update check run ``check_run_id`` (a conclusion completes it).  ``annotations``
+        (at most 50: GitHub appends them to those already there) need ``title`` and
+        ``summary`` in the same request; ``actions`` replace the run's buttons (``[]``
+        removes them)."""
+        if annotations and (title is None or summary is None):
+            raise ValueError("annotations need the output's title and summary")
+        if annotations and len(annotations) > 50:
+            raise ValueError("at most 50 annotations per request")
 
         def fn() -> CheckRun:
             kw: dict[str, Any] = {}
@@ -495,7 +511,11 @@ class PyGithubPort:
                 kw.update(conclusion=conclusion, completed_at=datetime.now(UTC))
             if details_url:
                 kw["details_url"] = details_url
-            out = self._output(title, summary, text)
+            if actions is not None:
+                kw["actions"] = [a.as_json() for a in actions]
+            out: dict[str, Any] = dict(self._output(title, summary, text))
+            if annotations:
+                out["annotations"] = [a.as_json() for a in annotations]
             if out:
                 kw["output"] = out
             r = self._r().get_check_run(check_run_id)  # lazy: only the PATCH is sent
@@ -503,6 +523,51 @@ class PyGithubPort:
             return self._check(r)
 
         return self._call(f"update check run {check_run_id}", "PATCH", fn, route="checks")
+
+    # -- labels ----------------------------------------------------------------------------
+
+    def ensure_label(self, name: str, color: str, description: str) -> bool:
+        """Create label ``name`` in the repository (``color``: 6 hex digits, no ``#``);
+        True when created, False when it already existed (GitHub answers 422
+        ``already_exists``: one request either way, no read first)."""
+
+        def fn() -> bool:
+            try:
+                self._r().create_label(name, color, description)
+            except GithubException as exc:
+                errors = (exc.data or {}).get("errors") if isinstance(exc.data, dict) else None
+                if exc.status == 422 and any(isinstance(e, dict) and
+                                             e.get("code") == "already_exists"
+                                             for e in errors or []):
+                    return False
+                raise
+            return True
+
+        return self._call(f"create label {name!r}", "POST", fn, route="issues")
+
+    def _issue(self, number: int) -> Any:
+        """A lazy Issue (no GET)."""
+        from github.Issue import Issue
+
+        return Issue(self.client.requester, url=f"{self._r().url}/issues/{number}")
+
+    def add_labels(self, number: int, names: Sequence[str]) -> None:
+        """Add labels ``names`` to issue/PR ``number`` (labels already on it stay)."""
+        self._call(f"label #{number}", "POST",
+                   lambda: self._issue(number).add_to_labels(*names), route="issues")
+
+    def remove_label(self, number: int, name: str) -> None:
+        """Remove label ``name`` from issue/PR ``number``; a label not on it is no error
+        (GitHub answers 404)."""
+
+        def fn() -> None:
+            try:
+                self._issue(number).remove_from_labels(name)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._call(f"unlabel #{number}", "DELETE", fn, route="issues")
 
     # -- actions ---------------------------------------------------------------------------
 

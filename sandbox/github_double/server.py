@@ -227,6 +227,8 @@ class RepoState:
     reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Repository labels by lower-cased name (GitHub's label names are case-insensitive)."""
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     artifacts: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -259,6 +261,9 @@ ROUTES: list[tuple[str, str, str]] = [
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "create_review"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "list_review_comments"),
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "create_review_comment"),
+    ("POST", "/repos/{owner}/{repo}/labels", "create_label"),
+    ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "add_labels"),
+    ("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", "remove_label"),
     ("POST", "/repos/{owner}/{repo}/check-runs", "create_check_run"),
     ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}", "update_check_run"),
     ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "list_check_runs"),
@@ -866,7 +871,9 @@ class GitHubDouble:
                  events_url=f"{prefix}/issues/{n}/events",
                  labels_url=f"{prefix}/issues/{n}/labels{{/name}}",
                  html_url=f"https://github.com/{repo.full_name}/issues/{n}",
-                 assignee=None, assignees=[], milestone=None, labels=[], closed_by=None,
+                 assignee=None, assignees=[], milestone=None, closed_by=None,
+                 labels=[self._label_body(repo, repo.labels[n.lower()])
+                         for n in issue.get("labels", []) if n.lower() in repo.labels],
                  comments=sum(1 for c in repo.comments.values() if c["issue"] == n))
         if issue["pull"]:
             b["pull_request"] = {
@@ -955,6 +962,13 @@ class GitHubDouble:
                        "pull_request": {"href": b["pull_request_url"]}}
         return b
 
+    def _label_body(self, repo: RepoState, label: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("label")
+        b.update(id=label["id"], node_id=f"LA_{label['id']}", name=label["name"],
+                 color=label["color"], description=label.get("description"), default=False,
+                 url=f"{API}/repos/{repo.full_name}/labels/{label['name']}")
+        return b
+
     def _check_run_body(self, repo: RepoState, r: dict[str, Any]) -> dict[str, Any]:
         b = self.ex("check-run")
         prefix = f"{API}/repos/{repo.full_name}"
@@ -966,7 +980,8 @@ class GitHubDouble:
                  pull_requests=[], node_id=f"CR_{r['id']}")
         out = r.get("output") or {}
         b["output"] = {"title": out.get("title"), "summary": out.get("summary"),
-                       "text": out.get("text"), "annotations_count": 0,
+                       "text": out.get("text"),
+                       "annotations_count": len(r.get("annotations") or []),
                        "annotations_url": f"{prefix}/check-runs/{r['id']}/annotations"}
         return b
 
@@ -1627,8 +1642,32 @@ class GitHubDouble:
             if isinstance(out.get(k), str) and len(out[k]) > MAX_CHECK_TEXT:
                 raise HTTPError(422, "Invalid request.", [
                     f"output.{k} is too long (maximum is {MAX_CHECK_TEXT} characters)"])
-        if len(out.get("annotations") or []) > 50:
+        annotations = out.get("annotations") or []
+        if len(annotations) > 50:
             raise HTTPError(422, "Invalid request.", ["at most 50 annotations per request"])
+        for k in ("title", "summary"):  # both "Required" when output is given
+            if out and not isinstance(out.get(k), str):
+                raise HTTPError(422, "Invalid request.", [f"output.{k} is required"])
+        for a in annotations:
+            missing = [k for k in ("path", "start_line", "end_line", "annotation_level",
+                                   "message") if a.get(k) in (None, "")]
+            if missing or a["annotation_level"] not in ("notice", "warning", "failure"):
+                raise HTTPError(422, "Invalid request.", [
+                    f"annotation {a!r}: {missing or 'annotation_level'} invalid"])
+            if a["end_line"] < a["start_line"] or len(a["message"].encode()) > 65536 or \
+                    len(a.get("title") or "") > 255:
+                raise HTTPError(422, "Invalid request.", [f"annotation {a!r} is invalid"])
+        actions = data.get("actions")
+        if actions is not None:
+            if len(actions) > 3:
+                raise HTTPError(422, "Invalid request.", ["at most 3 actions"])
+            for a in actions:
+                if (len(a.get("label") or "") not in range(1, 21)
+                        or len(a.get("identifier") or "") not in range(1, 21)
+                        or len(a.get("description") or "") not in range(1, 41)):
+                    raise HTTPError(422, "Invalid request.", [
+                        f"action {a!r}: label and identifier 1-20 characters, description "
+                        "1-40"])
         if data.get("status") == "completed" and not data.get("conclusion"):
             raise HTTPError(422, "Invalid request.",
                             ["conclusion is required when status is completed"])
@@ -1647,7 +1686,8 @@ class GitHubDouble:
              "started_at": data.get("started_at") or _now(),
              "completed_at": data.get("completed_at") or (_now() if status == "completed"
                                                            else None),
-             "output": data.get("output")}
+             "output": data.get("output"), "actions": data.get("actions") or [],
+             "annotations": list((data.get("output") or {}).get("annotations") or [])}
         repo.check_runs[r["id"]] = r
         return 201, self._check_run_body(repo, r)
 
@@ -1659,9 +1699,12 @@ class GitHubDouble:
         data = req.json()
         self._check_output(data)
         for k in ("name", "status", "conclusion", "external_id", "details_url", "output",
-                  "started_at", "completed_at"):
+                  "started_at", "completed_at", "actions"):
             if k in data:
                 r[k] = data[k]
+        # "Each time you update the check run, annotations are appended" (checks/update)
+        r.setdefault("annotations", []).extend((data.get("output") or {}).get("annotations")
+                                               or [])
         if data.get("conclusion"):
             r["status"] = "completed"
             r["completed_at"] = r.get("completed_at") or _now()
@@ -1674,6 +1717,50 @@ class GitHubDouble:
         items = [self._check_run_body(repo, r) for r in repo.check_runs.values()
                  if r["head_sha"] == sha and (name is None or r["name"] == name)]
         return self._paginate(req, items, "check_runs")
+
+    def _op_create_label(self, req: Request, repo: RepoState) -> tuple[int, Any]:
+        data = req.json()
+        name, color = data.get("name"), str(data.get("color") or "").lstrip("#")
+        if not isinstance(name, str) or not name.strip():
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "name",
+                                                        "code": "missing_field"}])
+        if not re.fullmatch(r"[0-9a-fA-F]{6}", color):
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "color",
+                                                        "code": "invalid"}])
+        if name.lower() in repo.labels:
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "name",
+                                                        "code": "already_exists"}])
+        label = {"id": next(self._ids), "name": name, "color": color.lower(),
+                 "description": data.get("description")}
+        repo.labels[name.lower()] = label
+        return 201, self._label_body(repo, label)
+
+    def _op_add_labels(self, req: Request, repo: RepoState,
+                       issue_number: str) -> tuple[int, Any]:
+        issue = self._get_issue(repo, issue_number)
+        data = req.json()
+        names = data.get("labels") if isinstance(data, dict) else data
+        if not isinstance(names, list) or not names:
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "labels",
+                                                        "code": "invalid"}])
+        names = [n["name"] if isinstance(n, dict) else n for n in names]
+        have = issue.setdefault("labels", [])
+        for n in names:
+            if n.lower() not in repo.labels:  # GitHub creates a missing label (grey)
+                repo.labels[n.lower()] = {"id": next(self._ids), "name": n,
+                                          "color": "ededed", "description": None}
+            if n.lower() not in {h.lower() for h in have}:
+                have.append(repo.labels[n.lower()]["name"])
+        return 200, [self._label_body(repo, repo.labels[h.lower()]) for h in have]
+
+    def _op_remove_label(self, req: Request, repo: RepoState, issue_number: str,
+                         name: str) -> tuple[int, Any]:
+        issue = self._get_issue(repo, issue_number)
+        have = issue.setdefault("labels", [])
+        if name.lower() not in {h.lower() for h in have}:
+            raise HTTPError(404, "Label does not exist")
+        issue["labels"] = [h for h in have if h.lower() != name.lower()]
+        return 200, [self._label_body(repo, repo.labels[h.lower()]) for h in issue["labels"]]
 
     def _get_workflow(self, repo: RepoState, workflow_id: str) -> dict[str, Any]:
         for wf in repo.workflows.values():

@@ -67,7 +67,7 @@ from bot.features.dashboard.live import (
     QueueRow,
     read_queue,
 )
-from bot.features.dashboard.model import Site
+from bot.features.dashboard.views import Site
 
 API_PREFIX = "/api/v1"
 RATE_PER_MINUTE = 120

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from bot.features.dashboard.model import Ledger, LedgerEntry, LedgerScreen
+from bot.features.dashboard.views import Ledger, LedgerEntry, LedgerScreen
 
 _md = MetaData()
 BUDGET_ENTRIES = Table(

@@ -53,8 +53,9 @@ from sqlalchemy.engine import Engine
 from bot import links as link_scheme
 from bot.features.dashboard import pages
 from bot.features.dashboard.ledger import SCREENS, LedgerError, read_ledger_from
-from bot.features.dashboard.model import CampaignUnreadable, Site, budget_view, build_site, slug
+from bot.features.dashboard.model import CampaignUnreadable, budget_view, build_site
 from bot.features.dashboard.signin import LOGOUT_PATH, SignIn, signin_router
+from bot.features.dashboard.views import Site, slug
 from bot.github.git import GitError, GitMirrors
 from bot.github.port import GitHubError
 

@@ -1,5 +1,5 @@
 """HTML pages of the campaign dashboard: functions from the data model
-(:class:`~bot.features.dashboard.model.Site`) to an HTML string, and :func:`write_site`,
+(:class:`~bot.features.dashboard.views.Site`) to an HTML string, and :func:`write_site`,
 which writes them all as a static site.
 
 The page functions take a :class:`Links` that builds every URL, so the static site (relative
@@ -36,7 +36,7 @@ from markupsafe import Markup
 
 from bot.features.dashboard import charts
 from bot.features.dashboard.drift import change_points
-from bot.features.dashboard.model import (
+from bot.features.dashboard.views import (
     SEVERITY_TEXT,
     ControlPoint,
     DocumentFile,

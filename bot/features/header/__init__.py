@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bot.features.header.handlers import HeaderHandlers
-    from bot.features.header.service import HeaderService, QueueProvider
+    from bot.features.header.service import HeaderService
+    from bot.features.header.sources import QueueProvider
     from bot.registry import Registry
 
 JOB_ID = "campaign-header-refresh"

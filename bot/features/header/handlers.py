@@ -19,16 +19,9 @@ from typing import Any
 
 from bot.commands import CommandContext, CommandSpec, UserError, Who
 from bot.features.header.block import BlockState, locate, outside
-from bot.features.header.service import (
-    CAMPAIGN_FILE,
-    HISTORY_DEFAULT,
-    HISTORY_MAX,
-    HeaderService,
-    RefreshResult,
-    _aware,
-    campaign_roots,
-    config_or_default,
-)
+from bot.features.header.changes import HISTORY_DEFAULT, HISTORY_MAX
+from bot.features.header.service import HeaderService, RefreshResult, _aware
+from bot.features.header.sources import CAMPAIGN_FILE, campaign_roots, config_or_default
 from bot.features.header.store import CampaignHeader
 from bot.inbox.router import Event
 

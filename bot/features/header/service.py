@@ -56,7 +56,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -71,19 +71,34 @@ from bot.features.header.block import (
     outside,
     splice,
 )
+from bot.features.header.changes import HISTORY_DEFAULT, previous_header, summarise_change
 from bot.features.header.render import TEMPLATE, render_header
+from bot.features.header.sources import (
+    CAMPAIGN_FILE,
+    SOURCE_CACHE_ENTRIES,
+    TEXT_SUFFIXES,
+    Evaluator,
+    Loader,
+    QueueProvider,
+    config_or_default,
+    default_evaluator,
+    default_loader,
+    no_queue,
+    parse_scope,
+    scope_of,
+    state_digest,
+    touches_evidence,
+    under,
+)
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
 from bot.github import parse_timestamp
 from bot.github.git import GitError, GitMirrors
 from bot.links import campaign_page
-from bot.repo_config import RepoConfig, find_campaign_dirs
+from bot.repo_config import find_campaign_dirs
 from evidence.header import (
-    BudgetLine,
     EvidenceRef,
     EvidenceSource,
     HeaderContent,
-    QueueItem,
-    ScreenOutcome,
     build_header,
 )
 from evidence.models import DEFAULT_EVIDENCE_PATHS, CampaignScope
@@ -94,12 +109,6 @@ MAX_BODY_CHARS = 65536
 """GitHub refuses issue bodies longer than this with 422 (PyGithub/PyGithub#1906)."""
 SCHEDULE_MINUTES = 30
 """Safety-net refresh interval (minutes)."""
-SOURCE_CACHE_ENTRIES = 256
-"""Judged evidence sources kept in memory (by repository, campaign, PR and SHA)."""
-HISTORY_DEFAULT = 5
-HISTORY_MAX = 20
-CAMPAIGN_FILE = "campaign.toml"
-TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
 
 MARKERS_NOTICE = (
     "<!-- campaign-bot:header-notice -->\n"
@@ -120,69 +129,6 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
     if t is None or t.tzinfo is not None:
         return t
     return t.replace(tzinfo=dt.UTC)
-
-
-# ------------------------------------------------------------------------------ evidence
-
-
-Evaluator = Callable[[Any, str, int | None], EvidenceSource]
-"""``(loaded_campaign, sha, pr) -> EvidenceSource``: the verdict engine applied to one loaded
-campaign (default :func:`evidence.header.source_from_campaign`)."""
-Loader = Callable[[Path], Any]
-"""``(directory) -> LoadedCampaign`` (default ``evidence.bundle.load_campaign``)."""
-class QueueState(Protocol):
-    """What the bot itself knows about a campaign: the screen ``queue`` (None: unknown), the
-    ``budget`` lines (None: computed from receipts) and the ``finished`` screens, newest
-    first."""
-
-    queue: list[QueueItem] | None
-    budget: list[BudgetLine] | None
-    finished: list[ScreenOutcome]
-
-
-@dataclass
-class BotState:
-    """A :class:`QueueState` with nothing known (the default without a queue provider)."""
-
-    queue: list[QueueItem] | None = None
-    budget: list[BudgetLine] | None = None
-    finished: list[ScreenOutcome] = field(default_factory=list)
-
-
-def state_digest(state: QueueState) -> str:
-    """Content hash of ``state`` (part of the refresh input key)."""
-    blob = json.dumps(
-        [
-            [q.__dict__ for q in state.queue] if state.queue is not None else None,
-            [b.__dict__ for b in state.budget] if state.budget is not None else None,
-            [f.__dict__ for f in state.finished],
-        ],
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-QueueProvider = Callable[[Session, str, CampaignScope], QueueState]
-"""``(db, repo, scope) -> state`` from the bot's screen queue and budget ledger (the /screen
-feature's :func:`bot.features.screen.campaign_state.campaign_state`, wired by the
-composition root)."""
-
-
-def _default_loader(path: Path) -> Any:
-    from evidence.bundle import load_campaign
-
-    return load_campaign(path)
-
-
-def _default_evaluator(loaded: Any, sha: str, pr: int | None) -> EvidenceSource:
-    from evidence.header import source_from_campaign  # the verdict engine
-
-    return source_from_campaign(loaded, sha=sha, pr=pr)
-
-
-def _no_queue(db: Session, repo: str, scope: CampaignScope) -> QueueState:
-    return BotState()
 
 
 @dataclass
@@ -235,9 +181,9 @@ class HeaderService:
     engine: Engine
     bot_login: str = "campaign-bot[bot]"
     html_base: str = "https://github.com"
-    loader: Loader = _default_loader
-    evaluator: Evaluator = _default_evaluator
-    queue: QueueProvider = _no_queue
+    loader: Loader = default_loader
+    evaluator: Evaluator = default_evaluator
+    queue: QueueProvider = no_queue
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: the header links to the campaign's live pages when set."""
     git: GitMirrors | None = None
@@ -307,7 +253,7 @@ class HeaderService:
             raw = gh.get_file(posixpath.join(d, CAMPAIGN_FILE), ref)
             if raw is None:
                 continue
-            scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
+            scope = parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
             if scope is None or scope.issue is None:
                 continue
             self.register(repo, d, scope.id, scope.issue, ref, scope.evidence_paths)
@@ -329,7 +275,7 @@ class HeaderService:
                     *(commit.get("modified") or []),
                     *(commit.get("removed") or []),
                 ]
-                if any(_under(f, c.path) for f in files):
+                if any(under(f, c.path) for f in files):
                     last = commit
             if last is None:
                 continue
@@ -368,7 +314,7 @@ class HeaderService:
             touches = sorted(
                 c.path
                 for c in self.campaigns(repo)
-                if any(_touches_evidence(f, c, also) for f in files)
+                if any(touches_evidence(f, c, also) for f in files)
             )
         with self.sessions.begin() as db:
             row = db.scalar(
@@ -513,7 +459,7 @@ class HeaderService:
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
             assert r is not None
-            previous = _previous_header(db, row)
+            previous = previous_header(db, row)
             r.inserted, r.written_at, r.markers_notice_at = True, now, None
             db.add(
                 HeaderChange(
@@ -629,7 +575,7 @@ class HeaderService:
             self._git().materialise(port.gh.repo, ref, path,
                                     Path(tmp), suffixes=TEXT_SUFFIXES)
             loaded = self.loader(Path(tmp))
-            scope = _scope_of(loaded, path)
+            scope = scope_of(loaded, path)
             src = self.evaluator(loaded, ident[-1], pr)
         if len(self.source_cache) >= SOURCE_CACHE_ENTRIES:
             self.source_cache.pop(next(iter(self.source_cache)))
@@ -705,86 +651,6 @@ def _template_digest() -> str:
 def _iso(t: dt.datetime | None) -> str | None:
     t = _aware(t)
     return t.isoformat() if t else None
-
-
-def _under(file: str, directory: str) -> bool:
-    directory = directory.strip("/")
-    return directory == "" or file == directory or file.startswith(directory + "/")
-
-
-def _touches_evidence(file: str, c: CampaignHeader, also: Sequence[str] = ()) -> bool:
-    """Whether ``file`` lies under one of the campaign's evidence paths (or ``also``)."""
-    eps = [*(c.evidence_paths or DEFAULT_EVIDENCE_PATHS), *also]
-    return any(_under(file, posixpath.join(c.path, e)) for e in eps)
-
-
-def _parse_scope(raw: bytes, where: str) -> CampaignScope | None:
-    import tomllib
-
-    try:
-        return CampaignScope.model_validate(tomllib.loads(raw.decode("utf-8")))
-    except Exception as exc:  # noqa: BLE001 - reported by the PR review, logged here
-        log.warning("%s: not a valid campaign.toml: %s", where, str(exc).splitlines()[0])
-        return None
-
-
-def _scope_of(loaded: Any, path: str) -> CampaignScope:
-    doc = getattr(loaded, "scope", None)
-    if doc is None:
-        problems = "; ".join(f.message for f in getattr(loaded, "findings", [])[:3])
-        raise ValueError(f"{path}/{CAMPAIGN_FILE} could not be read: {problems}")
-    return doc.model
-
-
-def _previous_header(db: Session, row: CampaignHeader) -> str | None:
-    return db.scalar(
-        select(HeaderChange.header_text)
-        .where(
-            HeaderChange.repo == row.repo,
-            HeaderChange.issue == row.issue,
-            HeaderChange.kind == "write",
-        )
-        .order_by(HeaderChange.id.desc())
-        .limit(1)
-    )
-
-
-_KEY_LINES = ("**Current state:**", "**Decision needed:**", "**Next action:**")
-
-
-def summarise_change(old: str | None, new: str) -> str:
-    """One line for ``/campaign history``: which header parts changed between ``old`` and
-    ``new`` (Current state, Decision needed, Next action, board rows...), with the new
-    Decision needed when it changed."""
-    if old is None:
-        return "header inserted"
-    o, n = old.splitlines(), new.splitlines()
-    parts = []
-    for key in _KEY_LINES:
-        ol = next((x for x in o if x.startswith(key)), "")
-        nl = next((x for x in n if x.startswith(key)), "")
-        if ol != nl:
-            label = key.strip("*:")
-            if key == "**Decision needed:**":
-                parts.append(f"{label} now: {nl[len(key):].strip()[:160]}")
-            else:
-                parts.append(f"{label} changed")
-    rest_o = [x for x in o if not x.startswith(_KEY_LINES)]
-    rest_n = [x for x in n if not x.startswith(_KEY_LINES)]
-    if rest_o != rest_n:
-        changed = len(set(rest_n) - set(rest_o))
-        parts.append(f"{changed} board/table line(s) changed")
-    return "; ".join(parts) or "whitespace only"
-
-
-def config_or_default(config: RepoConfig | None) -> RepoConfig:
-    """``config``, or the defaults when the repository has none (or a broken one)."""
-    return config if config is not None else RepoConfig()
-
-
-def campaign_roots(config: RepoConfig | None) -> list[str]:
-    """The ``[campaigns] paths`` globs of the repo config (defaults when None)."""
-    return list(config_or_default(config).campaigns.paths)
 
 
 GhFactory = Callable[[str], Any]

@@ -29,7 +29,11 @@ On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
    marker AND the bot's login; not rewritten when unchanged): "checked N hashes, K
    problems", counts per severity, the verdict table and the findings;
 6. complete the check run: ``failure`` when any P0-P2 finding exists (the severities that make
-   ``campaign-bot check`` exit 1), ``success`` otherwise.
+   ``campaign-bot check`` exit 1), ``success`` otherwise.  Every finding is also an
+   annotation of the check run on its evidence file's line (:func:`annotations_for`: level
+   from the severity, title the rule, message with the fix), sent 50 per request as the
+   Checks API requires (:func:`_complete`); a hidden marker in the run's summary records
+   how many were sent, so a retried delivery appends only the rest and a redelivery none.
 
 PR code is never executed: files are read as data from git objects (see
 :mod:`bot.github.git` for what git is allowed to do).  When the fetch fails, times out, or a
@@ -51,6 +55,7 @@ from typing import Any
 
 from bot.comments import upsert_comment
 from bot.github import (
+    Annotation,
     FileChange,
     GitHubError,
     GitHubPort,
@@ -81,6 +86,18 @@ MAX_BODY_FINDINGS = 100
 """Findings listed in one review body (the rest wait for the next review)."""
 MAX_TABLE_FINDINGS = 100
 """Findings listed in the summary comment; the rest are counted."""
+ANNOTATIONS_PER_REQUEST = 50
+"""The Checks API takes at most 50 annotations per request and appends each request's to
+those already there (GitHub REST, "Update a check run", ``output.annotations``)."""
+MAX_ANNOTATIONS = 1000
+"""Annotations sent per check run (20 requests); further findings are in the summary
+comment only."""
+ANNOTATION_LEVELS = MappingProxyType({"P0": "failure", "P1": "failure", "P2": "warning",
+                                      "P3": "notice"})
+"""Annotation level per severity: P0-P1 (blocking, wrong evidence) ``failure``, P2
+(ambiguous evidence) ``warning``, P3 (a note) ``notice``: the three levels GitHub has."""
+ANNOTATIONS_MARKER = re.compile(r"<!-- campaign-bot:annotations digest=([0-9a-f]+) "
+                                r"sent=(\d+) -->")
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,34 @@ def place(campaign_dir: str, findings: list[Finding]) -> list[PlacedFinding]:
         out.setdefault(k, PlacedFinding(f, rp, k))
     return sorted(out.values(), key=lambda p: (SEVERITY_ORDER.get(p.finding.severity, 9),
                                               p.repo_path, p.line or 0, p.finding.rule))
+
+
+def annotations_for(placed: list[PlacedFinding]) -> list[Annotation]:
+    """One check-run annotation per finding (at most :data:`MAX_ANNOTATIONS`), on the
+    finding's file and line (line 1 when it names none): level from the severity
+    (:data:`ANNOTATION_LEVELS`), title ``P1 RULE``, message what is wrong and how to fix
+    it, raw details the field it concerns.  Texts are cut to GitHub's limits (title 255
+    characters, message 64 KB)."""
+    out: list[Annotation] = []
+    for p in placed[:MAX_ANNOTATIONS]:
+        f = p.finding
+        message = f.message if not f.resolution else f"{f.message}\n\nFix: {f.resolution}"
+        out.append(Annotation(
+            path=p.repo_path, start_line=p.line or 1, end_line=p.line or 1,
+            level=ANNOTATION_LEVELS.get(f.severity, "notice"),  # type: ignore[arg-type]
+            message=message.encode()[:60000].decode("utf-8", "ignore"),
+            title=f"{f.severity} {f.rule}"[:255],
+            raw_details=f"field: {f.field}" if f.field else None))
+    return out
+
+
+def annotations_digest(annotations: list[Annotation]) -> str:
+    """16 hex digits identifying one list of annotations (the marker compares it: a run
+    annotated for other findings is not continued)."""
+    h = hashlib.sha256()
+    for a in annotations:
+        h.update(repr(a).encode())
+    return h.hexdigest()[:16]
 
 
 # ------------------------------------------------------------------------- analysis
@@ -372,7 +417,7 @@ def _check_run(gh: GitHubPort, sha: str) -> Any:
     them; a token gets 403), so the review still happens without one."""
     runs = gh.list_check_runs(sha, CHECK_NAME)
     if runs:
-        return runs[0]
+        return max(runs, key=lambda r: r.id)  # the newest: the one GitHub shows
     try:
         return gh.create_check_run(CHECK_NAME, sha, status="in_progress",
                                    title="Checking campaign evidence",
@@ -478,15 +523,51 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         text = render("check_run.md.j2", hashes=outcome.hashes_checked,
                       problems=outcome.problem_count, counts=counts, campaigns=dirs,
                       errors=errors, unread=None, dashboards=pages)
-        _complete(gh, run, conclusion, title, text)
+        _complete(gh, run, conclusion, title, text, annotations_for(placed), sha)
     return outcome
 
 
-def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str) -> None:
-    if not (run.status == "completed" and run.conclusion == conclusion
-            and run.title == title and run.summary == text):
-        gh.update_check_run(run.id, status="completed", conclusion=conclusion,
-                            title=title, summary=text)
+def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
+              annotations: list[Annotation] | None = None, sha: str | None = None) -> None:
+    """Complete check run ``run`` with ``conclusion``, ``title`` and summary ``text``, and
+    add ``annotations`` to it, :data:`ANNOTATIONS_PER_REQUEST` per request (the last batch
+    goes with the completion).
+
+    The summary carries a hidden marker ``annotations digest=D sent=N``, written with each
+    batch in the same request: a delivery retried after a failure resumes at annotation N
+    (GitHub appends, so nothing is sent twice); a run already complete with this text is
+    left alone.  A run annotated for another list of findings (same head, findings changed,
+    e.g. new trusted keys on the default branch) cannot lose its annotations: a new check
+    run is created on ``sha`` (GitHub shows the newest run of a name)."""
+    annotations = annotations or []
+    digest = annotations_digest(annotations)
+
+    def summary(sent: int, body: str) -> str:
+        return body if not annotations else \
+            f"{body}\n{marker('annotations', digest=digest, sent=sent)}\n"
+
+    final = summary(len(annotations), text)
+    if run.status == "completed" and run.conclusion == conclusion and run.title == title \
+            and run.summary == final:
+        return
+    m = ANNOTATIONS_MARKER.search(run.summary or "")
+    sent = 0
+    if m is not None:
+        if m.group(1) == digest:
+            sent = min(int(m.group(2)), len(annotations))
+        elif int(m.group(2)) > 0 and sha is not None:
+            run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
+                                      summary="campaign-bot is checking the evidence files.")
+    left = annotations[sent:]
+    while len(left) > ANNOTATIONS_PER_REQUEST:
+        batch, left = left[:ANNOTATIONS_PER_REQUEST], left[ANNOTATIONS_PER_REQUEST:]
+        sent += len(batch)
+        gh.update_check_run(run.id, title=title,
+                            summary=summary(sent, f"Annotating findings: {sent} of "
+                                            f"{len(annotations)} sent."),
+                            annotations=batch)
+    gh.update_check_run(run.id, status="completed", conclusion=conclusion,
+                        title=title, summary=final, annotations=left or None)
 
 
 def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,

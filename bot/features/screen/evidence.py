@@ -49,14 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.github import GitHubPort, PullInfo
-from bot.github.git import (
-    GitError,
-    GitMirrors,
-    PushRejected,
-    sha256_file,
-    twin_paths,
-    unsafe_path,
-)
+from bot.github.git import GitError, GitMirrors, PushRejected, sha256_file
+from bot.github.tree import twin_paths, unsafe_path
 from bot.render import render
 from bot.repo_config import DEFAULT_MAX_COMMITTED_BYTES, DEFAULT_MAX_COMMITTED_FILES
 from evidence.manifest import EXTERNAL_ARTIFACTS_FILE
@@ -105,9 +99,9 @@ def split_bundle(root: Path, max_file_bytes: int) -> tuple[dict[str, Path], dict
     """The bundle's regular files: ``(committed: rel -> path, external: rel -> {sha256,
     size})``; a file over ``max_file_bytes`` is external unless it is a JSON document.
     Raises ValueError for a link or special file (a verified bundle has none) and for a name
-    git must not be given (:func:`bot.github.git.unsafe_path`: CR/LF and other control or
+    git must not be given (:func:`bot.github.tree.unsafe_path`: CR/LF and other control or
     bidirectional characters, over-long names) or for two names that are one on a
-    case-insensitive or normalising file system (:func:`bot.github.git.twin_paths`:
+    case-insensitive or normalising file system (:func:`bot.github.tree.twin_paths`:
     ``x.log`` beside ``X.LOG``, NFC beside NFD), before any git call."""
     committed: dict[str, Path] = {}
     external: dict[str, Any] = {}
