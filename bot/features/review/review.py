@@ -550,14 +550,7 @@ def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
     if run.status == "completed" and run.conclusion == conclusion and run.title == title \
             and run.summary == final:
         return
-    m = ANNOTATIONS_MARKER.search(run.summary or "")
-    sent = 0
-    if m is not None:
-        if m.group(1) == digest:
-            sent = min(int(m.group(2)), len(annotations))
-        elif int(m.group(2)) > 0 and sha is not None:
-            run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
-                                      summary="campaign-bot is checking the evidence files.")
+    run, sent = _resume(gh, run, digest, len(annotations), title, sha)
     left = annotations[sent:]
     while len(left) > ANNOTATIONS_PER_REQUEST:
         batch, left = left[:ANNOTATIONS_PER_REQUEST], left[ANNOTATIONS_PER_REQUEST:]
@@ -568,6 +561,22 @@ def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
                             annotations=batch)
     gh.update_check_run(run.id, status="completed", conclusion=conclusion,
                         title=title, summary=final, annotations=left or None)
+
+
+def _resume(gh: GitHubPort, run: Any, digest: str, total: int, title: str,
+            sha: str | None) -> tuple[Any, int]:
+    """Where :func:`_complete` goes on: ``(run, annotations already sent)`` from the marker in
+    ``run``'s summary: the count sent when it is for the same list (``digest``, at most
+    ``total``); a new run on ``sha`` and 0 when ``run`` holds annotations of another list."""
+    m = ANNOTATIONS_MARKER.search(run.summary or "")
+    if m is None:
+        return run, 0
+    if m.group(1) == digest:
+        return run, min(int(m.group(2)), total)
+    if int(m.group(2)) > 0 and sha is not None:
+        run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
+                                  summary="campaign-bot is checking the evidence files.")
+    return run, 0
 
 
 def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
