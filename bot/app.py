@@ -234,7 +234,8 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
     app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
-                   git=git_mirrors(settings), public_url=settings.public_url)
+                   git=git_mirrors(settings), public_url=settings.public_url,
+                   github_url=settings.github_url.rstrip("/"))
     config.register(app)
     help.register(app)
     review.register(app)

@@ -48,6 +48,9 @@ class Registry:
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: where the live campaign pages are (see :mod:`bot.links`);
     None: texts on GitHub link to none."""
+    github_url: str = "https://github.com"
+    """``CAMPAIGN_BOT_GITHUB_URL``: GitHub's web base, for links the bot writes to files and
+    commits (the status header's evidence link)."""
     router: Router = field(default_factory=Router)
     jobs: list[Job] = field(default_factory=list)
     commands: Commands = field(init=False)
