@@ -36,7 +36,7 @@ def register(app: Registry, queue: QueueProvider | None = None,
 
     svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login,
                                                             public_url=app.public_url,
-                                                            html_base=app.github_url)
+                                                            html_base=app.web_url.rstrip("/"))
     if svc.git is None:
         svc.git = app.git
     if queue is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.features.screen import budget
+from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
 from bot.features.screen.queue import Screen
@@ -95,6 +95,10 @@ def watchdog_pass(rt: Runtime) -> list[str]:
                 gh.update_check_run(s.check_run_id, conclusion="timed_out",
                                           title=f"{s.label}: timed out", summary=s.detail)
             refresh_status(db, gh, s, now, rt.options, force=True)
+            if s.started_at is None:
+                notices.queue_stuck(rt, db, s, what)
+            else:
+                notices.screen_failed(rt, db, s)
             actions.append(f"{s.label}: {what}")
             pools.add(s.pool)
         queued_pools = {q.pool for q in db.scalars(
