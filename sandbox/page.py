@@ -49,7 +49,7 @@ _WEB_LINKS = (
     (re.compile(r"/runs/(\d+)(?:/.*)?"), "check-{}"),
     (re.compile(r"/pull/(\d+)(?:/.*)?"), "pr"),
     (re.compile(r"/issues/(\d+)(?:/.*)?"), "issue"),
-    (re.compile(r"/(?:tree|blob|commit|commits)/.*"), "evidence"),
+    (re.compile(r"/(?:tree|blob|commit|commits)/.*"), "committed"),
 )
 
 
@@ -57,7 +57,7 @@ def web_link_target(path: str, repo: str) -> str | None:
     """The page's section (``/#ID``) for a GitHub web link ``path`` of ``repo``
     (``/OWNER/NAME/actions/runs/7`` -> ``/#run-7``, ``/OWNER/NAME/runs/3`` (a check run) ->
     ``/#check-3``, ``pull/N`` -> ``/#pr``, ``issues/N`` -> ``/#issue``, ``tree``, ``blob``,
-    ``commit`` -> ``/#evidence``; the repository itself or a person -> ``/``); None for any
+    ``commit`` -> ``/#committed``; the repository itself or a person -> ``/``); None for any
     other path."""
     path = path.split("?", 1)[0].split("#", 1)[0]
     prefix = f"/{repo}"

@@ -149,7 +149,7 @@ def test_a_screen_from_the_page_in_chromium(sandbox: Running, tmp_path: Path) ->
             run_id = runs[0].rsplit("/", 1)[1]
             expect(page.locator(f"#run-{run_id}")).to_have_class("target", timeout=30_000)
             page.goto(tree)
-            expect(page.locator("#evidence")).to_have_class("target", timeout=30_000)
+            expect(page.locator("#committed")).to_have_class("target", timeout=30_000)
             page.screenshot(path=str(tmp_path / "sandbox.png"), full_page=True)
             assert not errors, errors
         finally:
@@ -218,8 +218,8 @@ def test_github_web_links_map_to_sections_of_the_page() -> None:
     assert web_link_target(f"/{REPO}/runs/12", REPO) == "/#check-12"
     assert web_link_target(f"/{REPO}/pull/2", REPO) == "/#pr"
     assert web_link_target(f"/{REPO}/issues/1#issuecomment-5", REPO) == "/#issue"
-    assert web_link_target(f"/{REPO}/tree/{'a' * 40}/campaigns/standin", REPO) == "/#evidence"
-    assert web_link_target(f"/{REPO}/commit/{'a' * 40}", REPO) == "/#evidence"
+    assert web_link_target(f"/{REPO}/tree/{'a' * 40}/campaigns/standin", REPO) == "/#committed"
+    assert web_link_target(f"/{REPO}/commit/{'a' * 40}", REPO) == "/#committed"
     assert web_link_target(f"/{REPO}", REPO) == "/"
     assert web_link_target("/maintainer", REPO) == "/"
     assert web_link_target("/other/repo/pull/2", REPO) is None
