@@ -342,8 +342,9 @@ def test_git_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
         github_double: Any, tmp_path: Path) -> None:
     from github import Auth
 
+    from bot.github.client import make_client
     from bot.github.git import GitMirrors
-    from bot.github.pygithub import PyGithubPort, make_client
+    from bot.github.pygithub import PyGithubPort
 
     plan = write_campaign(tmp_path / "c", screens=2)
     files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()

@@ -120,8 +120,8 @@ def test_cancel_button(env) -> None:
     n = len(d.writes())
     click(rt, port, run, "cancel", "eve")
     assert d.write_summary()[n:] == [("checks/update", f"{P}/check-runs/{run['id']}")]
-    assert run["output"]["text"] == ("**Cancel** by @eve was refused: repository permission "
-                                     "is 'read'.")
+    assert run["output"]["text"].startswith("**Cancel** by @eve was refused: repository "
+                                            "permission is 'read'.\n")
     # a bot's click is ignored
     n = len(d.writes())
     click(rt, port, run, "cancel", "other-app[bot]", sender_type="Bot")
@@ -156,12 +156,14 @@ def test_rerun_button_and_the_rerun_link(env) -> None:
     run = check_run(d)
     assert (run["status"], run["conclusion"], labels(run)) == (
         "completed", "failure", [RERUN.label])
+    written = run["output"]["text"]  # what the screen wrote: kept below every answer
 
     n = len(d.writes())  # unauthorised
     click(rt, port, run, "rerun", "eve")
     assert d.write_summary()[n:] == [("checks/update", f"{P}/check-runs/{run['id']}")]
     assert run["output"]["text"].startswith("**Re-run** by @eve was refused: @eve may not "
                                             "screen on this repository")
+    assert run["output"]["text"].endswith(written or "")
     with rt.db() as db:
         assert len(db.scalars(select(Screen)).all()) == 1
 
@@ -182,6 +184,7 @@ def test_rerun_button_and_the_rerun_link(env) -> None:
     ]
     assert labels(run) == [] and run["output"]["text"].startswith(
         f"**Re-run** by @maint at `{run['head_sha']}`: queued as S2")
+    assert "@eve" not in run["output"]["text"] and run["output"]["text"].endswith(written or "")
     assert len(d.repo(REPO).runs) == 2
 
     n = len(d.writes())  # replayed click, and GitHub's Re-run link on the same run: nothing

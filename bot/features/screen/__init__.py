@@ -52,11 +52,11 @@ def register(app: Registry, settings: ScreenSettings) -> None:
         silence_factor=settings.silence_factor, silence_margin_s=settings.silence_margin_s,
         limits=Limits(max_compressed=settings.max_artifact_bytes,
                       max_uncompressed=settings.max_unpacked_bytes),
-        public_url=app.public_url,
+        public_url=app.public_url, web_url=app.web_url,
     )
     rt = Runtime(app.engine, options,
                  gh_for=lambda s: app.port_for(s.repo, s.installation_id),
-                 git=app.git, configs=app.configs)
+                 git=app.git, configs=app.configs, emit=app.notices.emit)
     h = ScreenHandlers(rt)
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)

@@ -53,9 +53,12 @@ from bot.features.screen.runtime import (
     refusal_text,
 )
 from bot.github import CheckAction, GitHubError, GitHubPort
+from bot.render import marker
 from bot.repo_config import RepoConfig, find_campaign_dirs
 
 log = logging.getLogger(__name__)
+ANSWER_MARK = marker("click-answer")
+"""Separates the answer to the last click from the text the screen wrote in its check run."""
 
 
 def _screen_config(gh: GitHubPort, config: RepoConfig) -> ScreenConfig:
@@ -66,12 +69,18 @@ def _screen_config(gh: GitHubPort, config: RepoConfig) -> ScreenConfig:
 def _answer(gh: GitHubPort, run: dict[str, Any], text: str,
             actions: list[CheckAction] | None = None, *, conclusion: str | None = None,
             title: str | None = None) -> None:
-    """Write ``text`` into check run ``run`` (from the payload; its title and summary are
-    kept, as an output needs both) and, when given, its new buttons and conclusion."""
+    """Write ``text`` at the top of check run ``run``'s text (``run`` from the payload; its
+    title and summary are kept, as an output needs both, and so is the text the screen
+    wrote, below a hidden marker: a later answer replaces only the earlier answer) and,
+    when given, its new buttons and conclusion."""
     out = run.get("output") or {}
+    before = str(out.get("text") or "")
+    if ANSWER_MARK in before:
+        before = before.split(ANSWER_MARK, 1)[1].lstrip("\n")
+    body = f"{text}\n\n{ANSWER_MARK}\n{before}"
     gh.update_check_run(
         int(run["id"]), title=title or out.get("title") or str(run.get("name") or "screen"),
-        summary=out.get("summary") or str(run.get("name") or "screen"), text=text,
+        summary=out.get("summary") or str(run.get("name") or "screen"), text=body[:65000],
         actions=actions, conclusion=conclusion)
 
 

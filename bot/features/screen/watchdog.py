@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.features.screen import budget
+from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.buttons import RERUN
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
@@ -97,6 +97,10 @@ def watchdog_pass(rt: Runtime) -> list[str]:
                                     title=f"{s.label}: timed out", summary=s.detail,
                                     actions=[RERUN])
             refresh_status(db, gh, s, now, rt.options, force=True)
+            if s.started_at is None:
+                notices.queue_stuck(rt, db, s, what)
+            else:
+                notices.screen_failed(rt, db, s)
             actions.append(f"{s.label}: {what}")
             pools.add(s.pool)
         queued_pools = {q.pool for q in db.scalars(
