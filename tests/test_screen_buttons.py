@@ -156,14 +156,16 @@ def test_rerun_button_and_the_rerun_link(env) -> None:
     run = check_run(d)
     assert (run["status"], run["conclusion"], labels(run)) == (
         "completed", "failure", [RERUN.label])
-    written = run["output"]["text"]  # what the screen wrote: kept below every answer
+    # what the screen wrote in the run (a finished one's reproduce block): kept below answers
+    port.update_check_run(run["id"], title=run["output"]["title"],
+                          summary=run["output"]["summary"], text="How to reproduce: ...")
 
     n = len(d.writes())  # unauthorised
     click(rt, port, run, "rerun", "eve")
     assert d.write_summary()[n:] == [("checks/update", f"{P}/check-runs/{run['id']}")]
     assert run["output"]["text"].startswith("**Re-run** by @eve was refused: @eve may not "
                                             "screen on this repository")
-    assert run["output"]["text"].endswith(written or "")
+    assert run["output"]["text"].endswith("\nHow to reproduce: ...")
     with rt.db() as db:
         assert len(db.scalars(select(Screen)).all()) == 1
 
@@ -184,7 +186,8 @@ def test_rerun_button_and_the_rerun_link(env) -> None:
     ]
     assert labels(run) == [] and run["output"]["text"].startswith(
         f"**Re-run** by @maint at `{run['head_sha']}`: queued as S2")
-    assert "@eve" not in run["output"]["text"] and run["output"]["text"].endswith(written or "")
+    assert "@eve" not in run["output"]["text"]  # the earlier answer is replaced
+    assert run["output"]["text"].endswith("\nHow to reproduce: ...")
     assert len(d.repo(REPO).runs) == 2
 
     n = len(d.writes())  # replayed click, and GitHub's Re-run link on the same run: nothing
