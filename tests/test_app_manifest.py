@@ -55,8 +55,8 @@ def test_the_manifest_for_a_public_url() -> None:
         "default_permissions": {"actions": "write", "checks": "write", "contents": "write",
                                 "issues": "write", "metadata": "read",
                                 "pull_requests": "write"},
-        "default_events": ["issue_comment", "issues", "pull_request", "push", "workflow_job",
-                           "workflow_run"],
+        "default_events": ["check_run", "check_suite", "issue_comment", "issues",
+                           "pull_request", "push", "workflow_job", "workflow_run"],
     }
 
 

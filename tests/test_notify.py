@@ -441,3 +441,27 @@ def test_screen_flow_notices_are_keyed_once_per_happening(engine: Any) -> None:
         texts = {n.kind: n.text for n in db.scalars(select(store.NoticeRow))}
     assert texts["screen_failed"] == c.detail
     assert texts["queue_stuck"] == "no runner started the job within 30 min."
+
+
+def test_old_notices_are_forgotten_and_no_targets_means_no_outbox(engine: Any,
+                                                                   receivers: Any) -> None:
+    from bot.app import compose
+    from bot.features.notify.outbox import RETENTION_S
+    from bot.settings import Settings
+
+    clock = Clock(_utc("2026-12-02T12:00"))
+    nt = notifier(engine, receivers, NotifySection(targets=["hook"]), clock)
+    bus = Notices()
+    bus.subscribe(lambda db, n: record(db, n, clock.t))
+    with Session(engine) as db:
+        bus.emit(db, notice(1))
+        db.commit()
+    assert nt.run_pass() == 1
+    clock.t += timedelta(seconds=RETENTION_S + 1)
+    assert nt.run_pass() == 0
+    assert store_states(engine) == {}
+    # a bot without targets records nothing and runs no sending job
+    app = compose(Settings(webhook_secret="s", token="t"), engine,
+                  context=lambda event: (None, None))
+    assert "notify-outbox" not in [j.id for j in app.jobs]
+    assert app.notices.subscribers == []
