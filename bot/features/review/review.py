@@ -411,7 +411,20 @@ def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding]
     return len(inline), len(body)
 
 
-def _check_run(gh: GitHubPort, sha: str) -> Any:
+def pull_external_id(number: int) -> str:
+    """The ``external_id`` of the evidence check run of PR ``number``: GitHub's Re-run link
+    (``check_run.rerequested``) and "Re-run all checks" (``check_suite.rerequested``) name
+    only the commit, and a fork PR's payloads list no pull request."""
+    return f"pull/{number}"
+
+
+def pull_of_check_run(external_id: str | None) -> int | None:
+    """The PR number an evidence check run's ``external_id`` names; None for any other."""
+    m = re.fullmatch(r"pull/(\d+)", external_id or "")
+    return int(m.group(1)) if m else None
+
+
+def _check_run(gh: GitHubPort, sha: str, number: int) -> Any:
     """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
     GitHub refuses check runs to these credentials (only Apps with checks:write may create
     them; a token gets 403), so the review still happens without one."""
@@ -420,6 +433,7 @@ def _check_run(gh: GitHubPort, sha: str) -> Any:
         return max(runs, key=lambda r: r.id)  # the newest: the one GitHub shows
     try:
         return gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                   external_id=pull_external_id(number),
                                    title="Checking campaign evidence",
                                    summary="campaign-bot is checking the evidence files.")
     except GitHubError as exc:
@@ -481,7 +495,7 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
                  config.campaigns.paths)
         return outcome
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
@@ -575,6 +589,7 @@ def _resume(gh: GitHubPort, run: Any, digest: str, total: int, title: str,
         return run, min(int(m.group(2)), total)
     if int(m.group(2)) > 0 and sha is not None:
         run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
+                                  external_id=run.external_id,
                                   summary="campaign-bot is checking the evidence files.")
     return run, 0
 
@@ -584,7 +599,7 @@ def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
     """The evidence of PR ``number`` could not be read through git: say so in the check run
     (``failure``: nothing was verified) and the summary comment."""
     outcome = ReviewOutcome(sha, [], conclusion="failure", unread=why)
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     counts = dict.fromkeys(SEVERITY_ORDER, 0)
     summary = render(
         "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=[],
