@@ -1,6 +1,12 @@
 """Operator probes and trace summaries held to a real GPU (written for one NVIDIA H200).
 
-For each operator pair, from tiny (launch-bound) to large (compute-bound), bf16:
+For each operator pair, from tiny (launch-bound) to large (compute-bound), bf16, the default
+run (``--rounds N``, N > 0) interleaves in one process N rounds of the probe at its defaults
+and ``triton.testing.do_bench`` (ABBA and BAAB runs, 256 MB flush), each after the same
+``--prewarm-s`` of both arms, while ``nvidia-smi`` samples the SM clock, power and power-cap
+state in a process of its own; it writes ``DIR/probe_h200_interleaved.json`` (``--compact IN
+OUT`` drops its per-call samples).  ``--rounds 0`` is the single-pass run with the probe's
+variants:
 
 * ``runners.probe.run_probe`` with the default timer (CUDA events, L2 flush, 0.5 s budget per
   arm) twice (run-to-run drift), once with ``--graph`` and once with the ``probe@1`` host
@@ -19,7 +25,8 @@ Analysis when it is installed.
 
 Usage::
 
-    python benchmarks/probe_h200.py --out DIR            # on the GPU machine
+    python benchmarks/probe_h200.py --out DIR --rounds 6 --prewarm-s 1.0 --skip-traces
+    python benchmarks/probe_h200.py --out DIR --rounds 0  # single pass, variants, traces
     python benchmarks/probe_h200.py --analyse DIR        # anywhere: summaries, union, HTA
     python benchmarks/probe_h200.py --out DIR --device cpu --quick   # a dry run on the CPU
 
