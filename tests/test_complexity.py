@@ -35,7 +35,6 @@ KNOWN_RANK_C = frozenset({
     "bot/features/config/__init__.py:validate_config_change",
     "bot/features/config/drift.py:on_push",
     "bot/features/dashboard/api.py:screen_out",
-    "bot/features/dashboard/api.py:findings",
     "bot/features/dashboard/api.py:Api.answer",
     "bot/features/dashboard/charts.py:strip_chart",
     "bot/features/dashboard/charts.py:forest_plot",
