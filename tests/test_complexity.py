@@ -65,6 +65,7 @@ KNOWN_RANK_C = frozenset({
     "bot/features/screen/commands.py:cancel_screen",
     "bot/features/screen/dispatch.py:_dispatch_claimed",
     "bot/features/screen/dispatch.py:on_push",
+    "bot/features/screen/evidence.py:shared_branch_reason",
     "bot/features/screen/evidence.py:split_bundle",
     "bot/features/screen/evidence.py:commit_screen",
     "bot/features/screen/evidence.py:_commit",
