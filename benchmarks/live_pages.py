@@ -42,7 +42,7 @@ from webhook_helpers import threaded_server  # noqa: E402
 from bot import database  # noqa: E402
 from bot.features.dashboard import live, signin  # noqa: E402
 from bot.features.dashboard.api import API_PREFIX, Api  # noqa: E402
-from bot.features.dashboard.model import slug  # noqa: E402
+from bot.features.dashboard.views import slug  # noqa: E402
 from bot.features.screen.queue import Screen  # noqa: E402
 
 TARGET_S = 0.200

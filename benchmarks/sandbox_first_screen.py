@@ -11,7 +11,9 @@ Usage::
 
     python benchmarks/sandbox_first_screen.py [--no-cache]   # --no-cache: pip downloads all
 
-Prints one line per step with its seconds and the total.  Needs git and PyPI (or a pip
+Prints one line per step with its seconds and the total, then the machine (CPU model, cores)
+and its load averages (:func:`os.getloadavg`) at the start and the end: the figures of a
+shared machine mean little without them.  Needs git and PyPI (or a pip
 mirror) for the install; the sandbox itself runs offline.
 """
 
@@ -37,6 +39,7 @@ def main() -> int:
     ap.add_argument("--no-cache", action="store_true", help="pip without its download cache")
     args = ap.parse_args()
     steps: list[tuple[str, float]] = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="first-screen-") as tmp:
         t0 = time.monotonic()
         clone = Path(tmp) / "campaign-bot"
@@ -94,7 +97,26 @@ def main() -> int:
     for name, s in steps:
         print(f"{s:8.1f} s  {name}")
     print(f"{total:8.1f} s  total, fresh clone to a /screen result")
+    print(f"machine: {_cpu_model()}, {os.cpu_count()} cores; load averages (1, 5, 15 min) "
+          f"at the start {_load(load_start)}, at the end {_load(os.getloadavg())}")
     return 0
+
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in avg)
+
+
+def _cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -42,10 +42,9 @@ def _fail(msg: str, code: int = EXIT_USAGE, redact: Callable[[str], str] | None 
     """Print ``error: msg`` on stderr, secrets masked (``redact``, default the secret shapes
     of :class:`bot.redaction.Redactor`), and return the exit to raise."""
     from bot.redaction import Redactor
+    from evidence.console import print_error
 
-    msg = (redact or Redactor())(msg)
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(msg)}",
-                                               highlight=False)
+    print_error((redact or Redactor())(msg))
     return typer.Exit(code)
 
 
@@ -247,8 +246,9 @@ def deliveries(
             ev = r["event"] + (f".{r['action']}" if r["action"] else "")
             t.add_row(str(r["seq"]), r["delivery_id"], ev, r["repo"] or "-", r["status"],
                       str(r["attempts"]), r["received_at"] or "-", (r["last_error"] or "")[:200])
-        out = Console()
-        con = out if out.is_terminal else Console(width=200)
+        from evidence.console import output_console
+
+        con = output_console()
         con.print(t)
         if failed:
             for r in rows:
@@ -279,8 +279,9 @@ def _missing(engine: Any, as_json: bool, limit: int) -> None:
             outcome = r["outcome"] + (f": {r['error'][:120]}" if r["error"] else "")
             t.add_row(r["guid"], ev, code, r["delivered_at"], r["requested_at"], outcome,
                       str(r["tries"]), r["inbox_status"] or "not yet")
-        out = Console()
-        (out if out.is_terminal else Console(width=200)).print(t)
+        from evidence.console import output_console
+
+        output_console().print(t)
         pos = scan_position(engine)
         if pos is None:
             print("webhook log scan: not run yet")
@@ -395,8 +396,9 @@ def init(
     from rich.table import Table
 
     from bot import scaffold
+    from evidence.console import output_console
 
-    out = Console(highlight=False, soft_wrap=True)
+    out = output_console()
     if check:
         if not directory.is_dir():
             raise _fail(f"{directory}: not a directory")
@@ -497,12 +499,13 @@ def doctor_bot(
     secret set, database reachable and migrated, CAMPAIGN_BOT_PUBLIC_URL/healthz answers.
     Exit 0 all passed, 1 a check failed, 2 unreadable settings."""
     from bot.doctor import run_checks
+    from evidence.console import output_console
     from evidence.doctor import print_checks
 
     if repo is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
         raise _fail(f"--repo {repo!r}: use OWNER/NAME")
     settings = _settings(need_secret=False)
-    raise typer.Exit(print_checks(Console(highlight=False), "campaign-bot doctor bot",
+    raise typer.Exit(print_checks(output_console(), "campaign-bot doctor bot",
                                   run_checks(settings, repo)))
 
 

@@ -105,20 +105,20 @@ app = typer.Typer(
 )
 
 
-@functools.cache
 def _stderr() -> Console:
-    """The rich console on stderr, made on first use (``check --json`` never imports rich).
-    Soft wrap: a message is one line, folded by a terminal, whole in a pipe or a log (copy
-    and paste work)."""
-    from rich.console import Console
+    """The rich console on stderr, made on first use (``check --json`` never imports rich):
+    :func:`evidence.console.output_console`'s, shared with :func:`print_error`."""
+    from evidence.console import _stderr as shared
 
-    return Console(stderr=True, soft_wrap=True, highlight=False)
+    return shared()
 
 
 def print_error(message: str) -> None:
-    """Print ``error: MESSAGE`` on stderr as one line (markup in ``message`` is shown as
-    text): the one error style of every ``campaign-bot`` command."""
-    _stderr().print(f"[red]error:[/] {escape(message)}")
+    """Print ``error: MESSAGE`` on stderr as one line: :func:`evidence.console.print_error`,
+    the one error style of every ``campaign-bot`` command."""
+    from evidence.console import print_error as shared
+
+    shared(message)
 
 
 def escape(text: str) -> str:
@@ -229,7 +229,10 @@ def check_cmd(
         min=1)] = 8 << 20,
     base: Annotated[str | None, typer.Option(
         "--base", metavar="REF",
-        help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
+        help="Git revision of the default branch: frozen receipts are compared with it "
+             "(FROZEN_RECEIPT_CHANGED), and its campaign.toml is the frozen scope signed "
+             "bundles must have run under (CONTROL_REDEFINED; default: the clone's "
+             "origin/HEAD).")] = None,
     claims: Annotated[Path | None, typer.Option(
         "--claims", metavar="FILE",
         help="Prose (PR description, status comment) whose numbers must trace to receipts "
@@ -400,12 +403,18 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     if keys is not None:
         summary.key_ids = sorted(keys)
     try:
+        frozen, read_blob = None, None
+        if keys is not None:  # the default branch's campaign.toml judges signed bundles
+            from evidence.scope_binding import frozen_from_git
+
+            frozen, read_blob = frozen_from_git(campaign or directory, base)
         rep = check_campaign(directory, max_file_bytes=max_file_bytes,
                              max_document_bytes=max_document_bytes, progress=progress,
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
                              trusted_keys=keys, hasher=pool, signatures=summary,
                              require_signed=trusted_keys is not None,
-                             setup_findings=setup, campaign_dir=campaign)
+                             setup_findings=setup, campaign_dir=campaign,
+                             frozen_scope=frozen, read_blob=read_blob)
     except BaseRefError as e:
         if progress:
             progress.stop()
@@ -658,4 +667,35 @@ def main() -> None:
     runs, then run the app (help texts escaped when shown: :func:`escape_help_on_demand`)."""
     from evidence.prestart import command_of
 
-    command(plugins=command_of(sys.argv[1:]) not in CORE_COMMANDS)()
+    run_command(command(plugins=command_of(sys.argv[1:]) not in CORE_COMMANDS))
+
+
+def run_command(cmd: Any, args: list[str] | None = None) -> None:
+    """Run the click command ``cmd`` (``args``, default ``sys.argv[1:]``) and exit with its
+    status, reporting click's own usage errors (a missing argument, an unknown option or
+    command, a bad value) in the one error style: ``error: MESSAGE (see `COMMAND --help`)``
+    on one line, exit 2, instead of click's usage block.  Raises :class:`SystemExit`."""
+    # typer carries its own copy of click (typer._click) and exports only some of its
+    # exceptions: BadParameter derives from that click's UsageError and ClickException
+    mro: list[Any] = [c for c in typer.BadParameter.__mro__
+                      if issubclass(c, Exception)]
+    usage_error = next(c for c in mro if c.__name__ == "UsageError")
+    click_exception = next(c for c in mro if c.__name__ == "ClickException")
+    try:
+        rv = cmd.main(args=args, prog_name="campaign-bot", standalone_mode=False)
+    except usage_error as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without a command: its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print_error(exc.format_message() + hint)
+        sys.exit(exc.exit_code)
+    except click_exception as exc:
+        print_error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print_error("aborted")
+        sys.exit(1)
+    # without standalone mode click returns a typer.Exit's status; commands return None
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

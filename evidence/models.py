@@ -273,6 +273,22 @@ class Track(Strict):
         return f"-{self.target_reduction * 100:g} %"
 
 
+class SequentialDesign(Strict):
+    """``[protocol.sequential]``: a group-sequential design with Lan-DeMets alpha spending,
+    frozen with the protocol before the first look (evidence.sequential says how each look
+    decides).
+
+    ``looks``: the most looks (the first screen and up to ``looks - 1`` follow-up screens);
+    ``max_sessions_per_arm``: the information at which the whole alpha is spent (the
+    information fraction of a look is its sessions per arm over this); ``spending``: the
+    spending function, ``obrien-fleming`` (Lan and DeMets, *Biometrika* 70 (1983) 659-663:
+    ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``) or ``pocock`` (``alpha log(1 + (e - 1) t)``)."""
+
+    looks: int = Field(default=3, ge=2, le=5)
+    max_sessions_per_arm: int = Field(default=9, ge=2, le=60)
+    spending: Literal["obrien-fleming", "pocock"] = "obrien-fleming"
+
+
 class Protocol(Strict):
     """A/B protocol, frozen before any candidate is observed (campaign #297: 'a prospectively
     frozen independent-server, ordering, warmup and repeat protocol')."""
@@ -297,6 +313,21 @@ class Protocol(Strict):
         gt=1.0,
         description="Screening: REJECT when candidate/control exceeds this in the first pair.",
     )
+    sequential: SequentialDesign | None = Field(
+        default=None, description="A group-sequential design declared before the first look: "
+        "follow-up screens (/screen continue) add looks, and each look's decision spends "
+        "its share of alpha (evidence.sequential). Absent: one look, no follow-ups.")
+    auto_followup: bool = Field(
+        default=False, description="Queue the projected follow-up screen by itself when a "
+        "look is INCONCLUSIVE for lack of power (needs [protocol.sequential]; within budget).")
+
+    @model_validator(mode="after")
+    def _followup_needs_design(self) -> Protocol:
+        if self.auto_followup and self.sequential is None:
+            raise ValueError("auto_followup needs a declared [protocol.sequential] design: "
+                             "repeated looks without alpha spending would overstate the "
+                             "evidence")
+        return self
 
 
 class Gate(Strict):
@@ -623,6 +654,12 @@ class Receipt(Strict):
     )
     server_log: str | None = Field(default=None, description="Bundle-relative log path.")
     notes: str | None = None
+    look: int | None = Field(
+        default=None, ge=2, le=5, description="Follow-up screens only: the look this screen "
+        "adds to a group-sequential series ([protocol.sequential]); absent: a first look.")
+    continues: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]{1,200}$", description="Follow-up screens "
+        "only: the screen_id of the series' first look.")
 
     @field_validator("schema_")
     @classmethod
@@ -636,6 +673,8 @@ class Receipt(Strict):
         idx = [r.index for r in self.requests]
         if len(set(idx)) != len(idx):
             raise ValueError("request indexes must be unique")
+        if (self.look is None) != (self.continues is None):
+            raise ValueError("look and continues go together (a follow-up screen names both)")
         return self
 
     @property

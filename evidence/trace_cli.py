@@ -58,6 +58,7 @@ def register(app: Any) -> None:
         from rich.console import Console
         from rich.markup import escape
 
+        from evidence.console import print_error
         from evidence.trace_summary import TraceError, render_summary, summarize
 
         err = Console(stderr=True, soft_wrap=True)
@@ -65,8 +66,7 @@ def register(app: Any) -> None:
         try:
             total = sum(p.stat().st_size for p in traces)
         except OSError as exc:
-            err.print(f"[red]error:[/] cannot read {escape(str(exc.filename))}: "
-                      f"{escape(exc.strerror or str(exc))}")
+            print_error(f"cannot read {exc.filename}: {exc.strerror or str(exc)}")
             raise typer.Exit(2) from None
         if err.is_terminal:
             from rich.progress import (
@@ -88,11 +88,10 @@ def register(app: Any) -> None:
                             copy=copy, device_annotation=not host_region,
                             progress=(lambda n: bar.advance(task, n)) if bar else None)
         except (TraceError, ValueError, re.error) as exc:
-            err.print(f"[red]error:[/] cannot summarize: {escape(str(exc))}")
+            print_error(f"cannot summarize: {exc}")
             raise typer.Exit(2) from None
         except OSError as exc:
-            err.print(f"[red]error:[/] cannot read {escape(str(exc.filename))}: "
-                      f"{escape(exc.strerror or str(exc))}")
+            print_error(f"cannot read {exc.filename}: {exc.strerror or str(exc)}")
             raise typer.Exit(2) from None
         finally:
             if bar is not None:
@@ -103,14 +102,14 @@ def register(app: Any) -> None:
 
             write_atomic(out, text)
         except OSError as exc:
-            err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(str(exc))}")
+            print_error(f"cannot write {out}: {exc}")
             raise typer.Exit(2) from None
         if json_out:
             sys.stdout.write(text)
         else:
-            con = Console(highlight=False)
-            if not con.is_terminal:
-                con.width = 160
+            from evidence.console import output_console
+
+            con = output_console()
             render_summary(doc, con)
             mb = total / 1e6
             con.print(f"wrote {escape(str(out))} ({mb:.1f} MB read in "

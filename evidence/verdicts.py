@@ -49,12 +49,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from evidence import stats
+from evidence import sequential, stats
 from evidence.models import (
     CampaignScope,
     Lifecycle,
     MediaReport,
     Receipt,
+    SequentialDesign,
     StatusSnapshot,
     Track,
 )
@@ -152,6 +153,41 @@ class PriorNoiseResult(BaseModel):
     decision: VerdictValue
 
 
+class LookSummary(BaseModel):
+    """One look of a group-sequential series (:mod:`evidence.sequential`): cumulative
+    sessions per arm ``m``/``n``, information ``fraction``, the alpha ``level`` the look may
+    use, its exact boundary ``u`` (None: it cannot decide) and the exact alpha spent with it
+    (``spent``, cumulative)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    look: int
+    screen_id: str
+    m: int
+    n: int
+    fraction: float
+    level: float
+    u: int | None
+    spent: float
+
+
+class FollowUp(BaseModel):
+    """The follow-up an INCONCLUSIVE look projects (:func:`evidence.sequential.
+    project_followup`): ``sessions_per_arm`` more sessions per arm (a screen of twice as many
+    sessions) make ``look``, which decides with ``probability`` (conditional power on the
+    observed effect and spread) at alpha ``level``; ``device_hours`` it would cost at the
+    series' mean session (None when no session recorded its duration)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    continues: str
+    look: int
+    sessions_per_arm: int
+    probability: float
+    level: float
+    device_hours: float | None = None
+
+
 class TrackVerdict(BaseModel):
     """The verdict for one candidate on one track.
 
@@ -198,6 +234,14 @@ class TrackVerdict(BaseModel):
         "(the candidate's next screen on the track against the original control) also says "
         "SUPPORTED (see evidence.verdicts.confirmation_state).")
     confirmation_text: str | None = None
+    series: list[str] = Field(default_factory=list, description="Group-sequential designs: "
+                              "the screens of the series that decides, look 1 first.")
+    looks: list[LookSummary] = Field(default_factory=list)
+    alpha_level: float | None = Field(default=None, description="Group-sequential designs: "
+                                      "the alpha the deciding look used.")
+    alpha_spent: float | None = Field(default=None, description="Group-sequential designs: "
+                                      "exact alpha spent by all looks so far.")
+    followup: FollowUp | None = None
 
     @property
     def shown(self) -> str:
@@ -1060,7 +1104,76 @@ def historical_control_diffs(ev: Evidence, track: str, pool: str | None, config:
     return diffs
 
 
+@dataclass
+class _Series:
+    """The group-sequential series of one (track, candidate): ``screens`` look 1 first;
+    ``problems`` validity reasons when the follow-up marks do not make a series."""
+
+    screens: list[str] = field(default_factory=list)
+    problems: list[Reason] = field(default_factory=list)
+
+
+def _screen_span(rs: Sequence[Receipt]) -> tuple[Any, Any]:
+    return (min(r.started_at for r in rs), max(r.stopped_at or r.started_at for r in rs))
+
+
+def follow_up_series(receipts: Sequence[Receipt], declared: bool) -> _Series:
+    """The series of a (track, candidate)'s receipts: look 1 is its earliest screen whose
+    receipts carry no ``look``; follow-ups are the screens whose receipts name it in
+    ``continues``, with looks 2, 3, ... in order, each started after the previous look
+    ended.  Anything else marked as a follow-up is a validity problem (``SERIES_BROKEN``),
+    and so is any follow-up when the protocol declares no sequential design
+    (``FOLLOWUP_UNDECLARED``: repeated looks need alpha spending declared before the first
+    look)."""
+    by_screen: dict[str, list[Receipt]] = defaultdict(list)
+    for r in receipts:
+        by_screen[r.screen_id].append(r)
+    out = _Series()
+    marks: dict[str, tuple[int, str]] = {}
+    for sid, rs in by_screen.items():
+        got = {(r.look, r.continues) for r in rs}
+        if len(got) > 1:
+            out.problems.append(Reason(code="SERIES_BROKEN", gate="validity", text=(
+                f"screen {sid}: its receipts disagree on look/continues")))
+        look, cont = sorted(got, key=lambda x: (x[0] or 0, x[1] or ""))[-1]
+        if look is not None and cont is not None:
+            marks[sid] = (look, cont)
+    if marks and not declared:
+        out.problems.append(Reason(code="FOLLOWUP_UNDECLARED", gate="validity", text=(
+            f"follow-up screen(s) {', '.join(sorted(marks))} but the protocol declares no "
+            "[protocol.sequential] design: repeated looks need alpha spending declared "
+            "before the first look")))
+    firsts = sorted((s for s in by_screen if s not in marks),
+                    key=lambda s: (_screen_span(by_screen[s])[0], s))
+    if not firsts:
+        if marks:
+            out.problems.append(Reason(code="SERIES_BROKEN", gate="validity", text=(
+                "follow-up screen(s) without their first look: "
+                + ", ".join(f"{s} continues {c}" for s, (_, c) in sorted(marks.items())))))
+        return out
+    out.screens = [firsts[0]]
+    follow = sorted(((lk, s) for s, (lk, c) in marks.items() if c == firsts[0]))
+    stray = sorted(s for s, (_, c) in marks.items() if c != firsts[0])
+    if stray:
+        out.problems.append(Reason(code="SERIES_BROKEN", gate="validity", text=(
+            "follow-up screen(s) of a screen that is not this candidate's first look "
+            f"{firsts[0]}: " + ", ".join(f"{s} continues {marks[s][1]}" for s in stray))))
+    for want, (lk, sid) in enumerate(follow, start=2):
+        prev = out.screens[-1]
+        if lk != want:
+            out.problems.append(Reason(code="SERIES_BROKEN", gate="validity", text=(
+                f"screen {sid} says look {lk}, but it is look {want} of series {firsts[0]}")))
+            break
+        if _screen_span(by_screen[sid])[0] < _screen_span(by_screen[prev])[1]:
+            out.problems.append(Reason(code="SERIES_BROKEN", gate="validity", text=(
+                f"look {lk} ({sid}) started before look {lk - 1} ({prev}) ended")))
+            break
+        out.screens.append(sid)
+    return out
+
+
 def confirmation_state(receipts: Sequence[Receipt], theta0: float, alpha: float = stats.ALPHA,
+                       series: Sequence[str] = (),
                        ) -> tuple[Literal["provisional", "confirmed", "not confirmed"], str]:
     """Campaign-level error control for a SUPPORTED verdict: ``(state, why)``.
 
@@ -1077,7 +1190,11 @@ def confirmation_state(receipts: Sequence[Receipt], theta0: float, alpha: float 
     (benchmarks/verdict_error_rates.py, docs/verdict-statistics.md).  Otherwise the
     SUPPORTED is **provisional** (no confirmation screen yet, or only the pooled sessions
     decide) or **not confirmed** (the confirmation screen did not say SUPPORTED).
-    ``receipts``: the verdict's sessions (both arms, every screen).
+    ``receipts``: the verdict's sessions (both arms, every screen).  ``series``: under a
+    group-sequential design, the screens of the series whose last look said SUPPORTED
+    (:mod:`evidence.sequential`); the series stands for the first screen, and the
+    confirmation screen is the next screen after its last look (a confirmation is one
+    fixed-design screen at ``alpha``, never itself continued).
     """
     by_screen: dict[str, list[Receipt]] = defaultdict(list)
     for r in receipts:
@@ -1096,6 +1213,21 @@ def confirmation_state(receipts: Sequence[Receipt], theta0: float, alpha: float 
                 max(r.stopped_at or r.started_at for r in rs))
 
     order = sorted(by_screen, key=lambda s: (span(s)[0], s))
+    if series:
+        done = set(series)
+        cfg = own(series[0])[1]
+        end = max(span(s)[1] for s in series)
+        later = [s for s in order if s not in done and span(s)[0] >= end and own(s)[1] == cfg]
+        name = f"series {' + '.join(series)}" if len(series) > 1 else f"screen {series[0]}"
+        if not later:
+            return "provisional", (f"{name} says SUPPORTED; the candidate's next screen on "
+                                   "this track against the original control confirms it "
+                                   "or not")
+        verdict = own(later[0])[0]
+        if verdict == "SUPPORTED":
+            return "confirmed", f"{name} says SUPPORTED, and confirmation screen {later[0]} too"
+        return "not confirmed", (f"{name} said SUPPORTED, but confirmation screen "
+                                 f"{later[0]} says {verdict}")
     first = next((s for s in order if own(s)[0] == "SUPPORTED"), None)
     if first is None:
         return "provisional", ("no screen says SUPPORTED on its own sessions (only the pooled "
@@ -1148,8 +1280,31 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             slot=i.receipt.slot, path=i.path, median_s=session_median(i.receipt),
             measured=len(i.receipt.measured), warmups=len(i.receipt.warmups))
             for i in sorted(g.items, key=lambda i: (i.receipt.screen_id, i.receipt.slot))]
-        c_med = [s.median_s for s in sessions if s.arm == "control" and s.median_s]
-        t_med = [s.median_s for s in sessions if s.arm == "candidate" and s.median_s]
+        seq = scope.protocol.sequential
+        ser = follow_up_series(rs, seq is not None)
+        validity += ser.problems
+        sequential_on = seq is not None and g.candidate is not None and bool(ser.screens)
+        if sequential_on:  # the decision is the series' (later screens confirm)
+            sessions_used = [x for x in sessions if x.screen_id in set(ser.screens)]
+        else:
+            sessions_used = sessions
+        c_med = [s.median_s for s in sessions_used if s.arm == "control" and s.median_s]
+        t_med = [s.median_s for s in sessions_used if s.arm == "candidate" and s.median_s]
+        looks: list[sequential.Look] = []
+        sizes: list[tuple[int, int]] = []
+        if sequential_on and seq is not None:
+            for k in range(1, len(ser.screens) + 1):
+                upto = set(ser.screens[:k])
+                sizes.append((sum(1 for x in sessions if x.screen_id in upto and x.median_s
+                                  and x.arm == "control"),
+                              sum(1 for x in sessions if x.screen_id in upto and x.median_s
+                                  and x.arm == "candidate")))
+            try:
+                looks = sequential.plan_looks(seq, sizes, alpha)
+            except ValueError as exc:
+                validity.append(Reason(code="SERIES_BROKEN", gate="validity",
+                                       text=f"series {ser.screens[0]}: {exc}"))
+        look_alpha = looks[-1].level if looks else alpha
         v = TrackVerdict(track=g.track, candidate=g.candidate, screens=sorted(set(g.screens)),
                          verdict="INCONCLUSIVE", sessions=sessions,
                          control_medians_s=c_med, candidate_medians_s=t_med,
@@ -1160,9 +1315,24 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
         if len(c_med) >= 2:  # a spread needs two control sessions
             v.control_spread = max(c_med) / min(c_med)
         v.tail = [arm_tail("control", ctrl)] + ([arm_tail("candidate", cand)] if cand else [])
+        if looks and seq is not None:
+            v.series = list(ser.screens)
+            v.looks = [LookSummary(look=lk.number, screen_id=sid, m=lk.m, n=lk.n,
+                                   fraction=lk.fraction, level=lk.level, u=lk.u,
+                                   spent=lk.spent_after)
+                       for lk, sid in zip(looks, ser.screens, strict=True)]
+            v.alpha_level, v.alpha_spent = looks[-1].level, looks[-1].spent_after
         dec = None
         if c_med and t_med and v.theta0 is not None:
-            dec = decide(c_med, t_med, v.theta0, alpha)
+            dec = decide(c_med, t_med, v.theta0, look_alpha)
+            if looks and seq is not None:
+                last = looks[-1]
+                dec.reasons.append(Reason(
+                    code="SEQUENTIAL_LOOK", gate="decision",
+                    text=f"look {last.number} of at most {seq.looks} ({seq.spending} "
+                    f"spending, Lan-DeMets): information {last.fraction:.2f} of "
+                    f"{seq.max_sessions_per_arm} sessions per arm, alpha share "
+                    f"{last.level:.4f}, exact alpha spent {last.spent_after:.4f} of {alpha:g}"))
             v.ratio, v.lower, v.upper = dec.ratio, dec.lower, dec.upper
             v.confidence, v.two_sided_confidence, v.u = (dec.confidence,
                                                          dec.two_sided_confidence, dec.u)
@@ -1195,7 +1365,23 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             # non-inferiority: the same exact bound, read as "no slower than 1 + margin"
             v.verdict = "EQUIVALENT" if v.verdict == "SUPPORTED" else "NOT SHOWN"
         elif v.verdict == "SUPPORTED" and v.theta0 is not None:
-            v.confirmation, v.confirmation_text = confirmation_state(rs, v.theta0, alpha)
+            v.confirmation, v.confirmation_text = confirmation_state(
+                rs, v.theta0, alpha, series=ser.screens if looks else ())
+        if (looks and seq is not None and v.verdict == "INCONCLUSIVE" and dec is not None
+                and dec.verdict == "INCONCLUSIVE" and v.theta0 is not None
+                and not any(r.gate != "decision" for r in v.reasons)):
+            v.followup = _followup(seq, sizes, c_med, t_med, v.theta0, alpha, ser.screens,
+                                   [i.receipt for i in g.items], v.followup)
+            if v.followup is not None:
+                f = v.followup
+                cost = ("" if f.device_hours is None
+                        else f", about {f.device_hours:.1f} device-hours")
+                v.reasons.append(Reason(
+                    code="FOLLOW_UP", gate="decision",
+                    text=f"{f.sessions_per_arm} more session(s) per arm (look {f.look}: a "
+                    f"follow-up screen of {2 * f.sessions_per_arm} sessions{cost}) would "
+                    f"decide with probability {f.probability:.0%} if the observed effect "
+                    f"held (conditional power); `/screen continue` queues it"))
         if dec is not None and v.verdict != dec.verdict:
             # the decision gate was not reached: its outcome is not a reason (the statistics
             # stay in the fields); only UNDERPOWERED, a property of the design, is kept
@@ -1212,6 +1398,23 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
     order = {t.id: i for i, t in enumerate(scope.tracks)}
     out.sort(key=lambda v: (order.get(v.track, len(order)), v.track, v.candidate or ""))
     return out
+
+
+def _followup(seq: SequentialDesign, sizes: list[tuple[int, int]], c_med: list[float],
+              t_med: list[float], theta0: float, alpha: float, series: list[str],
+              receipts: list[Receipt], default: FollowUp | None) -> FollowUp | None:
+    """The projected follow-up of an INCONCLUSIVE look, priced at the series' mean session
+    (wall seconds from start to stop, times its devices)."""
+    proj = sequential.project_followup(seq, sizes, c_med, t_med, theta0, alpha)
+    if proj is None:
+        return default
+    mine = [r for r in receipts if r.screen_id in set(series) and r.stopped_at is not None]
+    per = sequential.session_device_seconds(
+        [(r.stopped_at - r.started_at).total_seconds() for r in mine if r.stopped_at],
+        [len(r.devices) for r in mine if r.stopped_at])
+    return FollowUp(continues=series[0], look=proj.look, sessions_per_arm=proj.sessions_per_arm,
+                    probability=proj.probability, level=proj.level,
+                    device_hours=None if per is None else 2 * proj.sessions_per_arm * per / 3600)
 
 
 def _has_report(ref: str, paths: set[str]) -> bool:

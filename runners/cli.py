@@ -88,10 +88,10 @@ def screen_cmd(
     GitHub Actions the bundle directory is written to $GITHUB_OUTPUT as ``bundle_dir``.
     Exit 0 clean, 1 problems found (failed request, unqualified lifecycle, failed media gate,
     interrupted), 2 bad usage or unreadable input."""
+    from evidence.console import print_error
     from runners.config import RunnerConfigError
     from runners.screen import ScreenOptions, UsageError, run_screen
 
-    err = Console(stderr=True, soft_wrap=True)
     try:
         host_opts = resolve_host_options(
             out=out, bundle_name=bundle_name, campaign_dir=campaign, track=track,
@@ -99,7 +99,7 @@ def screen_cmd(
             container=container, media_device=media_device, lpips_weights=lpips_weights,
             lpips_sha256=lpips_sha256)
     except (RunnerConfigError, UsageError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     if not dry_run:
         publish_bundle_dir(host_opts["out"])
@@ -112,7 +112,7 @@ def screen_cmd(
     try:
         code = run_screen(opts, Console(highlight=False))
     except UsageError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(code)
 
@@ -180,21 +180,21 @@ def keygen_cmd(
 ) -> None:
     """Create an ed25519 signing key for the screen runner: OUT (private, PEM PKCS#8) and
     OUT.pub (public, PEM; append it to the trusted keys file of `campaign-bot check`)."""
+    from evidence.console import print_error
     from runners.signer import generate_key
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     folder = out.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "the folder does not exist"
-        err.print(f"[red]error:[/] {escape(str(out))}: {escape(str(folder))}: {what}; "
-                  f"create it first (e.g. `mkdir -p -m 700 {escape(str(folder))}`), then run "
-                  "keygen again")
+        print_error(f"{out}: {folder}: {what}; "
+                    f"create it first (e.g. `mkdir -p -m 700 {folder}`), then run "
+                    "keygen again")
         raise typer.Exit(EXIT_USAGE)
     try:
         pub = generate_key(out)
     except (FileExistsError, OSError) as exc:
         why = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
-        err.print(f"[red]error:[/] {escape(why)}")
+        print_error(why)
         raise typer.Exit(EXIT_USAGE) from None
     Console(highlight=False).print(f"private key: {out}\npublic key:  {pub}\n"
                                    f"{pub.read_text().splitlines()[0]}")
@@ -212,23 +212,22 @@ def doctor_runner_cmd(
     and idle devices, signing key (mode, fingerprint, who trusts it), LPIPS weights, media
     device, output folder.  Exit 0 all passed, 1 a check failed, 2 unreadable config or
     campaign."""
+    from evidence.console import output_console, print_error
     from evidence.doctor import print_checks
     from runners.config import RunnerConfigError, load
     from runners.doctor import run_checks
     from runners.screen import UsageError, load_scope
 
-    err = Console(stderr=True, soft_wrap=True)
     try:
         loaded = load()
         scope = load_scope(campaign) if campaign is not None else None
     except (RunnerConfigError, UsageError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     if checkout is not None and not checkout.is_dir():
-        err.print(f"[red]error:[/] --checkout {escape(str(checkout))}: not a directory")
+        print_error(f"--checkout {checkout}: not a directory")
         raise typer.Exit(EXIT_USAGE)
-    out = Console(highlight=False)
-    raise typer.Exit(print_checks(out, "campaign-bot doctor runner",
+    raise typer.Exit(print_checks(output_console(), "campaign-bot doctor runner",
                                   run_checks(loaded, scope, checkout)))
 
 
@@ -248,15 +247,15 @@ def check_flags_cmd(
 
     from rich.table import Table
 
+    from evidence.console import output_console, print_error
     from runners.screen import UsageError, load_scope
     from runners.server import build_command
     from runners.upstream import FlagCheckUnavailable, check_flag_lines
 
-    err = Console(stderr=True, soft_wrap=True)
     try:
         scope = load_scope(campaign)
     except UsageError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     arms = [("control", build_command(scope.serving, None, host="127.0.0.1",
                                       port=scope.serving.port, server_cmd="vllm serve"))]
@@ -266,14 +265,14 @@ def check_flags_cmd(
     try:
         res = check_flag_lines(arms, python=python)
     except (FlagCheckUnavailable, ValueError) as exc:
-        err.print(f"[red]error:[/] cannot check flags: {escape(str(exc))}", highlight=False)
+        print_error(f"cannot check flags: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     if as_json:
         typer.echo(json.dumps({"python": res.python, "vllm_omni": res.vllm_omni, "arms": [
             {"arm": a.arm, "argv": a.argv, "exit": a.exit, "message": a.message}
             for a in res.arms]}, indent=2))
     else:
-        out = Console(highlight=False)
+        out = output_console()
         t = Table(title=f"serving flags against vLLM-Omni {res.vllm_omni}'s parser "
                         f"({res.python})", title_justify="left")
         for c in ("arm", "result", "upstream's message"):

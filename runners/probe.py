@@ -856,10 +856,9 @@ def register(app: Any) -> None:
     ) -> None:
         """Time CANDIDATE against CONTROL on the inputs and write a probe document."""
         from pydantic import ValidationError
-        from rich.console import Console
-        from rich.markup import escape
 
-        err = Console(stderr=True, soft_wrap=True)
+        from evidence.console import output_console, print_error
+
         try:
             settings = ProbeSettings(
                 timer=timer, warmups=warmups, repeats=repeats, budget_s=budget_s or None,
@@ -880,18 +879,17 @@ def register(app: Any) -> None:
                             candidate_kernels=split_names(candidate_kernels),
                             claims_lossless=claims_lossless, **meta)
         except (ProbeError, ValidationError) as exc:
-            err.print(f"[red]error:[/] cannot probe: {escape(str(exc))}")
+            print_error(f"cannot probe: {exc}")
             raise typer.Exit(2) from None
         except ImportError as exc:  # torch (the [media] extra), or a module the arms import
             name = getattr(exc, "name", None) or str(exc)
             hint = (": probes time tensors with torch; install the [media] extra "
                     "(pip install 'campaign-bot[media]'), or [npu] as well on Ascend"
                     if str(name).split(".")[0] in ("torch", "torch_npu") else "")
-            err.print(f"[red]error:[/] cannot import {escape(str(name))}{escape(hint)}",
-                      soft_wrap=True)
+            print_error(f"cannot import {name}{hint}")
             raise typer.Exit(2) from None
         except (RuntimeError, AttributeError, TypeError, ValueError) as exc:  # device, inputs
-            err.print(f"[red]error:[/] cannot probe: {type(exc).__name__}: {escape(str(exc))}")
+            print_error(f"cannot probe: {type(exc).__name__}: {exc}")
             raise typer.Exit(2) from None
         text = doc.model_dump_json(indent=2, by_alias=True) + "\n"
         try:
@@ -899,11 +897,9 @@ def register(app: Any) -> None:
 
             write_atomic(out, text)
         except OSError as exc:
-            err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(str(exc))}")
+            print_error(f"cannot write {out}: {exc}")
             raise typer.Exit(2) from None
-        con = Console(highlight=False)
-        if not con.is_terminal:
-            con.width = 160
+        con = output_console()
         render_probe(doc, con)
         raise typer.Exit(0)
 

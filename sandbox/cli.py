@@ -34,6 +34,8 @@ def sandbox_cmd(
     on a stand-in model server, and a page to write /screen comments and watch the bot's
     replies, check runs, status header and committed evidence.  No GitHub, no accelerator,
     no network; Ctrl-C stops everything."""
+    from evidence.console import print_error
+
     from .page import PageServer
     from .stand import Stand, StandError
 
@@ -56,16 +58,17 @@ def sandbox_cmd(
     try:
         try:
             page = PageServer(stand, port=port)
+            stand.web_url = page.url  # GitHub's web links (runs, checks, evidence) open here
         except OSError as exc:
-            print(f"error: cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another "
-                  "with --port (0: any free port)", file=sys.stderr)
+            print_error(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another "
+                        "with --port (0: any free port)")
             raise typer.Exit(EXIT_START_FAILED) from None
         say("starting (about 10 s)...")
         t0 = time.monotonic()
         try:
             stand.start()
         except StandError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print_error(str(exc))
             raise typer.Exit(EXIT_START_FAILED) from None
         url = page.start()
         say(f"ready in {time.monotonic() - t0:.1f} s")
@@ -77,8 +80,8 @@ def sandbox_cmd(
             webbrowser.open(url)
         while not stop.wait(0.5):
             if stand.proc is not None and stand.proc.poll() is not None:
-                print(f"error: campaign-bot serve exited ({stand.proc.returncode}); its log: "
-                      f"{stand.serve_log}", file=sys.stderr)
+                print_error(f"campaign-bot serve exited ({stand.proc.returncode}); its log: "
+                            f"{stand.serve_log}")
                 raise typer.Exit(EXIT_START_FAILED)
         say("stopping...")
     finally:

@@ -27,8 +27,9 @@ import pytest
 from _report_campaign import write_campaign
 from sqlalchemy import MetaData, create_engine, insert
 
-from bot.features.dashboard.model import build_site, slug
+from bot.features.dashboard.model import build_site
 from bot.features.dashboard.pages import Links, render_index, render_screen, write_site
+from bot.features.dashboard.views import slug
 from evidence.check import check_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -469,7 +470,7 @@ def test_p3_is_a_note_everywhere() -> None:
     its findings page and the PR summary comment say so (they said 'nit')."""
     from importlib.resources import files
 
-    from bot.features.dashboard.model import SEVERITY_TEXT
+    from bot.features.dashboard.views import SEVERITY_TEXT
 
     assert SEVERITY_TEXT["P3"] == "note"
     tpl = files("templates")

@@ -30,7 +30,8 @@ from urllib.parse import urldefrag, urlsplit
 import pytest
 from _report_campaign import Plan, write_campaign
 
-from bot.features.dashboard.model import Site, build_site
+from bot.features.dashboard.model import build_site
+from bot.features.dashboard.views import Site
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",

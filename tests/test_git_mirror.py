@@ -22,10 +22,8 @@ from bot.github.git import (
     GitTimeout,
     PushRejected,
     git_base_url,
-    parse_lfs_pointer,
-    twin_paths,
-    unsafe_path,
 )
+from bot.github.tree import parse_lfs_pointer, twin_paths, unsafe_path
 
 LFS = ("version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32
        + "\nsize 123456789\n")

@@ -8,7 +8,9 @@ from here; only the composition root and the worker build adapters.
 
 from bot.github.port import (
     DEFAULT_MAX_ARTIFACT_BYTES,
+    Annotation,
     ArtifactInfo,
+    CheckAction,
     CheckRun,
     Comment,
     ContentEntry,
@@ -31,7 +33,9 @@ from bot.github.port import (
 
 __all__ = [
     "DEFAULT_MAX_ARTIFACT_BYTES",
+    "Annotation",
     "ArtifactInfo",
+    "CheckAction",
     "CheckRun",
     "Comment",
     "ContentEntry",

@@ -15,8 +15,8 @@ Nothing from the repository is executed and nothing is checked out:
 
 * every command runs with a fresh environment (``GIT_CONFIG_NOSYSTEM=1``,
   ``GIT_CONFIG_GLOBAL=/dev/null``, no ``GIT_TRACE*``, no terminal prompt) and the settings of
-  :data:`SAFE_CONFIG` passed as ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n``
-  environment variables: ``core.hooksPath=/dev/null`` (no hook runs, not even
+  :data:`bot.github.gitcmd.SAFE_CONFIG` passed as ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
+  ``GIT_CONFIG_VALUE_n`` environment variables: ``core.hooksPath=/dev/null`` (no hook runs, not even
   ``reference-transaction``), ``protocol.allow=never`` with HTTPS alone allowed (plain HTTP only
   for a loopback address: the test suite's GitHub double), no credential helper, no redirects
   (``http.followRedirects=false``: the token is never sent to another host), no submodule
@@ -44,26 +44,30 @@ written.  Both end in a :class:`GitError` whose message is one sentence for a ch
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
-import ipaddress
 import logging
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import threading
-import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
-from urllib.parse import urlsplit
 
+from bot.github.gitcmd import GitError, GitTimeout, error_message, git_env, kill_group, run_git
 from bot.github.port import FileChange, GitRemote
+from bot.github.tree import (
+    LFS_POINTER_MAX_BYTES,
+    LfsPointer,
+    TreeEntry,
+    parse_lfs_pointer,
+    twin_paths,
+    unsafe_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,43 +76,17 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_CAMPAIGN_BYTES = 2 * 1024**3
 """Largest campaign directory read (bytes, committed files only): 2 GiB, the size of the
 largest screen bundle the bot unpacks from an artifact."""
-LFS_POINTER_MAX_BYTES = 1024
-"""Git LFS pointer files are smaller than 1024 bytes (Git LFS specification, "The pointer")."""
-LFS_VERSIONS = (b"https://git-lfs.github.com/spec/v1", b"https://hawser.github.com/spec/v1")
 LOCAL_PREFIX = "refs/campaign-bot/"
 """Where fetched refs are kept in a mirror: ``refs/heads/main`` -> ``refs/campaign-bot/heads/
 main``, ``refs/pull/7/head`` -> ``refs/campaign-bot/pull/7/head``."""
 REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-SAFE_CONFIG: tuple[tuple[str, str], ...] = (
-    ("core.hooksPath", os.devnull),
-    ("core.fsmonitor", "false"),
-    ("credential.helper", ""),
-    ("protocol.allow", "never"),
-    ("protocol.https.allow", "always"),
-    ("http.followRedirects", "false"),
-    ("fetch.recurseSubmodules", "false"),
-    ("submodule.recurse", "false"),
-    ("fetch.fsckObjects", "true"),
-    ("fetch.writeCommitGraph", "false"),
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-    ("init.templateDir", ""),
-)
-"""Settings of every git command (see the module docstring)."""
 CHUNK = 1 << 20
 MAX_PACKS = 50
 """Packs a mirror may hold before they are merged into one."""
 
 
 # ------------------------------------------------------------------------------ errors
-
-
-class GitError(Exception):
-    """A git step failed; ``str()`` is one sentence fit for a check run (no token in it)."""
-
-
-class GitTimeout(GitError):
-    """A git command ran past its time limit and was killed."""
+# (GitError and GitTimeout, of every git command, are bot.github.gitcmd's)
 
 
 class CampaignTooLarge(GitError):
@@ -125,33 +103,6 @@ class FrozenPathConflict(GitError):
 
 
 # ------------------------------------------------------------------------ value types
-
-
-@dataclass(frozen=True)
-class TreeEntry:
-    """One entry of a recursive tree listing: ``path`` relative to the listed directory,
-    git ``mode`` (``100644``, ``100755``, ``120000`` link, ``160000`` submodule), object
-    ``sha`` and ``size`` in bytes (0 for a submodule)."""
-
-    path: str
-    mode: str
-    sha: str
-    size: int
-
-    @property
-    def is_file(self) -> bool:
-        """A regular file (mode 100644 or 100755)."""
-        return self.mode in ("100644", "100755")
-
-
-@dataclass(frozen=True)
-class LfsPointer:
-    """A Git LFS pointer file: the content lives on the LFS server; ``sha256`` and ``size``
-    (bytes) are what the pointer records."""
-
-    path: str
-    sha256: str
-    size: int
 
 
 @dataclass
@@ -196,83 +147,6 @@ def remote_url(api_url: str, repo: str) -> str:
     return f"{git_base_url(api_url)}/{repo}.git"
 
 
-def parse_lfs_pointer(data: bytes) -> tuple[str, int] | None:
-    """``(sha256 hex, size)`` when ``data`` is a Git LFS pointer file, else None (Git LFS
-    specification: a ``version`` line first, then sorted ``key value`` lines with ``oid
-    sha256:HEX`` and ``size N``, each ending in LF, under 1024 bytes)."""
-    if len(data) >= LFS_POINTER_MAX_BYTES or not data.startswith(b"version ") \
-            or not data.endswith(b"\n"):
-        return None
-    lines = data[:-1].split(b"\n")
-    if lines[0][len(b"version "):] not in LFS_VERSIONS:
-        return None
-    values: dict[bytes, bytes] = {}
-    for line in lines[1:]:
-        key, sep, value = line.partition(b" ")
-        if not sep or not re.fullmatch(rb"[a-z0-9.-]+", key):
-            return None
-        values[key] = value
-    oid = re.fullmatch(rb"sha256:([0-9a-f]{64})", values.get(b"oid", b""))
-    size = re.fullmatch(rb"[0-9]+", values.get(b"size", b""))
-    if oid is None or size is None:
-        return None
-    return oid.group(1).decode(), int(size.group(0))
-
-
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                          "\u2066\u2067\u2068\u2069")
-"""Unicode bidirectional formatting characters (UAX #9, and CVE-2021-42574 "Trojan Source"):
-a name holding one can show other text than it is."""
-
-
-def unsafe_path(path: str, *, max_path_bytes: int = 4096) -> str | None:
-    """Why repository path ``path`` must not be written (absolute, ``..``, ``.``, an empty
-    or ``.git`` component, a control character such as NUL, CR or LF, a bidirectional
-    formatting character, a component over 255 bytes or a path over 4,096 bytes: Linux
-    ``NAME_MAX``/``PATH_MAX``; ``max_path_bytes`` lower when the path is written under a
-    folder, whose own name counts), or None."""
-    if not path or path.startswith("/") or "\0" in path:
-        return "absolute or empty path"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        return "a control character (CR, LF, tab ...) in the name"
-    if any(c in BIDI_CONTROLS for c in path):
-        return "a bidirectional formatting character in the name"
-    if len(os.fsencode(path)) > max_path_bytes:
-        return f"path over {max_path_bytes:,} bytes"
-    for part in path.split("/"):
-        if part in ("", ".", ".."):
-            return f"path component {part!r}"
-        if part.casefold() == ".git":
-            return "path component .git"
-        if len(os.fsencode(part)) > 255:
-            return "path component over 255 bytes"
-    return None
-
-
-def twin_paths(paths: Iterable[str]) -> str | None:
-    """Why ``paths`` (repository paths, ``/``-separated) must not be written together,
-    naming two of them that are one file or folder on a case-insensitive or normalising
-    file system, or None. Twins are paths equal once Unicode-normalised
-    (NFC) and case-folded (``README.md`` and ``readme.md``; ``café`` written precomposed,
-    NFC, and decomposed, NFD, as macOS HFS+ stores it).  Every folder prefix is compared
-    too (``Data/a`` and ``data/b`` put two folders in one).  A checkout on macOS or Windows
-    keeps one of the twins and drops or overwrites the other, so a reviewer and the signed
-    manifest could read different bytes under one name (Unicode Standard Annex #15,
-    "Unicode Normalization Forms"; Unicode case folding, ``str.casefold``).  The first twin
-    pair in sorted order is named."""
-    seen: dict[str, str] = {}
-    for path in sorted(set(paths)):
-        parts = path.split("/")
-        for i in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:i])
-            key = unicodedata.normalize("NFC", unicodedata.normalize("NFC", prefix).casefold())
-            other = seen.setdefault(key, prefix)
-            if other != prefix:
-                return (f"{other!r} and {prefix!r}: one name once case-folded or "
-                        "Unicode-normalised")
-    return None
-
-
 def _stdin_paths(files: Sequence[Path]) -> bytes:
     """``files`` one per line for ``git hash-object --stdin-paths``; ValueError for a name
     holding CR or LF (git would read it as another path, or two)."""
@@ -290,16 +164,6 @@ def _human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
-
-
-def _loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _local(ref: str) -> str:
@@ -384,67 +248,20 @@ class GitMirrors:
                 finally:
                     fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _env(self, remote: GitRemote | None, extra: dict[str, str] | None = None
-             ) -> dict[str, str]:
-        home = self.cache_dir / "home"
-        home.mkdir(parents=True, exist_ok=True)
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "LC_ALL": "C",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1",
-            "GIT_PROTOCOL_FROM_USER": "0",
-            "GIT_ALLOW_PROTOCOL": "https:http" if remote and _loopback(remote.url) else "https",
-        }
-        config = list(SAFE_CONFIG)
-        if remote is not None:
-            if remote.url.startswith("http://") and _loopback(remote.url):
-                config.append(("protocol.http.allow", "always"))
-            basic = base64.b64encode(f"x-access-token:{remote.token}".encode()).decode()
-            config.append((f"http.{remote.url}.extraHeader", f"Authorization: Basic {basic}"))
-        env["GIT_CONFIG_COUNT"] = str(len(config))
-        for i, (k, v) in enumerate(config):
-            env[f"GIT_CONFIG_KEY_{i}"] = k
-            env[f"GIT_CONFIG_VALUE_{i}"] = v
-        if extra:
-            env.update(extra)
-        return env
-
     def _run(self, args: Sequence[str], *, cwd: Path | None, remote: GitRemote | None = None,
              stdin: bytes | None = None, extra_env: dict[str, str] | None = None,
              check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[
                  bytes]:
-        """Run ``git [-C cwd] ARGS`` (see the module docstring); raises :class:`GitTimeout`
-        or, with ``check``, :class:`GitError` on a non-zero exit."""
-        cmd = [self.git, *(["-C", str(cwd)] if cwd is not None else []), *args]
-        limit = self.timeout_s if timeout is None else timeout
+        """Run ``git [-C cwd] ARGS`` (:func:`bot.github.gitcmd.run_git`, counted); raises
+        :class:`GitTimeout` or, with ``check``, :class:`GitError` on a non-zero exit."""
         self.commands += 1
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else
-                                subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=self._env(remote, extra_env),
-                                start_new_session=True)
-        try:
-            out, err = proc.communicate(stdin, timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise GitTimeout(f"git {args[0]} took longer than {limit:.0f} s and was stopped "
-                             "(CAMPAIGN_BOT_GIT_TIMEOUT_S)") from None
-        res = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-        if check and res.returncode != 0:
-            raise GitError(f"git {args[0]} failed: {self._message(err, remote)}")
-        return res
+        return run_git(self.git, args, cwd=cwd, env=self._env(remote, extra_env),
+                       remote=remote, stdin=stdin, check=check,
+                       timeout=self.timeout_s if timeout is None else timeout)
 
-    @staticmethod
-    def _message(err: bytes, remote: GitRemote | None) -> str:
-        text = err.decode("utf-8", "replace").strip()
-        if remote is not None and remote.token:
-            text = text.replace(remote.token, "***")
-        if "could not read Username" in text or "Authentication failed" in text:
-            # git asks for credentials after a 401 and is not allowed to prompt
-            return ("the server refused the token (HTTP 401): the installation may not have "
-                    "access to this repository, or its token expired")
-        lines = [x.strip() for x in text.splitlines() if x.strip()]
-        fatal = [x for x in lines if x.startswith(("fatal:", "error:", "remote:", " !"))]
-        return "; ".join((fatal or lines)[-3:])[:500] or "no message"
+    def _env(self, remote: GitRemote | None, extra: dict[str, str] | None = None
+             ) -> dict[str, str]:
+        return git_env(self.cache_dir / "home", remote, extra)
 
     # ------------------------------------------------------------------- fetching
 
@@ -542,7 +359,7 @@ class GitMirrors:
         res = self._run(args, cwd=path, check=False)
         if res.returncode != 0:
             raise GitError(f"cannot list {d or 'the repository'} at {commit[:12]}: "
-                           f"{self._message(res.stderr, None)}")
+                           f"{error_message(res.stderr, None)}")
         out = []
         for rec in res.stdout.split(b"\0"):
             if not rec:
@@ -626,7 +443,7 @@ class GitMirrors:
 
         def stop() -> None:
             fired.set()
-            _kill(proc)
+            kill_group(proc)
 
         timer = threading.Timer(self.timeout_s, stop)
         timer.start()
@@ -670,7 +487,7 @@ class GitMirrors:
         finally:
             timer.cancel()
             if proc.poll() is None:
-                _kill(proc)  # all read (or given up): nothing of it is needed any more
+                kill_group(proc)  # all read (or given up): nothing of it is needed any more
             proc.stdout.close()
             if proc.stderr:
                 proc.stderr.close()
@@ -785,7 +602,7 @@ class GitMirrors:
             now = None
         if now == sha:
             return PushOutcome(sha, created=expect is None, confirmed=True)
-        text = self._message(res.stderr + res.stdout, remote) if res is not None else \
+        text = error_message(res.stderr + res.stdout, remote) if res is not None else \
             "timed out"
         if now != expect or "non-fast-forward" in text or "fetch first" in text:
             raise PushRejected(f"branch {branch} moved (now {str(now)[:12]}, built on "
@@ -803,16 +620,6 @@ def _read_exact(fh: IO[bytes], n: int) -> bytes:
     return bytes(buf)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill ``proc`` and its process group (git runs helpers: remote-https, index-pack)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
 def sha256_file(path: Path) -> str:
     """SHA-256 hex of the file at ``path`` (read in 1 MiB chunks)."""
     h = hashlib.sha256()
@@ -825,6 +632,5 @@ def sha256_file(path: Path) -> str:
 __all__ = [
     "CampaignTooLarge", "FrozenPathConflict", "GitError", "GitMirrors", "GitRemote",
     "GitTimeout", "LfsPointer", "Materialised", "PushOutcome", "PushRejected", "TreeEntry",
-    "git_base_url", "parse_lfs_pointer", "remote_url", "sha256_file", "twin_paths",
-    "unsafe_path",
+    "git_base_url", "remote_url", "sha256_file",
 ]

@@ -27,7 +27,9 @@ from typing import Any
 
 from bot.github.port import (
     DEFAULT_MAX_ARTIFACT_BYTES,
+    Annotation,
     ArtifactInfo,
+    CheckAction,
     CheckRun,
     Comment,
     ContentEntry,
@@ -104,6 +106,16 @@ class OfflineGitHub:
 
     def list_pull_files(self, number: int) -> list[FileChange]:
         """Empty: webhook payloads carry no diff."""
+        return []
+
+    def branch_protected(self, branch: str) -> bool:
+        """True: offline nothing says a branch is unprotected, so it is taken as protected
+        (the bot's own branch is used; offline nothing is pushed anyway)."""
+        return True
+
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]:
+        """Empty: webhook payloads list no other pull requests."""
         return []
 
     def get_permission(self, login: str) -> str:
@@ -209,16 +221,31 @@ class OfflineGitHub:
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
                          external_id: str | None = None, details_url: str | None = None,
-                         started_at: datetime | None = None) -> CheckRun:
+                         started_at: datetime | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
         """Raises GitHubError."""
         raise self._refuse("create_check_run")
 
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
-                         details_url: str | None = None) -> CheckRun:
+                         details_url: str | None = None,
+                         annotations: Sequence[Annotation] | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
         """Raises GitHubError."""
         raise self._refuse("update_check_run")
+
+    def ensure_label(self, name: str, color: str, description: str) -> bool:
+        """Raises GitHubError."""
+        raise self._refuse("ensure_label")
+
+    def add_labels(self, number: int, names: Sequence[str]) -> None:
+        """Raises GitHubError."""
+        raise self._refuse("add_labels")
+
+    def remove_label(self, number: int, name: str) -> None:
+        """Raises GitHubError."""
+        raise self._refuse("remove_label")
 
     def dispatch_workflow(self, workflow_file: str, ref: str,
                           inputs: dict[str, str]) -> DispatchResult:

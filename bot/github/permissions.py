@@ -42,6 +42,10 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "list_dir": Need("contents", "read", ("repos/get-content",)),
     "get_pull": Need("pull_requests", "read", ("pulls/get",)),
     "list_pull_files": Need("pull_requests", "read", ("pulls/get", "pulls/list-files")),
+    # "Get a branch" is listed under Contents (read) for GitHub Apps; its ``protected``
+    # flag needs no Administration permission (reading the protection rules would)
+    "branch_protected": Need("contents", "read", ("repos/get-branch",)),
+    "list_open_pulls": Need("pull_requests", "read", ("pulls/list",)),
     "get_permission": Need("metadata", "read", ("repos/get-collaborator-permission-level",)),
     "get_issue": Need("issues", "read", ("issues/get",)),
     "edit_issue_body": Need("issues", "write", ("issues/get", "issues/update")),
@@ -56,6 +60,12 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "list_check_runs": Need("checks", "read", ("checks/list-for-ref",)),
     "create_check_run": Need("checks", "write", ("checks/create",)),
     "update_check_run": Need("checks", "write", ("checks/update",)),
+    # labels of a PR or issue: GitHub's "Permissions required for GitHub Apps" lists the
+    # label operations under Issues (write) for issues and under Pull requests for PRs; a
+    # label is created in the repository under Issues
+    "ensure_label": Need("issues", "write", ("issues/create-label",)),
+    "add_labels": Need("issues", "write", ("issues/add-labels",)),
+    "remove_label": Need("issues", "write", ("issues/remove-label",)),
     "dispatch_workflow": Need("actions", "write", ("actions/get-workflow",
                                                    "actions/create-workflow-dispatch")),
     "list_workflow_runs": Need("actions", "read", ("actions/get-workflow",

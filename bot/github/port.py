@@ -116,7 +116,7 @@ class FileChange:
 
 @dataclass(frozen=True)
 class IssueInfo:
-    """An issue (or a PR seen as an issue)."""
+    """An issue (or a PR seen as an issue); ``labels``: the names of its labels."""
 
     number: int
     title: str
@@ -124,6 +124,7 @@ class IssueInfo:
     author: str
     state: str
     is_pull: bool
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,51 @@ class CheckRun:
     title: str | None = None
     summary: str | None = None
     external_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One check-run annotation: ``path`` (repository path), lines ``start_line`` to
+    ``end_line`` (1-based, in the file at the check run's head SHA), ``level`` (``notice``,
+    ``warning`` or ``failure``), ``message`` (at most 64 KB), ``title`` (at most 255
+    characters) and ``raw_details`` (at most 64 KB).  Limits: GitHub REST, "Update a check
+    run" (``output.annotations``; at most 50 per request, appended to those already there)."""
+
+    path: str
+    start_line: int
+    end_line: int
+    level: Literal["notice", "warning", "failure"]
+    message: str
+    title: str | None = None
+    raw_details: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The annotation as the Checks API's ``output.annotations[]`` item."""
+        out: dict[str, Any] = {"path": self.path, "start_line": self.start_line,
+                               "end_line": self.end_line, "annotation_level": self.level,
+                               "message": self.message}
+        if self.title is not None:
+            out["title"] = self.title
+        if self.raw_details is not None:
+            out["raw_details"] = self.raw_details
+        return out
+
+
+@dataclass(frozen=True)
+class CheckAction:
+    """A button on a check run (``requested_action``): ``label`` (at most 20 characters),
+    ``description`` (at most 40) and ``identifier`` (at most 20), which GitHub sends back in
+    ``check_run.requested_action`` when someone clicks it.  At most three per check run
+    (GitHub REST, "Create a check run", ``actions``)."""
+
+    label: str
+    description: str
+    identifier: str
+
+    def as_json(self) -> dict[str, str]:
+        """The action as the Checks API's ``actions[]`` item."""
+        return {"label": self.label, "description": self.description,
+                "identifier": self.identifier}
 
 
 @dataclass(frozen=True)
@@ -262,6 +308,9 @@ class GitHubPort(Protocol):
     def list_dir(self, path: str, ref: str) -> list[ContentEntry]: ...
     def get_pull(self, number: int) -> PullInfo: ...
     def list_pull_files(self, number: int) -> list[FileChange]: ...
+    def branch_protected(self, branch: str) -> bool: ...
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]: ...
     def get_permission(self, login: str) -> str: ...
     def get_issue(self, number: int) -> IssueInfo: ...
     def edit_issue_body(self, number: int, body: str) -> None: ...
@@ -278,11 +327,17 @@ class GitHubPort(Protocol):
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
                          external_id: str | None = None, details_url: str | None = None,
-                         started_at: datetime | None = None) -> CheckRun: ...
+                         started_at: datetime | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun: ...
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
-                         details_url: str | None = None) -> CheckRun: ...
+                         details_url: str | None = None,
+                         annotations: Sequence[Annotation] | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun: ...
+    def ensure_label(self, name: str, color: str, description: str) -> bool: ...
+    def add_labels(self, number: int, names: Sequence[str]) -> None: ...
+    def remove_label(self, number: int, name: str) -> None: ...
     def dispatch_workflow(self, workflow_file: str, ref: str,
                           inputs: dict[str, str]) -> DispatchResult: ...
     def get_workflow_run(self, run_id: int) -> WorkflowRunInfo: ...

@@ -11,9 +11,10 @@ PyGithub traps handled here (read in its 2.10.0 source):
 - ``Workflow.create_dispatch`` returns ``False`` on failure unless ``throw=True``: we always
   throw, and ask for ``return_run_details``.
 - PyGithub's default ``GithubRetry`` re-sends POSTs on 5xx: a POST that GitHub performed but
-  answered 502 would post a second comment.  :func:`make_retry` retries only GET/HEAD/OPTIONS;
-  a failed write surfaces as :class:`GitHubRetryableError` and the delivery is retried as a
-  whole, where handlers find their earlier write by its hidden marker instead of repeating it.
+  answered 502 would post a second comment.  :func:`bot.github.client.make_retry` retries only
+  GET/HEAD/OPTIONS; a failed write surfaces as :class:`GitHubRetryableError` and the delivery
+  is retried as a whole, where handlers find their earlier write by its hidden marker instead
+  of repeating it.
 - Secondary rate limits (403/429 with ``Retry-After``): GETs back off (urllib3 honours
   ``Retry-After``; without it PyGithub waits ``secondary_rate_wait``), bounded by
   ``max_rate_limit_wait``; writes raise :class:`GitHubRetryableError` carrying ``retry_after``.
@@ -27,19 +28,19 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import requests
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
 
 from bot.github.artifacts import ArtifactError, ArtifactTooLarge, Limits, download_zip
+from bot.github.client import make_client, map_exception
 from bot.github.port import (
     DEFAULT_MAX_ARTIFACT_BYTES,
+    Annotation,
     ArtifactInfo,
+    CheckAction,
     CheckRun,
     Comment,
     ContentEntry,
@@ -49,7 +50,6 @@ from bot.github.port import (
     GitHubNotConfigured,
     GitHubNotFound,
     GitHubRetryableError,
-    GitHubValidationError,
     GitRemote,
     InlineComment,
     IssueInfo,
@@ -65,130 +65,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-"""The only methods ever retried by the HTTP layer (writes are never blindly re-sent)."""
-
-
-class BoundedGithubRetry(GithubRetry):
-    """``GithubRetry`` whose ``Retry-After`` sleeps are bounded too.
-
-    PyGithub applies ``max_rate_limit_wait`` to rate-limit resets only; a 403/429 carrying
-    ``Retry-After`` is slept by urllib3 for whatever the header says.  Here a longer wait
-    raises ``RateLimitExceededExceedsMaxWait`` (mapped to :class:`GitHubRetryableError` with
-    ``retry_after``), so the delivery is retried later instead of a worker sleeping.
-    """
-
-    def get_retry_after(self, response: Any) -> float | None:  # type: ignore[override]
-        wait = super().get_retry_after(response)
-        limit = self.max_rate_limit_wait
-        if wait is not None and limit is not None and wait > limit:
-            raise RateLimitExceededExceedsMaxWait(
-                response.status, {"message": "Retry-After exceeds max_rate_limit_wait"},
-                dict(response.headers), wait=wait)
-        return wait
-
-
-def make_retry(
-    *,
-    total: int = 4,
-    backoff_factor: float = 1.0,
-    secondary_rate_wait: float = 60.0,
-    max_rate_limit_wait: float = 120.0,
-) -> GithubRetry:
-    """A :class:`BoundedGithubRetry` that retries reads only.
-
-    ``total`` attempts after the first; ``backoff_factor`` seconds grow exponentially
-    between 5xx retries; a secondary rate limit without ``Retry-After`` waits
-    ``secondary_rate_wait`` s (GitHub: "wait at least one minute", GitHub Docs "Rate limits
-    for the REST API"); a wait longer than ``max_rate_limit_wait`` s raises instead of sleeping
-    (so a webhook worker does not sleep for an hour; the delivery is retried later instead).
-    """
-    return BoundedGithubRetry(
-        total=total,
-        backoff_factor=backoff_factor,
-        allowed_methods=READ_METHODS,
-        secondary_rate_wait=secondary_rate_wait,
-        max_rate_limit_wait=max_rate_limit_wait,
-    )
-
-
-def make_client(
-    base_url: str,
-    auth: Auth.Auth,
-    *,
-    retry: GithubRetry | None = None,
-    throttle: bool = True,
-    timeout: float = 30.0,
-) -> Github:
-    """A PyGithub client: lazy objects, 100 per page, read-only retries.
-
-    ``throttle`` paces requests: 1 s between writes (GitHub's best practices ask for at least
-    1 s between mutating requests: GitHub Docs, "Best practices for using the REST API") and
-    0.05 s between any two requests (PyGithub's default 0.25 s made one review of a 30-file
-    campaign take 18 s, of which 15 s idle; 20 reads/s stays far below the 900 points/min
-    per-endpoint secondary limit).
-    Tests turn it off.
-    """
-    kwargs: dict[str, Any] = {"seconds_between_requests": 0.05, "seconds_between_writes": 1.0}
-    if not throttle:
-        kwargs.update(seconds_between_requests=None, seconds_between_writes=None)
-    return Github(
-        auth=auth,
-        base_url=base_url.rstrip("/"),
-        lazy=True,
-        per_page=100,
-        retry=retry if retry is not None else make_retry(),
-        timeout=int(timeout),
-        **kwargs,
-    )
-
-
-def _retry_after(exc: GithubException) -> float | None:
-    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
-    ra = headers.get("retry-after")
-    if ra is not None:
-        try:
-            return float(ra)
-        except ValueError:
-            return None
-    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
-        try:
-            return max(0.0, float(headers["x-ratelimit-reset"]) - time.time()) + 1.0
-        except ValueError:
-            return None
-    return None
-
-
-def map_exception(exc: BaseException, what: str) -> GitHubError:
-    """Translate a PyGithub / requests exception into this module's error types."""
-    if isinstance(exc, GitHubError):
-        return exc
-    if isinstance(exc, RateLimitExceededExceedsMaxWait):
-        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
-                                    retry_after=getattr(exc, "wait", None))
-    if isinstance(exc, RateLimitExceededException):
-        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
-                                    retry_after=_retry_after(exc))
-    if isinstance(exc, GithubException):
-        msg = exc.message or (exc.data.get("message") if isinstance(exc.data, dict) else None)
-        errors = exc.data.get("errors") if isinstance(exc.data, dict) else None
-        text = f"{what}: GitHub answered {exc.status}: {msg or ''}".rstrip(": ")
-        if errors:
-            text += f" ({errors})"
-        if exc.status == 429 or (exc.status is not None and exc.status >= 500):
-            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
-        if exc.status == 403 and _retry_after(exc) is not None:
-            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
-        if exc.status == 404:
-            return GitHubNotFound(text, 404)
-        if exc.status == 422:
-            return GitHubValidationError(text, 422)
-        return GitHubError(text, exc.status)
-    if isinstance(exc, requests.exceptions.RequestException):
-        return GitHubRetryableError(f"{what}: {type(exc).__name__}: {exc}")
-    return GitHubError(f"{what}: {type(exc).__name__}: {exc}")
-
 
 class PyGithubPort:
     """:class:`GitHubPort` on PyGithub for repository ``repo``.
@@ -322,6 +198,37 @@ class PyGithubPort:
             lambda: [FileChange(f.filename, f.status, f.patch)
                for f in self._r().get_pull(number).get_files()], route="pulls")
 
+    def branch_protected(self, branch: str) -> bool:
+        """Whether ``branch`` of the repository is protected (``protected`` of GitHub's "Get
+        a branch", which needs Contents read; no admin rights are needed for the flag)."""
+        return self._call(f"get branch {branch}", "GET",
+                          lambda: bool(self._r().get_branch(branch).protected), route="repos")
+
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]:
+        """Open PRs of the repository whose head is branch ``head`` of this repository
+        (GitHub's ``head=OWNER:BRANCH`` filter) and/or whose base is ``base``."""
+        owner = self.repo.split("/", 1)[0]
+        kw: dict[str, str] = {"state": "open"}
+        if head is not None:
+            kw["head"] = f"{owner}:{head}"
+        if base is not None:
+            kw["base"] = base
+
+        def fn() -> list[PullInfo]:
+            out = []
+            for p in self._r().get_pulls(**kw):
+                head_repo = p.head.repo.full_name if p.head.repo is not None else None
+                base_repo = p.base.repo.full_name
+                out.append(PullInfo(
+                    number=p.number, title=p.title or "", author=p.user.login, state=p.state,
+                    head_sha=p.head.sha, head_ref=p.head.ref, head_repo=head_repo,
+                    base_ref=p.base.ref, base_sha=p.base.sha, base_repo=base_repo,
+                    is_fork=head_repo != base_repo))
+            return out
+
+        return self._call("list open PRs", "GET", fn, route="pulls")
+
     def get_permission(self, login: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
         (GitHub REST, "Get repository permissions for a user")."""
@@ -342,7 +249,8 @@ class PyGithubPort:
         def fn() -> IssueInfo:
             i = self._r().get_issue(number)
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.state,
-                             i.pull_request is not None)
+                             i.pull_request is not None,
+                             tuple(lb.name for lb in (i.labels or [])))
 
         return self._call(f"get issue #{number}", "GET", fn, route="issues")
 
@@ -461,8 +369,10 @@ class PyGithubPort:
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
                          external_id: str | None = None, details_url: str | None = None,
-                         started_at: datetime | None = None) -> CheckRun:
-        """Create a check run (needs an App with checks:write); times are UTC."""
+                         started_at: datetime | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
+        """Create a check run (needs an App with checks:write); times are UTC; ``actions``:
+        its buttons (at most three)."""
 
         def fn() -> CheckRun:
             kw: dict[str, Any] = {"status": status}
@@ -474,6 +384,8 @@ class PyGithubPort:
                 kw["details_url"] = details_url
             if started_at is not None:
                 kw["started_at"] = started_at
+            if actions is not None:
+                kw["actions"] = [a.as_json() for a in actions]
             out = self._output(title, summary, text)
             if out:
                 kw["output"] = out
@@ -484,8 +396,17 @@ class PyGithubPort:
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
-                         details_url: str | None = None) -> CheckRun:
-        """Update check run ``check_run_id`` (a conclusion completes it)."""
+                         details_url: str | None = None,
+                         annotations: Sequence[Annotation] | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
+        """Update check run ``check_run_id`` (a conclusion completes it).  ``annotations``
+        (at most 50: GitHub appends them to those already there) need ``title`` and
+        ``summary`` in the same request; ``actions`` replace the run's buttons (``[]``
+        removes them)."""
+        if annotations and (title is None or summary is None):
+            raise ValueError("annotations need the output's title and summary")
+        if annotations and len(annotations) > 50:
+            raise ValueError("at most 50 annotations per request")
 
         def fn() -> CheckRun:
             kw: dict[str, Any] = {}
@@ -495,7 +416,11 @@ class PyGithubPort:
                 kw.update(conclusion=conclusion, completed_at=datetime.now(UTC))
             if details_url:
                 kw["details_url"] = details_url
-            out = self._output(title, summary, text)
+            if actions is not None:
+                kw["actions"] = [a.as_json() for a in actions]
+            out: dict[str, Any] = dict(self._output(title, summary, text))
+            if annotations:
+                out["annotations"] = [a.as_json() for a in annotations]
             if out:
                 kw["output"] = out
             r = self._r().get_check_run(check_run_id)  # lazy: only the PATCH is sent
@@ -503,6 +428,51 @@ class PyGithubPort:
             return self._check(r)
 
         return self._call(f"update check run {check_run_id}", "PATCH", fn, route="checks")
+
+    # -- labels ----------------------------------------------------------------------------
+
+    def ensure_label(self, name: str, color: str, description: str) -> bool:
+        """Create label ``name`` in the repository (``color``: 6 hex digits, no ``#``);
+        True when created, False when it already existed (GitHub answers 422
+        ``already_exists``: one request either way, no read first)."""
+
+        def fn() -> bool:
+            try:
+                self._r().create_label(name, color, description)
+            except GithubException as exc:
+                errors = (exc.data or {}).get("errors") if isinstance(exc.data, dict) else None
+                if exc.status == 422 and any(isinstance(e, dict) and
+                                             e.get("code") == "already_exists"
+                                             for e in errors or []):
+                    return False
+                raise
+            return True
+
+        return self._call(f"create label {name!r}", "POST", fn, route="issues")
+
+    def _issue(self, number: int) -> Any:
+        """A lazy Issue (no GET)."""
+        from github.Issue import Issue
+
+        return Issue(self.client.requester, url=f"{self._r().url}/issues/{number}")
+
+    def add_labels(self, number: int, names: Sequence[str]) -> None:
+        """Add labels ``names`` to issue/PR ``number`` (labels already on it stay)."""
+        self._call(f"label #{number}", "POST",
+                   lambda: self._issue(number).add_to_labels(*names), route="issues")
+
+    def remove_label(self, number: int, name: str) -> None:
+        """Remove label ``name`` from issue/PR ``number``; a label not on it is no error
+        (GitHub answers 404)."""
+
+        def fn() -> None:
+            try:
+                self._issue(number).remove_from_labels(name)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._call(f"unlabel #{number}", "DELETE", fn, route="issues")
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -625,8 +595,8 @@ class GitHubClients:
     and a PEM key are given, else ``token``.  Clients are cached per installation (installation
     tokens refresh themselves) for the lifetime of this object.
 
-    ``throttle`` keeps PyGithub's request pacing (:func:`make_client`); ``retry`` overrides the
-    read retries; every request is counted on ``metrics``.
+    ``throttle`` keeps PyGithub's request pacing (:func:`bot.github.client.make_client`);
+    ``retry`` overrides the read retries; every request is counted on ``metrics``.
     """
 
     def __init__(self, *, base_url: str, bot_login: str, app_id: int | None = None,

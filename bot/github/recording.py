@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.github.port import (
+    Annotation,
+    CheckAction,
     CheckRun,
     Comment,
     DispatchResult,
@@ -99,22 +101,41 @@ class RecordingGitHub:
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
                          external_id: str | None = None, details_url: str | None = None,
-                         started_at: datetime | None = None) -> CheckRun:
+                         started_at: datetime | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
         """Record a check run creation."""
         self._record("create_check_run", name=name, head_sha=head_sha, status=status,
-                     conclusion=conclusion, title=title, summary=summary)
+                     conclusion=conclusion, title=title, summary=summary,
+                     actions=[a.label for a in actions or []])
         return CheckRun(self._id(), name, head_sha, "completed" if conclusion else status,
                         conclusion, title, summary, external_id)
 
     def update_check_run(self, check_run_id: int, *, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None, text: str | None = None,
-                         details_url: str | None = None) -> CheckRun:
+                         details_url: str | None = None,
+                         annotations: Sequence[Annotation] | None = None,
+                         actions: Sequence[CheckAction] | None = None) -> CheckRun:
         """Record a check run update."""
         self._record("update_check_run", check_run_id=check_run_id, status=status,
-                     conclusion=conclusion, title=title, summary=summary)
+                     conclusion=conclusion, title=title, summary=summary,
+                     annotations=len(annotations or []),
+                     actions=None if actions is None else [a.label for a in actions])
         return CheckRun(check_run_id, "", "", "completed" if conclusion else status or "",
                         conclusion, title, summary)
+
+    def ensure_label(self, name: str, color: str, description: str) -> bool:
+        """Record a label creation (reported as created)."""
+        self._record("ensure_label", name=name, color=color, description=description)
+        return True
+
+    def add_labels(self, number: int, names: Sequence[str]) -> None:
+        """Record labels added to an issue or PR."""
+        self._record("add_labels", number=number, names=list(names))
+
+    def remove_label(self, number: int, name: str) -> None:
+        """Record a label removed from an issue or PR."""
+        self._record("remove_label", number=number, name=name)
 
     def dispatch_workflow(self, workflow_file: str, ref: str,
                           inputs: dict[str, str]) -> DispatchResult:
@@ -139,6 +160,7 @@ class RecordingGitHub:
 
 _READS = frozenset({
     "get_default_branch", "get_file", "list_dir", "get_pull", "list_pull_files",
+    "branch_protected", "list_open_pulls",
     "get_permission", "get_issue", "list_issue_comments", "list_reviews",
     "list_review_comments", "list_check_runs", "get_workflow_run", "list_workflow_runs",
     "list_run_artifacts",

@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bot.features.dashboard.model import build_site, slug  # noqa: E402
+from bot.features.dashboard.model import build_site  # noqa: E402
 from bot.features.dashboard.pages import write_site  # noqa: E402
+from bot.features.dashboard.views import slug  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "h3-ref2va-4x910b1"
 IMAGES = ROOT / "docs" / "images"

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 EXIT_OK = 0
@@ -57,8 +56,11 @@ media_app = typer.Typer(
 
 
 def _fail(msg: str) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(msg))}",
-                                               highlight=False)
+    """Print ``error: msg`` (:func:`evidence.console.print_error`) and return the exit (2) to
+    raise."""
+    from evidence.console import print_error
+
+    print_error(str(msg))
     return typer.Exit(EXIT_USAGE)
 
 
@@ -147,7 +149,9 @@ def compare_cmd(
     if json_out:
         sys.stdout.write(report_json(report))
     else:
-        con = Console()
+        from evidence.console import output_console
+
+        con = output_console()
         render_report(report, con)
         if out is not None:
             con.print(f"report written to {escape(str(out))}")
@@ -171,7 +175,9 @@ def probe_cmd(
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        render_probe(result, Console())
+        from evidence.console import output_console
+
+        render_probe(result, output_console())
     raise typer.Exit(EXIT_PROBLEMS if result.problems() else EXIT_OK)
 
 

@@ -221,12 +221,16 @@ class RepoState:
     refs: dict[str, str] = field(default_factory=dict)
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)
+    protected: set[str] = field(default_factory=set)
+    """Names of protected branches (``protect_branch``)."""
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Repository labels by lower-cased name (GitHub's label names are case-insensitive)."""
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     artifacts: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -253,12 +257,17 @@ ROUTES: list[tuple[str, str, str]] = [
     ("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", "edit_issue"),
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "list_comments"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "create_comment"),
+    ("GET", "/repos/{owner}/{repo}/branches/{branch}", "get_branch"),
+    ("GET", "/repos/{owner}/{repo}/pulls", "list_pulls"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", "get_pull"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "list_files"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "list_reviews"),
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "create_review"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "list_review_comments"),
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "create_review_comment"),
+    ("POST", "/repos/{owner}/{repo}/labels", "create_label"),
+    ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "add_labels"),
+    ("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", "remove_label"),
     ("POST", "/repos/{owner}/{repo}/check-runs", "create_check_run"),
     ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}", "update_check_run"),
     ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "list_check_runs"),
@@ -283,7 +292,8 @@ def _compile(template: str) -> re.Pattern[str]:
     for part in re.split(r"(\{[^}]+\})", template):
         if part.startswith("{"):
             name = part[1:-1]
-            rx += f"(?P<{name}>.+)" if name == "path" else f"(?P<{name}>[^/]+)"
+            # a file path and a branch name (release/1.0) may hold slashes
+            rx += f"(?P<{name}>.+)" if name in ("path", "branch") else f"(?P<{name}>[^/]+)"
         else:
             rx += re.escape(part)
     return re.compile(f"^{rx}$")
@@ -308,6 +318,9 @@ class GitHubDouble:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.base_url = ""
+        self.web_url = "https://github.com"
+        """Base of the web (``html_url``) links in answers, GitHub's own by default; the
+        sandbox points it at its page, which serves those links itself."""
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle
@@ -439,6 +452,11 @@ class GitHubDouble:
             repo.refs[branch] = sha
             return sha
 
+    def protect_branch(self, full_name: str, branch: str) -> None:
+        """Mark ``branch`` protected (what "Get a branch" answers in ``protected``)."""
+        with self._lock:
+            self.repos[full_name].protected.add(branch)
+
     def set_permission(self, full_name: str, login: str, permission: str) -> None:
         """Give ``login`` a legacy base role (admin, write, read, none) on the repository."""
         with self._lock:
@@ -464,12 +482,14 @@ class GitHubDouble:
         title: str = "Candidate",
         body: str = "",
         fork: str | None = None,
+        base_ref: str | None = None,
     ) -> Pull:
-        """Open PR ``number`` whose head is the default branch plus ``changes``
-        (None deletes a file); its file list and patches are computed with difflib."""
+        """Open PR ``number`` whose head is its base (``base_ref``, default: the default
+        branch) plus ``changes`` (None deletes a file); its file list and patches are
+        computed with difflib."""
         with self._lock:
             repo = self.repos[full_name]
-            base_ref = repo.default_branch
+            base_ref = base_ref or repo.default_branch
             base_sha = repo.refs[base_ref]
             head_sha = self.set_branch(full_name, head_ref, changes, parent=base_ref)
             pull = Pull(number, title, body, user, base_ref, base_sha, head_ref, head_sha,
@@ -835,7 +855,7 @@ class GitHubDouble:
         u = self.ex("issue")["user"]
         uid = int(hashlib.sha1(login.encode()).hexdigest()[:6], 16)
         u.update(login=login, id=uid, type=user_type,
-                 url=f"{API}/users/{login}", html_url=f"https://github.com/{login}",
+                 url=f"{API}/users/{login}", html_url=f"{self.web_url}/{login}",
                  node_id=f"U_{uid}")
         for k in list(u):
             if k.endswith("_url") and k not in ("avatar_url", "html_url"):
@@ -849,7 +869,7 @@ class GitHubDouble:
         r = json.loads(json.dumps(r).replace(f"{API}/repos/octocat/Hello-World", prefix))
         r.update(id=repo.id, name=name, full_name=repo.full_name, private=repo.private,
                  default_branch=repo.default_branch, url=prefix, language=None,
-                 html_url=f"https://github.com/{repo.full_name}")
+                 html_url=f"{self.web_url}/{repo.full_name}")
         r["owner"] = self._user(owner)
         for k in ("source", "parent", "organization", "template_repository"):
             r.pop(k, None)
@@ -865,15 +885,17 @@ class GitHubDouble:
                  comments_url=f"{prefix}/issues/{n}/comments",
                  events_url=f"{prefix}/issues/{n}/events",
                  labels_url=f"{prefix}/issues/{n}/labels{{/name}}",
-                 html_url=f"https://github.com/{repo.full_name}/issues/{n}",
-                 assignee=None, assignees=[], milestone=None, labels=[], closed_by=None,
+                 html_url=f"{self.web_url}/{repo.full_name}/issues/{n}",
+                 assignee=None, assignees=[], milestone=None, closed_by=None,
+                 labels=[self._label_body(repo, repo.labels[n.lower()])
+                         for n in issue.get("labels", []) if n.lower() in repo.labels],
                  comments=sum(1 for c in repo.comments.values() if c["issue"] == n))
         if issue["pull"]:
             b["pull_request"] = {
                 "url": f"{prefix}/pulls/{n}", "merged_at": None,
-                "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
-                "diff_url": f"https://github.com/{repo.full_name}/pull/{n}.diff",
-                "patch_url": f"https://github.com/{repo.full_name}/pull/{n}.patch"}
+                "html_url": f"{self.web_url}/{repo.full_name}/pull/{n}",
+                "diff_url": f"{self.web_url}/{repo.full_name}/pull/{n}.diff",
+                "patch_url": f"{self.web_url}/{repo.full_name}/pull/{n}.patch"}
         else:
             b.pop("pull_request", None)
         return b
@@ -884,7 +906,7 @@ class GitHubDouble:
         b.update(id=c["id"], body=c["body"], user=self._user(c["user"], c["user_type"]),
                  url=f"{prefix}/issues/comments/{c['id']}",
                  issue_url=f"{prefix}/issues/{c['issue']}",
-                 html_url=f"https://github.com/{repo.full_name}/issues/{c['issue']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/issues/{c['issue']}"
                           f"#issuecomment-{c['id']}",
                  created_at=c["created_at"], updated_at=c["updated_at"],
                  author_association="NONE")
@@ -896,7 +918,7 @@ class GitHubDouble:
         base_repo = self._repo_body(repo)
         b.update(number=p.number, id=repo.issues[p.number]["id"], title=p.title, body=p.body,
                  state=p.state, user=self._user(p.user), url=f"{prefix}/pulls/{p.number}",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{p.number}",
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{p.number}",
                  issue_url=f"{prefix}/issues/{p.number}",
                  comments_url=f"{prefix}/issues/{p.number}/comments",
                  review_comments_url=f"{prefix}/pulls/{p.number}/comments",
@@ -929,7 +951,7 @@ class GitHubDouble:
         prefix = f"{API}/repos/{repo.full_name}"
         b.update(id=r["id"], body=r["body"], state=r["state"], commit_id=r["commit_id"],
                  user=self._user(r["user"], r["user_type"]), author_association="NONE",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{r['pull']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{r['pull']}"
                           f"#pullrequestreview-{r['id']}",
                  pull_request_url=f"{prefix}/pulls/{r['pull']}", submitted_at=r["submitted_at"])
         b["_links"] = {"html": {"href": b["html_url"]},
@@ -948,11 +970,18 @@ class GitHubDouble:
                  user=self._user(c["user"], c["user_type"]), author_association="NONE",
                  url=f"{prefix}/pulls/comments/{c['id']}",
                  pull_request_url=f"{prefix}/pulls/{c['pull']}",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{c['pull']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{c['pull']}"
                           f"#discussion_r{c['id']}", subject_type="line")
         b.pop("in_reply_to_id", None)
         b["_links"] = {"self": {"href": b["url"]}, "html": {"href": b["html_url"]},
                        "pull_request": {"href": b["pull_request_url"]}}
+        return b
+
+    def _label_body(self, repo: RepoState, label: dict[str, Any]) -> dict[str, Any]:
+        b = self.ex("label")
+        b.update(id=label["id"], node_id=f"LA_{label['id']}", name=label["name"],
+                 color=label["color"], description=label.get("description"), default=False,
+                 url=f"{API}/repos/{repo.full_name}/labels/{label['name']}")
         return b
 
     def _check_run_body(self, repo: RepoState, r: dict[str, Any]) -> dict[str, Any]:
@@ -962,11 +991,12 @@ class GitHubDouble:
                  conclusion=r["conclusion"], external_id=r.get("external_id") or "",
                  details_url=r.get("details_url"), started_at=r["started_at"],
                  completed_at=r.get("completed_at"), url=f"{prefix}/check-runs/{r['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/runs/{r['id']}",
+                 html_url=f"{self.web_url}/{repo.full_name}/runs/{r['id']}",
                  pull_requests=[], node_id=f"CR_{r['id']}")
         out = r.get("output") or {}
         b["output"] = {"title": out.get("title"), "summary": out.get("summary"),
-                       "text": out.get("text"), "annotations_count": 0,
+                       "text": out.get("text"),
+                       "annotations_count": len(r.get("annotations") or []),
                        "annotations_url": f"{prefix}/check-runs/{r['id']}/annotations"}
         return b
 
@@ -981,7 +1011,7 @@ class GitHubDouble:
                  run_attempt=run["run_attempt"], workflow_id=wf["id"], name=wf["name"],
                  path=f".github/workflows/{run['workflow']}", pull_requests=[],
                  url=f"{prefix}/actions/runs/{run['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/actions/runs/{run['id']}",
+                 html_url=f"{self.web_url}/{repo.full_name}/actions/runs/{run['id']}",
                  artifacts_url=f"{prefix}/actions/runs/{run['id']}/artifacts",
                  jobs_url=f"{prefix}/actions/runs/{run['id']}/jobs",
                  workflow_url=f"{prefix}/actions/workflows/{wf['id']}")
@@ -1085,7 +1115,7 @@ class GitHubDouble:
         b = self.ex("integration-from-manifest")
         b.update(id=app["id"], slug=app["slug"], name=app["name"], client_id=app["client_id"],
                  client_secret=app["client_secret"], webhook_secret=app["webhook_secret"],
-                 pem=app["pem"], html_url=f"https://github.com/apps/{app['slug']}",
+                 pem=app["pem"], html_url=f"{self.web_url}/apps/{app['slug']}",
                  permissions=app["permissions"], events=app["events"],
                  description=app["manifest"].get("description") or "",
                  external_url=app["manifest"].get("url") or "https://example.com",
@@ -1389,10 +1419,10 @@ class GitHubDouble:
                     "name": p.rsplit("/", 1)[-1], "path": p,
                     "sha": object_sha("blob", data or b"") if kind == "file" else tree_sha(p),
                     "url": f"{prefix}/{p}?ref={ref}", "git_url": None,
-                    "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{p}",
+                    "html_url": f"{self.web_url}/{repo.full_name}/blob/{ref}/{p}",
                     "download_url": None,
                     "_links": {"self": f"{prefix}/{p}?ref={ref}", "git": None,
-                               "html": f"https://github.com/{repo.full_name}/blob/{ref}/{p}"}}
+                               "html": f"{self.web_url}/{repo.full_name}/blob/{ref}/{p}"}}
 
         if path in tree:
             data = tree[path]
@@ -1516,13 +1546,50 @@ class GitHubDouble:
             raise HTTPError(404, "Not Found")
         return p
 
+    def _op_get_branch(self, req: Request, repo: RepoState, branch: str) -> tuple[int, Any]:
+        name = branch  # the request path is already percent-decoded
+        sha = repo.refs.get(name)
+        if sha is None:
+            raise HTTPError(404, "Branch not found")
+        b = self.ex("branch-get")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(name=name, protected=name in repo.protected,
+                 protection_url=f"{prefix}/branches/{branch}/protection")
+        b["commit"].update(sha=sha, url=f"{prefix}/commits/{sha}")
+        b["_links"] = {"html": f"https://github.com/{repo.full_name}/tree/{name}",
+                       "self": f"{prefix}/branches/{branch}"}
+        if name not in repo.protected:
+            b["protection"] = {"enabled": False, "required_status_checks": {
+                "enforcement_level": "off", "contexts": [], "checks": []}}
+        return 200, b
+
+    def _op_list_pulls(self, req: Request, repo: RepoState) -> tuple[int, Any, dict[str, str]]:
+        """``state`` (open, closed, all), ``head`` (``OWNER:BRANCH``) and ``base`` filters,
+        newest first (GitHub's default sort is ``created``, ``desc``), each item a
+        ``pull-request-simple`` (the full pull request's fields that schema lists)."""
+        state = req.query.get("state", "open")
+        head, base = req.query.get("head"), req.query.get("base")
+        keys = self.openapi.doc["components"]["schemas"]["pull-request-simple"]["properties"]
+        items = []
+        for p in sorted(repo.pulls.values(), key=lambda x: -x.number):
+            if state != "all" and p.state != state:
+                continue
+            owner = (p.head_repo or "").split("/", 1)[0]
+            if head is not None and head != f"{owner}:{p.head_ref}":
+                continue
+            if base is not None and base != p.base_ref:
+                continue
+            full = self._pull_body(repo, p)
+            items.append({k: v for k, v in full.items() if k in keys})
+        return self._paginate(req, items)
+
     def _op_get_pull(self, req: Request, repo: RepoState, pull_number: str) -> tuple[int, Any]:
         return 200, self._pull_body(repo, self._get_pull(repo, pull_number))
 
     def _op_list_files(self, req: Request, repo: RepoState,
                        pull_number: str) -> tuple[int, Any, dict[str, str]]:
         p = self._get_pull(repo, pull_number)
-        prefix = f"https://github.com/{repo.full_name}"
+        prefix = f"{self.web_url}/{repo.full_name}"
         items = [{**f, "changes": f["additions"] + f["deletions"],
                   "blob_url": f"{prefix}/blob/{p.head_sha}/{f['filename']}",
                   "raw_url": f"{prefix}/raw/{p.head_sha}/{f['filename']}",
@@ -1627,8 +1694,32 @@ class GitHubDouble:
             if isinstance(out.get(k), str) and len(out[k]) > MAX_CHECK_TEXT:
                 raise HTTPError(422, "Invalid request.", [
                     f"output.{k} is too long (maximum is {MAX_CHECK_TEXT} characters)"])
-        if len(out.get("annotations") or []) > 50:
+        annotations = out.get("annotations") or []
+        if len(annotations) > 50:
             raise HTTPError(422, "Invalid request.", ["at most 50 annotations per request"])
+        for k in ("title", "summary"):  # both "Required" when output is given
+            if out and not isinstance(out.get(k), str):
+                raise HTTPError(422, "Invalid request.", [f"output.{k} is required"])
+        for a in annotations:
+            missing = [k for k in ("path", "start_line", "end_line", "annotation_level",
+                                   "message") if a.get(k) in (None, "")]
+            if missing or a["annotation_level"] not in ("notice", "warning", "failure"):
+                raise HTTPError(422, "Invalid request.", [
+                    f"annotation {a!r}: {missing or 'annotation_level'} invalid"])
+            if a["end_line"] < a["start_line"] or len(a["message"].encode()) > 65536 or \
+                    len(a.get("title") or "") > 255:
+                raise HTTPError(422, "Invalid request.", [f"annotation {a!r} is invalid"])
+        actions = data.get("actions")
+        if actions is not None:
+            if len(actions) > 3:
+                raise HTTPError(422, "Invalid request.", ["at most 3 actions"])
+            for a in actions:
+                if (len(a.get("label") or "") not in range(1, 21)
+                        or len(a.get("identifier") or "") not in range(1, 21)
+                        or len(a.get("description") or "") not in range(1, 41)):
+                    raise HTTPError(422, "Invalid request.", [
+                        f"action {a!r}: label and identifier 1-20 characters, description "
+                        "1-40"])
         if data.get("status") == "completed" and not data.get("conclusion"):
             raise HTTPError(422, "Invalid request.",
                             ["conclusion is required when status is completed"])
@@ -1647,7 +1738,8 @@ class GitHubDouble:
              "started_at": data.get("started_at") or _now(),
              "completed_at": data.get("completed_at") or (_now() if status == "completed"
                                                            else None),
-             "output": data.get("output")}
+             "output": data.get("output"), "actions": data.get("actions") or [],
+             "annotations": list((data.get("output") or {}).get("annotations") or [])}
         repo.check_runs[r["id"]] = r
         return 201, self._check_run_body(repo, r)
 
@@ -1659,9 +1751,12 @@ class GitHubDouble:
         data = req.json()
         self._check_output(data)
         for k in ("name", "status", "conclusion", "external_id", "details_url", "output",
-                  "started_at", "completed_at"):
+                  "started_at", "completed_at", "actions"):
             if k in data:
                 r[k] = data[k]
+        # "Each time you update the check run, annotations are appended" (checks/update)
+        r.setdefault("annotations", []).extend((data.get("output") or {}).get("annotations")
+                                               or [])
         if data.get("conclusion"):
             r["status"] = "completed"
             r["completed_at"] = r.get("completed_at") or _now()
@@ -1675,6 +1770,50 @@ class GitHubDouble:
                  if r["head_sha"] == sha and (name is None or r["name"] == name)]
         return self._paginate(req, items, "check_runs")
 
+    def _op_create_label(self, req: Request, repo: RepoState) -> tuple[int, Any]:
+        data = req.json()
+        name, color = data.get("name"), str(data.get("color") or "").lstrip("#")
+        if not isinstance(name, str) or not name.strip():
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "name",
+                                                        "code": "missing_field"}])
+        if not re.fullmatch(r"[0-9a-fA-F]{6}", color):
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "color",
+                                                        "code": "invalid"}])
+        if name.lower() in repo.labels:
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "name",
+                                                        "code": "already_exists"}])
+        label = {"id": next(self._ids), "name": name, "color": color.lower(),
+                 "description": data.get("description")}
+        repo.labels[name.lower()] = label
+        return 201, self._label_body(repo, label)
+
+    def _op_add_labels(self, req: Request, repo: RepoState,
+                       issue_number: str) -> tuple[int, Any]:
+        issue = self._get_issue(repo, issue_number)
+        data = req.json()
+        names = data.get("labels") if isinstance(data, dict) else data
+        if not isinstance(names, list) or not names:
+            raise HTTPError(422, "Validation Failed", [{"resource": "Label", "field": "labels",
+                                                        "code": "invalid"}])
+        names = [n["name"] if isinstance(n, dict) else n for n in names]
+        have = issue.setdefault("labels", [])
+        for n in names:
+            if n.lower() not in repo.labels:  # GitHub creates a missing label (grey)
+                repo.labels[n.lower()] = {"id": next(self._ids), "name": n,
+                                          "color": "ededed", "description": None}
+            if n.lower() not in {h.lower() for h in have}:
+                have.append(repo.labels[n.lower()]["name"])
+        return 200, [self._label_body(repo, repo.labels[h.lower()]) for h in have]
+
+    def _op_remove_label(self, req: Request, repo: RepoState, issue_number: str,
+                         name: str) -> tuple[int, Any]:
+        issue = self._get_issue(repo, issue_number)
+        have = issue.setdefault("labels", [])
+        if name.lower() not in {h.lower() for h in have}:
+            raise HTTPError(404, "Label does not exist")
+        issue["labels"] = [h for h in have if h.lower() != name.lower()]
+        return 200, [self._label_body(repo, repo.labels[h.lower()]) for h in issue["labels"]]
+
     def _get_workflow(self, repo: RepoState, workflow_id: str) -> dict[str, Any]:
         for wf in repo.workflows.values():
             if workflow_id in (wf["file"], str(wf["id"])):
@@ -1686,9 +1825,9 @@ class GitHubDouble:
         prefix = f"{API}/repos/{repo.full_name}"
         b.update(id=wf["id"], name=wf["name"], path=f".github/workflows/{wf['file']}",
                  state="active", url=f"{prefix}/actions/workflows/{wf['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/blob/{repo.default_branch}/"
+                 html_url=f"{self.web_url}/{repo.full_name}/blob/{repo.default_branch}/"
                           f".github/workflows/{wf['file']}",
-                 badge_url=f"https://github.com/{repo.full_name}/workflows/{wf['name']}/badge.svg")
+                 badge_url=f"{self.web_url}/{repo.full_name}/workflows/{wf['name']}/badge.svg")
         return b
 
     def _op_get_workflow(self, req: Request, repo: RepoState, workflow_id: str) -> tuple[int, Any]:
@@ -1715,7 +1854,7 @@ class GitHubDouble:
             prefix = f"{API}/repos/{repo.full_name}"
             return 200, {"workflow_run_id": run["id"],
                          "run_url": f"{prefix}/actions/runs/{run['id']}",
-                         "html_url": f"https://github.com/{repo.full_name}/actions/runs/"
+                         "html_url": f"{self.web_url}/{repo.full_name}/actions/runs/"
                                      f"{run['id']}"}
         return 204, None
 

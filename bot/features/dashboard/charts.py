@@ -34,7 +34,7 @@ import pygal
 from markupsafe import escape
 from pygal.style import Style
 
-from bot.features.dashboard.model import BudgetPoint, PoolView, ScreenView, TrackRow
+from bot.features.dashboard.views import BudgetPoint, PoolView, ScreenView, TrackRow
 
 ARM_COLORS = ("#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#a16207", "#0e7490")
 """Series colours (control first): distinct hues, each with at least 4.5:1 contrast on white."""

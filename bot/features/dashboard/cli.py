@@ -51,31 +51,33 @@ def report(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
     from rich.table import Table
 
+    from evidence.console import output_console, print_error
+
     err = Console(stderr=True, soft_wrap=True)
     try:  # before the pages module, which imports the charts and so pygal
         import pygal  # noqa: F401
     except ImportError:
-        err.print("error: the report's charting library (pygal, a dependency of campaign-bot) "
-                  "cannot be imported: the install is incomplete; "
-                  + escape("reinstall campaign-bot (in a checkout: pip install --force-reinstall "
-                           "'.'), or pip install 'pygal>=3.0'"), soft_wrap=True)
+        print_error("the report's charting library (pygal, a dependency of campaign-bot) "
+                    "cannot be imported: the install is incomplete; reinstall campaign-bot (in "
+                    "a checkout: pip install --force-reinstall '.'), or pip install "
+                    "'pygal>=3.0'")
         raise typer.Exit(EXIT_USAGE) from None
 
     from bot.features.dashboard.model import CampaignUnreadable, build_site
     from bot.features.dashboard.pages import OutputRefused, safe_url, write_site
 
     if source_url is not None and safe_url(source_url) is None:
-        err.print(f"[red]error:[/] --source-url {escape(source_url)}: give an absolute http(s) URL "
-                  "without a user name or password")
+        print_error(f"--source-url {source_url}: give an absolute http(s) URL "
+                    "without a user name or password")
         raise typer.Exit(EXIT_USAGE)
     if not directory.is_dir():
-        err.print(f"[red]error:[/] {escape(str(directory))}: "
-                  + ("is not a folder" if directory.exists() else "the folder does not exist")
-                  + " (give the campaign directory, which holds campaign.toml)")
+        print_error(f"{directory}: "
+                    + ("is not a folder" if directory.exists() else "the folder does not exist")
+                    + " (give the campaign directory, which holds campaign.toml)")
         raise typer.Exit(EXIT_USAGE)
     if not (directory / "campaign.toml").is_file():
-        err.print(f"[red]error:[/] {escape(str(directory))}: no campaign.toml here (give the "
-                  "campaign directory)")
+        print_error(f"{directory}: no campaign.toml here (give the "
+                    "campaign directory)")
         raise typer.Exit(EXIT_USAGE)
     t0 = time.perf_counter()
     ledger = None
@@ -88,15 +90,14 @@ def report(
             try:
                 ledger = read_ledger(database, site.scope.id, repo)
             except LedgerError as e:
-                err.print(f"[red]error:[/] --database: {escape(str(e))}")
+                print_error(f"--database: {e}")
                 raise typer.Exit(EXIT_USAGE) from None
             site.budget = budget_view(site.scope, site.screens, ledger)
     except CampaignUnreadable as e:
-        err.print(f"[red]error:[/] {escape(str(directory))}: {escape(str(e))}")
+        print_error(f"{directory}: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
-        err.print(f"[red]error:[/] cannot read {escape(str(directory))}: "
-                  f"{escape(e.strerror or str(e))}")
+        print_error(f"cannot read {directory}: {e.strerror or str(e)}")
         raise typer.Exit(EXIT_USAGE) from None
     t1 = time.perf_counter()
     try:
@@ -110,13 +111,13 @@ def report(
         else:
             written = write_site(site, out, directory, jobs=jobs)
     except OutputRefused as e:
-        err.print(f"[red]error:[/] --out refused: {escape(str(e))}")
+        print_error(f"--out refused: {e}")
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as e:
-        err.print(f"[red]error:[/] cannot write {escape(str(out))}: {escape(e.strerror or str(e))}")
+        print_error(f"cannot write {out}: {e.strerror or str(e)}")
         raise typer.Exit(EXIT_USAGE) from None
     t2 = time.perf_counter()
-    console = Console(highlight=False)
+    console = output_console()
     t = Table(title=f"report of campaign {escape(site.scope.id)} written to "
                     f"{escape(str(written.root))}", title_justify="left")
     t.add_column("what")
@@ -153,17 +154,19 @@ def mcp(
     the CAMPAIGN_BOT_API_TOKEN environment variable."""
     from urllib.parse import urlsplit
 
+    from evidence.console import print_error
+
     try:
         import mcp.server.mcpserver  # noqa: F401 - the [mcp] extra
 
         from bot.features.dashboard.mcp_server import run
     except ImportError:
-        typer.echo("campaign-bot mcp needs the [mcp] extra: pip install '.[mcp]' in a checkout "
-                   "of campaign-bot", err=True)
+        print_error("campaign-bot mcp needs the [mcp] extra: pip install '.[mcp]' in a "
+                    "checkout of campaign-bot")
         raise typer.Exit(EXIT_USAGE) from None
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
-        typer.echo(f"--url: {url!r} is not an http(s) URL without credentials", err=True)
+        print_error(f"--url: {url!r} is not an http(s) URL without credentials")
         raise typer.Exit(EXIT_USAGE)
     run(url)
 

@@ -40,15 +40,16 @@ def header(
     """Print the campaign status header for CAMPAIGN as Markdown (no markers)."""
     from bot.features.header.render import render_header
     from evidence.bundle import load_campaign
+    from evidence.console import print_error
     from evidence.header import EvidenceRef, build_header, source_from_campaign
 
     if not (campaign / "campaign.toml").is_file():
-        typer.echo(f"error: {campaign}: no campaign.toml here", err=True)
+        print_error(f"{campaign}: no campaign.toml here")
         raise typer.Exit(2)
     loaded = load_campaign(campaign)
     if loaded.scope is None:
         for f in loaded.findings[:5]:
-            typer.echo(f"error: {f.path}:{f.line or '-'}: {f.message}", err=True)
+            print_error(f"{f.path}:{f.line or '-'}: {f.message}")
         raise typer.Exit(2)
     found = _git_commit(campaign)
     ref_sha = sha or (found[0] if found else "0" * 40)

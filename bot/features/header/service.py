@@ -56,7 +56,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -71,19 +71,35 @@ from bot.features.header.block import (
     outside,
     splice,
 )
+from bot.features.header.changes import HISTORY_DEFAULT, previous_header, summarise_change
 from bot.features.header.render import TEMPLATE, render_header
+from bot.features.header.sources import (
+    CAMPAIGN_FILE,
+    SOURCE_CACHE_ENTRIES,
+    TEXT_SUFFIXES,
+    Evaluator,
+    Loader,
+    QueueProvider,
+    config_or_default,
+    default_evaluator,
+    default_loader,
+    last_commit_touching,
+    no_queue,
+    parse_scope,
+    pull_fields,
+    scope_of,
+    state_digest,
+    touches_evidence,
+)
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
 from bot.github import parse_timestamp
 from bot.github.git import GitError, GitMirrors
 from bot.links import campaign_page
-from bot.repo_config import RepoConfig, find_campaign_dirs
+from bot.repo_config import find_campaign_dirs
 from evidence.header import (
-    BudgetLine,
     EvidenceRef,
     EvidenceSource,
     HeaderContent,
-    QueueItem,
-    ScreenOutcome,
     build_header,
 )
 from evidence.models import DEFAULT_EVIDENCE_PATHS, CampaignScope
@@ -94,12 +110,6 @@ MAX_BODY_CHARS = 65536
 """GitHub refuses issue bodies longer than this with 422 (PyGithub/PyGithub#1906)."""
 SCHEDULE_MINUTES = 30
 """Safety-net refresh interval (minutes)."""
-SOURCE_CACHE_ENTRIES = 256
-"""Judged evidence sources kept in memory (by repository, campaign, PR and SHA)."""
-HISTORY_DEFAULT = 5
-HISTORY_MAX = 20
-CAMPAIGN_FILE = "campaign.toml"
-TEXT_SUFFIXES = (".json", ".toml", ".md", ".txt", ".sha256", ".jsonl", ".csv", ".yaml", ".yml")
 
 MARKERS_NOTICE = (
     "<!-- campaign-bot:header-notice -->\n"
@@ -120,69 +130,6 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
     if t is None or t.tzinfo is not None:
         return t
     return t.replace(tzinfo=dt.UTC)
-
-
-# ------------------------------------------------------------------------------ evidence
-
-
-Evaluator = Callable[[Any, str, int | None], EvidenceSource]
-"""``(loaded_campaign, sha, pr) -> EvidenceSource``: the verdict engine applied to one loaded
-campaign (default :func:`evidence.header.source_from_campaign`)."""
-Loader = Callable[[Path], Any]
-"""``(directory) -> LoadedCampaign`` (default ``evidence.bundle.load_campaign``)."""
-class QueueState(Protocol):
-    """What the bot itself knows about a campaign: the screen ``queue`` (None: unknown), the
-    ``budget`` lines (None: computed from receipts) and the ``finished`` screens, newest
-    first."""
-
-    queue: list[QueueItem] | None
-    budget: list[BudgetLine] | None
-    finished: list[ScreenOutcome]
-
-
-@dataclass
-class BotState:
-    """A :class:`QueueState` with nothing known (the default without a queue provider)."""
-
-    queue: list[QueueItem] | None = None
-    budget: list[BudgetLine] | None = None
-    finished: list[ScreenOutcome] = field(default_factory=list)
-
-
-def state_digest(state: QueueState) -> str:
-    """Content hash of ``state`` (part of the refresh input key)."""
-    blob = json.dumps(
-        [
-            [q.__dict__ for q in state.queue] if state.queue is not None else None,
-            [b.__dict__ for b in state.budget] if state.budget is not None else None,
-            [f.__dict__ for f in state.finished],
-        ],
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-QueueProvider = Callable[[Session, str, CampaignScope], QueueState]
-"""``(db, repo, scope) -> state`` from the bot's screen queue and budget ledger (the /screen
-feature's :func:`bot.features.screen.campaign_state.campaign_state`, wired by the
-composition root)."""
-
-
-def _default_loader(path: Path) -> Any:
-    from evidence.bundle import load_campaign
-
-    return load_campaign(path)
-
-
-def _default_evaluator(loaded: Any, sha: str, pr: int | None) -> EvidenceSource:
-    from evidence.header import source_from_campaign  # the verdict engine
-
-    return source_from_campaign(loaded, sha=sha, pr=pr)
-
-
-def _no_queue(db: Session, repo: str, scope: CampaignScope) -> QueueState:
-    return BotState()
 
 
 @dataclass
@@ -235,9 +182,9 @@ class HeaderService:
     engine: Engine
     bot_login: str = "campaign-bot[bot]"
     html_base: str = "https://github.com"
-    loader: Loader = _default_loader
-    evaluator: Evaluator = _default_evaluator
-    queue: QueueProvider = _no_queue
+    loader: Loader = default_loader
+    evaluator: Evaluator = default_evaluator
+    queue: QueueProvider = no_queue
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: the header links to the campaign's live pages when set."""
     git: GitMirrors | None = None
@@ -307,7 +254,7 @@ class HeaderService:
             raw = gh.get_file(posixpath.join(d, CAMPAIGN_FILE), ref)
             if raw is None:
                 continue
-            scope = _parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
+            scope = parse_scope(raw, posixpath.join(d, CAMPAIGN_FILE))
             if scope is None or scope.issue is None:
                 continue
             self.register(repo, d, scope.id, scope.issue, ref, scope.evidence_paths)
@@ -322,15 +269,7 @@ class HeaderService:
         touched: list[CampaignHeader] = []
         commits = payload.get("commits") or []
         for c in self.campaigns(repo):
-            last = None
-            for commit in commits:
-                files = [
-                    *(commit.get("added") or []),
-                    *(commit.get("modified") or []),
-                    *(commit.get("removed") or []),
-                ]
-                if any(_under(f, c.path) for f in files):
-                    last = commit
+            last = last_commit_touching(commits, c.path)
             if last is None:
                 continue
             when = parse_timestamp(last.get("timestamp"))
@@ -352,24 +291,16 @@ class HeaderService:
         repo = gh.repo
         if not self.campaigns(repo):
             return []  # no campaign registered here: nothing to track, no read
-        number = int(pr["number"])
-        head = str((pr.get("head") or {}).get("sha") or "")
-        state = "open" if pr.get("state") == "open" else "closed"
-        title = str(pr.get("title") or "")[:500]
+        number, head, state, title = pull_fields(pr)
         with self.sessions() as db:
             row = db.scalar(
                 select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
             )
-            before = list(row.touches) if row is not None else []
-            known_sha = row.files_sha if row is not None else None
+            before, known_sha = (list(row.touches), row.files_sha) if row else ([], None)
         touches = before
         if state == "open" and head and head != known_sha:
-            files = [f.filename for f in gh.list_pull_files(number)]
-            touches = sorted(
-                c.path
-                for c in self.campaigns(repo)
-                if any(_touches_evidence(f, c, also) for f in files)
-            )
+            touches = self._touched(repo, [f.filename for f in gh.list_pull_files(number)],
+                                    also)
         with self.sessions.begin() as db:
             row = db.scalar(
                 select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
@@ -381,6 +312,11 @@ class HeaderService:
             row.touches, row.files_sha, row.updated_at = touches, head, utcnow()
         paths = set(touches) | set(before)
         return [c for c in self.campaigns(repo) if c.path in paths]
+
+    def _touched(self, repo: str, files: Sequence[str], also: Sequence[str]) -> list[str]:
+        """Paths of ``repo``'s campaigns whose evidence (or ``also``) one of ``files`` is in."""
+        return sorted(c.path for c in self.campaigns(repo)
+                      if any(touches_evidence(f, c, also) for f in files))
 
     def candidate_prs(self, repo: str, path: str) -> list[CandidatePR]:
         """Open PRs whose files touch the campaign at ``path``, by number."""
@@ -429,41 +365,18 @@ class HeaderService:
         with self.sessions() as db:
             row = db.get(CampaignHeader, campaign.id)
             assert row is not None, f"campaign {campaign.path} is not registered"
-        repo, path, ref = row.repo, row.path, row.default_branch
+        repo, path = row.repo, row.path
         if getattr(gh, "repo", repo) != repo:
             raise ValueError(f"port is for {gh.repo}, campaign {path} is in {repo}")
-        # one git round trip: the default branch's tip, then the campaign's tree SHA from the
-        # mirror (no REST call)
-        tip = (self._fetch(port, repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
-        tree = self._git().tree_sha(repo, tip, path)
+        tip, tree = self._tip_and_tree(port, row)
         if tree is None:
-            log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
             return RefreshResult("campaign-missing", port.reads, port.writes,
                                  fetches=port.fetches)
         if row.evidence_tree is None or row.evidence_tree != tree:
-            with self.sessions.begin() as db:
-                r = db.get(CampaignHeader, row.id)
-                assert r is not None
-                if r.evidence_tree is not None or r.evidence_sha is None:
-                    # the tree changed without a push we saw (or no push seen yet): the
-                    # tree SHA identifies the evidence, dated when the bot first read it
-                    r.evidence_sha, r.evidence_at = None, utcnow()
-                r.evidence_tree = tree
-                row = _detached(r, db)
+            row = self._note_tree(row, tree)
         prs = self.candidate_prs(repo, path)
-        scope_for_queue = None
-        key_parts: dict[str, Any] = {
-            "tree": tree,
-            "evidence": [row.evidence_sha, _iso(row.evidence_at)],
-            "prs": [[p.number, p.head_sha, p.title] for p in prs],
-            "template": self.template_digest,
-            "dashboard": campaign_page(self.public_url, repo, row.campaign_id),
-        }
-        cached_scope = self._scopes.get((repo, path, tree))
-        if cached_scope is not None:
-            scope_for_queue = cached_scope
-            key_parts["queue"] = self._queue_digest(repo, cached_scope)
-        key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+        key_parts = self._key_parts(row, tree, prs)
+        key = self._input_key(key_parts, repo, self._scopes.get((repo, path, tree)))
         if row.input_key == key and row.header_text is not None:
             if skip_if_unchanged:
                 return RefreshResult("skipped", port.reads, port.writes, row.header_text,
@@ -473,10 +386,7 @@ class HeaderService:
             content = self._compute(port, row, tree, tip, prs)
             header = render_header(
                 content, dashboard=campaign_page(self.public_url, repo, row.campaign_id))
-            scope_for_queue = self._scopes.get((repo, path, tree))
-            if scope_for_queue is not None:
-                key_parts["queue"] = self._queue_digest(repo, scope_for_queue)
-                key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+            key = self._input_key(key_parts, repo, self._scopes.get((repo, path, tree)))
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
             assert r is not None
@@ -513,7 +423,7 @@ class HeaderService:
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
             assert r is not None
-            previous = _previous_header(db, row)
+            previous = previous_header(db, row)
             r.inserted, r.written_at, r.markers_notice_at = True, now, None
             db.add(
                 HeaderChange(
@@ -554,6 +464,43 @@ class HeaderService:
             )
         return RefreshResult("notice-posted", port.reads, port.writes, fetches=port.fetches)
 
+    def _tip_and_tree(self, port: _Counting, row: CampaignHeader) -> tuple[str, str | None]:
+        """One git round trip: the default branch's tip, then the campaign directory's tree
+        SHA from the mirror (no REST call); None for a directory not there (logged)."""
+        ref = row.default_branch
+        tip = (self._fetch(port, row.repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
+        tree = self._git().tree_sha(row.repo, tip, row.path)
+        if tree is None:
+            log.warning("campaign directory %s not found in %s at %s", row.path, row.repo, ref)
+        return tip, tree
+
+    def _note_tree(self, row: CampaignHeader, tree: str) -> CampaignHeader:
+        """Record that the campaign's directory is git tree ``tree`` now; returns the row."""
+        with self.sessions.begin() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            if r.evidence_tree is not None or r.evidence_sha is None:
+                # the tree changed without a push we saw (or no push seen yet): the
+                # tree SHA identifies the evidence, dated when the bot first read it
+                r.evidence_sha, r.evidence_at = None, utcnow()
+            r.evidence_tree = tree
+            return _detached(r, db)
+
+    def _key_parts(self, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
+                   ) -> dict[str, Any]:
+        """What the header reads, but the queue: see :meth:`_input_key`."""
+        return {"tree": tree, "evidence": [row.evidence_sha, _iso(row.evidence_at)],
+                "prs": [[p.number, p.head_sha, p.title] for p in prs],
+                "template": self.template_digest,
+                "dashboard": campaign_page(self.public_url, row.repo, row.campaign_id)}
+
+    def _input_key(self, parts: dict[str, Any], repo: str, scope: CampaignScope | None) -> str:
+        """Content hash of everything the header reads: ``parts``, and the bot's queue state
+        when the campaign's ``scope`` is known (sets ``parts["queue"]``)."""
+        if scope is not None:
+            parts["queue"] = self._queue_digest(repo, scope)
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
     def _queue_digest(self, repo: str, scope: CampaignScope) -> str:
         with self.sessions() as db:
             return state_digest(self.queue(db, repo, scope))
@@ -584,7 +531,22 @@ class HeaderService:
         base_sha = row.evidence_sha or tree
         scope, base = self._source(port, path, tip, (tree, base_sha), None)
         self._scopes[(repo, path, tree)] = scope
-        sources = [base]
+        sources = [base, *self._pull_sources(port, repo, path, prs)]
+        with self.sessions() as db:
+            state = self.queue(db, repo, scope)
+        at = _aware(row.evidence_at) or utcnow()
+        # a commit seen in a push is linked by its SHA; a tree read without one, by branch
+        sha, ref = (row.evidence_sha, row.evidence_sha) if row.evidence_sha else (
+            tree, row.default_branch)
+        ev = EvidenceRef(sha, at, f"{self.html_base}/{repo}/tree/{ref}/{path}")
+        return build_header(
+            scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
+        )
+
+    def _pull_sources(self, port: _Counting, repo: str, path: str,
+                      prs: Sequence[CandidatePR]) -> list[EvidenceSource]:
+        """The judged evidence of each candidate PR's head; a PR that cannot be read is
+        logged and left out (it never hides the base or the others)."""
         # candidate PR heads not judged yet and not in the mirror: one fetch for all of them
         need = [pr for pr in prs if (repo, path, pr.number, pr.head_sha) not in self.source_cache
                 and not self._git().has_commit(repo, pr.head_sha)]
@@ -593,6 +555,7 @@ class HeaderService:
                 self._fetch(port, repo, [f"refs/pull/{pr.number}/head" for pr in need])
             except GitError as exc:  # one unreadable PR never hides the base or the others
                 log.warning("candidate PR heads of %s not fetched: %s", repo, exc)
+        sources = []
         for pr in prs:
             try:
                 _, src = self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
@@ -601,20 +564,7 @@ class HeaderService:
                 continue
             src.pr_title = pr.title
             sources.append(src)
-        with self.sessions() as db:
-            state = self.queue(db, repo, scope)
-        at = _aware(row.evidence_at) or utcnow()
-        if row.evidence_sha:
-            ev = EvidenceRef(
-                row.evidence_sha, at, f"{self.html_base}/{repo}/tree/{row.evidence_sha}/{path}"
-            )
-        else:
-            ev = EvidenceRef(
-                tree, at, f"{self.html_base}/{repo}/tree/{row.default_branch}/{path}"
-            )
-        return build_header(
-            scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
-        )
+        return sources
 
     def _source(
         self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None
@@ -629,7 +579,7 @@ class HeaderService:
             self._git().materialise(port.gh.repo, ref, path,
                                     Path(tmp), suffixes=TEXT_SUFFIXES)
             loaded = self.loader(Path(tmp))
-            scope = _scope_of(loaded, path)
+            scope = scope_of(loaded, path)
             src = self.evaluator(loaded, ident[-1], pr)
         if len(self.source_cache) >= SOURCE_CACHE_ENTRIES:
             self.source_cache.pop(next(iter(self.source_cache)))
@@ -705,86 +655,6 @@ def _template_digest() -> str:
 def _iso(t: dt.datetime | None) -> str | None:
     t = _aware(t)
     return t.isoformat() if t else None
-
-
-def _under(file: str, directory: str) -> bool:
-    directory = directory.strip("/")
-    return directory == "" or file == directory or file.startswith(directory + "/")
-
-
-def _touches_evidence(file: str, c: CampaignHeader, also: Sequence[str] = ()) -> bool:
-    """Whether ``file`` lies under one of the campaign's evidence paths (or ``also``)."""
-    eps = [*(c.evidence_paths or DEFAULT_EVIDENCE_PATHS), *also]
-    return any(_under(file, posixpath.join(c.path, e)) for e in eps)
-
-
-def _parse_scope(raw: bytes, where: str) -> CampaignScope | None:
-    import tomllib
-
-    try:
-        return CampaignScope.model_validate(tomllib.loads(raw.decode("utf-8")))
-    except Exception as exc:  # noqa: BLE001 - reported by the PR review, logged here
-        log.warning("%s: not a valid campaign.toml: %s", where, str(exc).splitlines()[0])
-        return None
-
-
-def _scope_of(loaded: Any, path: str) -> CampaignScope:
-    doc = getattr(loaded, "scope", None)
-    if doc is None:
-        problems = "; ".join(f.message for f in getattr(loaded, "findings", [])[:3])
-        raise ValueError(f"{path}/{CAMPAIGN_FILE} could not be read: {problems}")
-    return doc.model
-
-
-def _previous_header(db: Session, row: CampaignHeader) -> str | None:
-    return db.scalar(
-        select(HeaderChange.header_text)
-        .where(
-            HeaderChange.repo == row.repo,
-            HeaderChange.issue == row.issue,
-            HeaderChange.kind == "write",
-        )
-        .order_by(HeaderChange.id.desc())
-        .limit(1)
-    )
-
-
-_KEY_LINES = ("**Current state:**", "**Decision needed:**", "**Next action:**")
-
-
-def summarise_change(old: str | None, new: str) -> str:
-    """One line for ``/campaign history``: which header parts changed between ``old`` and
-    ``new`` (Current state, Decision needed, Next action, board rows...), with the new
-    Decision needed when it changed."""
-    if old is None:
-        return "header inserted"
-    o, n = old.splitlines(), new.splitlines()
-    parts = []
-    for key in _KEY_LINES:
-        ol = next((x for x in o if x.startswith(key)), "")
-        nl = next((x for x in n if x.startswith(key)), "")
-        if ol != nl:
-            label = key.strip("*:")
-            if key == "**Decision needed:**":
-                parts.append(f"{label} now: {nl[len(key):].strip()[:160]}")
-            else:
-                parts.append(f"{label} changed")
-    rest_o = [x for x in o if not x.startswith(_KEY_LINES)]
-    rest_n = [x for x in n if not x.startswith(_KEY_LINES)]
-    if rest_o != rest_n:
-        changed = len(set(rest_n) - set(rest_o))
-        parts.append(f"{changed} board/table line(s) changed")
-    return "; ".join(parts) or "whitespace only"
-
-
-def config_or_default(config: RepoConfig | None) -> RepoConfig:
-    """``config``, or the defaults when the repository has none (or a broken one)."""
-    return config if config is not None else RepoConfig()
-
-
-def campaign_roots(config: RepoConfig | None) -> list[str]:
-    """The ``[campaigns] paths`` globs of the repo config (defaults when None)."""
-    return list(config_or_default(config).campaigns.paths)
 
 
 GhFactory = Callable[[str], Any]

@@ -29,7 +29,11 @@ On ``pull_request`` opened / synchronize / reopened (and ``/campaign verify``):
    marker AND the bot's login; not rewritten when unchanged): "checked N hashes, K
    problems", counts per severity, the verdict table and the findings;
 6. complete the check run: ``failure`` when any P0-P2 finding exists (the severities that make
-   ``campaign-bot check`` exit 1), ``success`` otherwise.
+   ``campaign-bot check`` exit 1), ``success`` otherwise.  Every finding is also an
+   annotation of the check run on its evidence file's line (:func:`annotations_for`: level
+   from the severity, title the rule, message with the fix), sent 50 per request as the
+   Checks API requires (:func:`_complete`); a hidden marker in the run's summary records
+   how many were sent, so a retried delivery appends only the rest and a redelivery none.
 
 PR code is never executed: files are read as data from git objects (see
 :mod:`bot.github.git` for what git is allowed to do).  When the fetch fails, times out, or a
@@ -51,6 +55,7 @@ from typing import Any
 
 from bot.comments import upsert_comment
 from bot.github import (
+    Annotation,
     FileChange,
     GitHubError,
     GitHubPort,
@@ -64,6 +69,7 @@ from bot.links import campaign_page
 from bot.render import marker, render
 from bot.repo_config import RepoConfig
 from evidence.models import Finding
+from evidence.scope_binding import FrozenScope
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,18 @@ MAX_BODY_FINDINGS = 100
 """Findings listed in one review body (the rest wait for the next review)."""
 MAX_TABLE_FINDINGS = 100
 """Findings listed in the summary comment; the rest are counted."""
+ANNOTATIONS_PER_REQUEST = 50
+"""The Checks API takes at most 50 annotations per request and appends each request's to
+those already there (GitHub REST, "Update a check run", ``output.annotations``)."""
+MAX_ANNOTATIONS = 1000
+"""Annotations sent per check run (20 requests); further findings are in the summary
+comment only."""
+ANNOTATION_LEVELS = MappingProxyType({"P0": "failure", "P1": "failure", "P2": "warning",
+                                      "P3": "notice"})
+"""Annotation level per severity: P0-P1 (blocking, wrong evidence) ``failure``, P2
+(ambiguous evidence) ``warning``, P3 (a note) ``notice``: the three levels GitHub has."""
+ANNOTATIONS_MARKER = re.compile(r"<!-- campaign-bot:annotations digest=([0-9a-f]+) "
+                                r"sent=(\d+) -->")
 
 
 @dataclass(frozen=True)
@@ -201,35 +219,55 @@ def place(campaign_dir: str, findings: list[Finding]) -> list[PlacedFinding]:
                                               p.repo_path, p.line or 0, p.finding.rule))
 
 
+def annotations_for(placed: list[PlacedFinding]) -> list[Annotation]:
+    """One check-run annotation per finding (at most :data:`MAX_ANNOTATIONS`), on the
+    finding's file and line (line 1 when it names none): level from the severity
+    (:data:`ANNOTATION_LEVELS`), title ``P1 RULE``, message what is wrong and how to fix
+    it, raw details the field it concerns.  Texts are cut to GitHub's limits (title 255
+    characters, message 64 KB)."""
+    out: list[Annotation] = []
+    for p in placed[:MAX_ANNOTATIONS]:
+        f = p.finding
+        message = f.message if not f.resolution else f"{f.message}\n\nFix: {f.resolution}"
+        out.append(Annotation(
+            path=p.repo_path, start_line=p.line or 1, end_line=p.line or 1,
+            level=ANNOTATION_LEVELS.get(f.severity, "notice"),  # type: ignore[arg-type]
+            message=message.encode()[:60000].decode("utf-8", "ignore"),
+            title=f"{f.severity} {f.rule}"[:255],
+            raw_details=f"field: {f.field}" if f.field else None))
+    return out
+
+
+def annotations_digest(annotations: list[Annotation]) -> str:
+    """16 hex digits identifying one list of annotations (the marker compares it: a run
+    annotated for other findings is not continued)."""
+    h = hashlib.sha256()
+    for a in annotations:
+        h.update(repr(a).encode())
+    return h.hexdigest()[:16]
+
+
 # ------------------------------------------------------------------------- analysis
 
 
 def analyse_directory(root: Path, *, external_files: dict[str, Any] | None = None,
                       trusted_keys: dict[str, Any] | None = None,
+                      frozen_scope: FrozenScope | None = None,
                       ) -> tuple[int, list[Finding], list[VerdictRow]]:
     """Run the foundation check and the verdict/findings rules on a campaign directory:
     ``(hashes checked, findings, verdict rows)``.  ``external_files`` (root-relative path ->
     :class:`evidence.manifest.ExternalFile`) are files kept outside ``root``; with
-    ``trusted_keys`` signed bundles are verified.  Synchronous and CPU-bound."""
+    ``trusted_keys`` signed bundles are verified, and held against ``frozen_scope`` (the
+    default branch's campaign.toml; see :func:`evidence.check.check_campaign`): the verdicts
+    are the check's own, so a refused bundle, or one that redefined its control, gives none.
+    Synchronous and CPU-bound."""
     from evidence.check import check_campaign
 
-    rep = check_campaign(root, external_files=external_files, trusted_keys=trusted_keys)
-    findings = list(rep.findings)
-    rows: list[VerdictRow] = []
-    try:
-        from evidence.bundle import load_campaign
-        from evidence.review import review
-    except ImportError:  # verdict engine not installed: checks only
-        return rep.hashes_checked, findings, rows
-    loaded = load_campaign(root)
-    if loaded.scope is not None:
-        verdicts, more = review(loaded, extra_findings=rep.findings)
-        findings += more
-        for v in verdicts:
-            reasons = "; ".join(r.text for r in v.reasons) or "-"
-            rows.append(VerdictRow(loaded.scope.model.id, v.track, v.candidate or "-",
-                                   v.shown, reasons))
-    return rep.hashes_checked, findings, rows
+    rep = check_campaign(root, external_files=external_files, trusted_keys=trusted_keys,
+                         frozen_scope=frozen_scope)
+    rows = [VerdictRow(rep.campaign or "-", v.track, v.candidate or "-", v.shown,
+                       "; ".join(r.text for r in v.reasons) or "-") for v in rep.verdicts]
+    return rep.hashes_checked, list(rep.findings), rows
 
 
 def _trusted_keys(pem: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -260,11 +298,18 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
         root = Path(tmp) / "campaign"
         try:
             mat = git.materialise(repo, commit, directory, root)
-            pem = None
+            pem, frozen = None, None
             if keys_commit is not None:
                 kf = TRUSTED_KEYS_FILE if directory in (".", "") else \
                     f"{directory}/{TRUSTED_KEYS_FILE}"
                 pem = git.read_file(repo, keys_commit, kf)
+                # the frozen scope: the control, protocol and pool every bundle must have
+                # run under come from the default branch's campaign.toml
+                toml = _repo_path(directory, "campaign.toml")
+                scope_bytes = git.read_file(repo, keys_commit, toml, max_bytes=1 << 20)
+                if scope_bytes is not None:
+                    frozen = FrozenScope(label=f"campaign.toml at {keys_commit[:12]}, the "
+                                         "default branch", data=scope_bytes)
         except GitError as exc:
             out.error = str(exc)
             return out
@@ -276,7 +321,7 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
         keys, key_problem = _trusted_keys(pem)
         try:
             hashes, findings, rows = analyse_directory(root, external_files=external,
-                                                       trusted_keys=keys)
+                                                       trusted_keys=keys, frozen_scope=frozen)
         except Exception:  # noqa: BLE001 - logged; the PR gets a short note, not a traceback
             log.exception("evidence check failed on %s@%s", directory, commit)
             out.error = "the evidence checker failed on this directory (logged for the "\
@@ -366,15 +411,29 @@ def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding]
     return len(inline), len(body)
 
 
-def _check_run(gh: GitHubPort, sha: str) -> Any:
+def pull_external_id(number: int) -> str:
+    """The ``external_id`` of the evidence check run of PR ``number``: GitHub's Re-run link
+    (``check_run.rerequested``) and "Re-run all checks" (``check_suite.rerequested``) name
+    only the commit, and a fork PR's payloads list no pull request."""
+    return f"pull/{number}"
+
+
+def pull_of_check_run(external_id: str | None) -> int | None:
+    """The PR number an evidence check run's ``external_id`` names; None for any other."""
+    m = re.fullmatch(r"pull/(\d+)", external_id or "")
+    return int(m.group(1)) if m else None
+
+
+def _check_run(gh: GitHubPort, sha: str, number: int) -> Any:
     """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
     GitHub refuses check runs to these credentials (only Apps with checks:write may create
     them; a token gets 403), so the review still happens without one."""
     runs = gh.list_check_runs(sha, CHECK_NAME)
     if runs:
-        return runs[0]
+        return max(runs, key=lambda r: r.id)  # the newest: the one GitHub shows
     try:
         return gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                   external_id=pull_external_id(number),
                                    title="Checking campaign evidence",
                                    summary="campaign-bot is checking the evidence files.")
     except GitHubError as exc:
@@ -436,7 +495,7 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
                  config.campaigns.paths)
         return outcome
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
@@ -478,15 +537,61 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         text = render("check_run.md.j2", hashes=outcome.hashes_checked,
                       problems=outcome.problem_count, counts=counts, campaigns=dirs,
                       errors=errors, unread=None, dashboards=pages)
-        _complete(gh, run, conclusion, title, text)
+        _complete(gh, run, conclusion, title, text, annotations_for(placed), sha)
     return outcome
 
 
-def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str) -> None:
-    if not (run.status == "completed" and run.conclusion == conclusion
-            and run.title == title and run.summary == text):
-        gh.update_check_run(run.id, status="completed", conclusion=conclusion,
-                            title=title, summary=text)
+def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
+              annotations: list[Annotation] | None = None, sha: str | None = None) -> None:
+    """Complete check run ``run`` with ``conclusion``, ``title`` and summary ``text``, and
+    add ``annotations`` to it, :data:`ANNOTATIONS_PER_REQUEST` per request (the last batch
+    goes with the completion).
+
+    The summary carries a hidden marker ``annotations digest=D sent=N``, written with each
+    batch in the same request: a delivery retried after a failure resumes at annotation N
+    (GitHub appends, so nothing is sent twice); a run already complete with this text is
+    left alone.  A run annotated for another list of findings (same head, findings changed,
+    e.g. new trusted keys on the default branch) cannot lose its annotations: a new check
+    run is created on ``sha`` (GitHub shows the newest run of a name)."""
+    annotations = annotations or []
+    digest = annotations_digest(annotations)
+
+    def summary(sent: int, body: str) -> str:
+        return body if not annotations else \
+            f"{body}\n{marker('annotations', digest=digest, sent=sent)}\n"
+
+    final = summary(len(annotations), text)
+    if run.status == "completed" and run.conclusion == conclusion and run.title == title \
+            and run.summary == final:
+        return
+    run, sent = _resume(gh, run, digest, len(annotations), title, sha)
+    left = annotations[sent:]
+    while len(left) > ANNOTATIONS_PER_REQUEST:
+        batch, left = left[:ANNOTATIONS_PER_REQUEST], left[ANNOTATIONS_PER_REQUEST:]
+        sent += len(batch)
+        gh.update_check_run(run.id, title=title,
+                            summary=summary(sent, f"Annotating findings: {sent} of "
+                                            f"{len(annotations)} sent."),
+                            annotations=batch)
+    gh.update_check_run(run.id, status="completed", conclusion=conclusion,
+                        title=title, summary=final, annotations=left or None)
+
+
+def _resume(gh: GitHubPort, run: Any, digest: str, total: int, title: str,
+            sha: str | None) -> tuple[Any, int]:
+    """Where :func:`_complete` goes on: ``(run, annotations already sent)`` from the marker in
+    ``run``'s summary: the count sent when it is for the same list (``digest``, at most
+    ``total``); a new run on ``sha`` and 0 when ``run`` holds annotations of another list."""
+    m = ANNOTATIONS_MARKER.search(run.summary or "")
+    if m is None:
+        return run, 0
+    if m.group(1) == digest:
+        return run, min(int(m.group(2)), total)
+    if int(m.group(2)) > 0 and sha is not None:
+        run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
+                                  external_id=run.external_id,
+                                  summary="campaign-bot is checking the evidence files.")
+    return run, 0
 
 
 def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
@@ -494,7 +599,7 @@ def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
     """The evidence of PR ``number`` could not be read through git: say so in the check run
     (``failure``: nothing was verified) and the summary comment."""
     outcome = ReviewOutcome(sha, [], conclusion="failure", unread=why)
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     counts = dict.fromkeys(SEVERITY_ORDER, 0)
     summary = render(
         "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=[],
