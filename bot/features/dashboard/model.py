@@ -52,6 +52,7 @@ from evidence.header import (
     EvidenceRef,
     EvidenceSource,
     HeaderContent,
+    QueueItem,
     build_header,
     latest_screen_decisions,
     session_hours,
@@ -413,11 +414,13 @@ def build_site(root: Path, *, ledger: Ledger | None = None,
     screens = _screens(lc, rep, scope, Evidence.from_loaded(lc, unverified), docs, counts)
     budget = budget_view(scope, screens, ledger)
     as_of = max((s.ended_at for s in screens), default=None)
-    status = campaign_status(scope, lc, rep, budget, as_of, source_url)
+    src = status_source(lc, rep)
+    status = campaign_status(scope, src, budget, as_of, source_url)
     return Site(scope=scope, root_name=root.resolve().name, tracks=_track_rows(scope, rep, counts),
                 verdicts=rep.verdicts, screening=rep.screening, screens=screens,
                 pools=_pool_views(scope, screens), budget=budget, findings=rep.findings,
-                documents=docs, check=rep, status=status, source_url=source_url)
+                documents=docs, check=rep, status=status, source_url=source_url,
+                status_source=src)
 
 
 def _screens(lc: LoadedCampaign, rep: CheckReport, scope: CampaignScope, ev: Evidence,
@@ -572,19 +575,26 @@ def _pool_screens(ss: Sequence[SessionView]) -> list[PoolScreen]:
     return sorted(out, key=lambda p: (p.started_at, p.screen_id))
 
 
-def campaign_status(scope: CampaignScope, lc: LoadedCampaign, rep: CheckReport,
-                    budget: BudgetView, as_of: datetime | None,
-                    source_url: str | None) -> HeaderContent | None:
-    """The status header's content (:func:`evidence.header.build_header`) for this evidence:
-    the engine's verdicts and screening decisions of ``rep``, the review findings, and the
-    budget lines shown on the site (the ledger's when read).  The queue is unknown (None):
-    the header then says so.  ``as_of`` (the latest session's end) is the evidence time; the
-    sentences do not show it."""
-    src = EvidenceSource(
+def status_source(lc: LoadedCampaign, rep: CheckReport) -> EvidenceSource:
+    """What the status sentences are computed from: the receipts of ``lc``, the engine's
+    verdicts and screening decisions of ``rep`` and the review findings."""
+    return EvidenceSource(
         sha="", receipts=[d.model for d in lc.receipts],
         verdicts=[tv for v in rep.verdicts if (tv := track_verdict_from(v)) is not None],
         screens=latest_screen_decisions(rep.screening), findings=list(rep.findings))
+
+
+def campaign_status(scope: CampaignScope, src: EvidenceSource, budget: BudgetView,
+                    as_of: datetime | None, source_url: str | None,
+                    queue: Sequence[QueueItem] | None = None) -> HeaderContent | None:
+    """The status header's content (:func:`evidence.header.build_header`) for the evidence
+    ``src`` (:func:`status_source`) and the budget lines shown on the site (the ledger's
+    when read).  ``queue``: the bot's screen queue (the live pages read it from the bot's
+    database); None (the static site) means unknown, and the header then says so.
+    ``as_of`` (the latest session's end) is the evidence time; the sentences do not show
+    it."""
     lines = [HeaderBudgetLine(b.name, b.used, b.allowed, b.unit, b.reserved or 0.0)
              for b in budget.lines]
     return build_header(scope, [src], EvidenceRef("", as_of or datetime.fromtimestamp(0, UTC),
-                                                          source_url), budget=lines)
+                                                          source_url), budget=lines,
+                        queue=queue)
