@@ -4,8 +4,9 @@ a real local receiver per protocol (``tests/notify_receivers.py``): the chat ser
 the intercepting HTTPS double (Slack, Feishu, DingTalk, Teams workflows), an SMTP server, and
 the signed webhook whose HMAC the receiver verifies.
 
-* A screen of a private repository finishes while the sending job cannot run yet; ``serve`` is killed (SIGKILL), the
-  ``workflow_run`` completion is delivered again, and a new ``serve`` on the same database
+* A screen of a private repository finishes while the sending job cannot run yet;
+  ``serve`` is killed (SIGKILL), the ``workflow_run`` completion is delivered again, and a
+  new ``serve`` on the same database
   sends exactly one notification per named target, linking to the result comment; the
   target the repository does not name (configured on the bot all the same) gets nothing.
 * ``/screen`` on a fork's PR without an approval notifies ``fork_awaiting_approval`` once,
