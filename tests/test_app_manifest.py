@@ -175,6 +175,8 @@ def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     call("list_dir", "campaigns", "main")
     call("get_pull", 2)
     call("list_pull_files", 2)
+    assert call("branch_protected", "main") is False
+    assert [p.number for p in call("list_open_pulls", head="topic")] == [2]
     call("get_permission", "maint")
     call("get_issue", 7)
     call("edit_issue_body", 7, "new body")

@@ -527,4 +527,12 @@ def test_git_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
     assert second != first and (second / "notes.md").read_text() == "new evidence\n"
     with pytest.raises(live.CampaignNotFound):
         dirs(owner, name, "no-such-campaign")
+    # a file named over 255 bytes on the default branch (ENAMETOOLONG if written) is left
+    # out; the campaign is still read, so its pages answer
+    github_double.set_branch(REPO, "main", {f"{ROOT}/{'n' * 300}.json": "{}\n"},
+                             parent="main")
+    now[0] += live.TREE_RECHECK_S + 1
+    third = dirs(owner, name, CAMPAIGN)
+    assert third != second  # the new tree was read, not the old copy kept
+    assert (third / "campaign.toml").is_file() and (third / "notes.md").is_file()
     engine.dispose()

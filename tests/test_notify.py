@@ -465,3 +465,35 @@ def test_old_notices_are_forgotten_and_no_targets_means_no_outbox(engine: Any,
                   context=lambda event: (None, None))
     assert "notify-outbox" not in [j.id for j in app.jobs]
     assert app.notices.subscribers == []
+
+
+def test_a_failing_notice_never_fails_the_screen(engine: Any,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from bot.features.screen import notices as screen_notices
+    from bot.features.screen import queue as screens
+    from bot.features.screen.queue import Screen
+    from bot.features.screen.runtime import Runtime
+
+    def broken(db: Session, n: Notice) -> None:
+        raise RuntimeError("outbox down")
+
+    bus = Notices()
+    bus.subscribe(broken)
+    bus.subscribe(lambda db, n: record(db, n))  # a later subscriber still gets it
+    rt = Runtime(engine, emit=bus.emit)
+    with rt.db() as db:
+        s = Screen(request_id="r1", repo="o/r", pr_number=5, campaign="c", campaign_path="c",
+                   kind="control", candidate="control", track="t", session_order="AB",
+                   pool="p", workflow="screen.yml", device_count=1, head_sha="a" * 40,
+                   requested_by="amy", authorised_as="write", requested_at=_utc(
+                       "2026-12-02T10:00"), state=screens.FINISHED, verdict="REPEATABLE",
+                   estimate_wall_s=1.0, estimate_device_s=1.0)
+        db.add(s)
+        db.flush()
+        # a scope that is not a campaign's: the budget part fails, and is only logged
+        screen_notices.screen_done(rt, db, s, scope="not a scope")
+    with Session(engine) as db:
+        assert [n.kind for n in db.scalars(select(store.NoticeRow))] == ["screen_finished"]
+        assert db.get(Screen, s.id) is not None  # the screen's transaction committed
+    assert "not recorded by" in caplog.text and "screen notice budget_notices not emitted" in \
+        caplog.text

@@ -4,12 +4,15 @@ a real local receiver per protocol (``tests/notify_receivers.py``): the chat ser
 the intercepting HTTPS double (Slack, Feishu, DingTalk, Teams workflows), an SMTP server, and
 the signed webhook whose HMAC the receiver verifies.
 
-* A screen finishes while the sending job cannot run yet; ``serve`` is killed (SIGKILL), the
-  ``workflow_run`` completion is delivered again, and a new ``serve`` on the same database
+* A screen of a private repository finishes while the sending job cannot run yet;
+  ``serve`` is killed (SIGKILL), the ``workflow_run`` completion is delivered again, and a
+  new ``serve`` on the same database
   sends exactly one notification per named target, linking to the result comment; the
-  target the repository does not name gets nothing.
+  target the repository does not name (configured on the bot all the same) gets nothing.
 * ``/screen`` on a fork's PR without an approval notifies ``fork_awaiting_approval`` once,
   however often the comment is delivered.
+* The rate limit (``max_per_hour = 1``): a second fork PR's notice waits for the hour to
+  pass; quiet hours around now: the notice waits for their end (deferred, not dropped).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -146,6 +151,7 @@ def test_one_notification_per_target_across_a_crash_and_a_redelivery(
     monkeypatch.setenv("CAMPAIGN_BOT_NOTIFY_INTERVAL_S", "3600")
     e = start_service(github_double, tmp_path, keys, {"wall_hours": 4.0, "device_hours": 8.0},
                       screen_toml=NOTIFY_TOML)
+    github_double.repo(REPO).private = True  # a private campaign: only named targets hear
     try:
         e.say("maint", "/screen candidate noop")
         wait_for(lambda: bool(e.screens()) and e.screen(1).state in ("finished", "failed"),
@@ -214,6 +220,94 @@ def test_fork_awaiting_approval_is_notified_once(
         assert doc["title"] == f"[{REPO}] Fork PR #{PR} awaits approval of head {head[:12]}"
         assert doc["url"] == f"https://github.com/{REPO}/pull/{PR}"
         assert e.screens() == []  # nothing queued, nothing ran
+    finally:
+        stop(e.proc)
+        github_double.dispatch_hooks.clear()
+        github_double.cancel_hooks.clear()
+        github_double.push_hooks.clear()
+
+
+
+def sends(e: Env) -> list[tuple[str, str, str, datetime, str | None]]:
+    """``(target, state, notice key, not_before, detail)`` of every send, oldest first."""
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.orm import Session
+
+    from bot.features.notify.store import NoticeRow, SendRow
+
+    eng = create_engine(f"sqlite:///{e.db}")
+    try:
+        with Session(eng) as db:
+            rows = db.execute(select(SendRow, NoticeRow.key).join(
+                NoticeRow, NoticeRow.id == SendRow.notice_id).order_by(SendRow.id)).all()
+            return [(r.target, r.state, key, r.not_before.replace(tzinfo=UTC), r.detail)
+                    for r, key in rows]
+    finally:
+        eng.dispose()
+
+
+def hook_only(extra: str) -> str:
+    return ('\n[notify]\ntargets = ["hook"]\nevents = ["fork_awaiting_approval"]\n'
+            + extra + "\n")
+
+
+def test_rate_limit_defers_through_serve(
+        github_double: Any, tmp_path: Path, keys: tuple[Path, Path],  # noqa: F811
+        receivers: Receivers, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = receivers
+    monkeypatch.setenv("CAMPAIGN_BOT_NOTIFY_INTERVAL_S", "0.5")
+    e = start_service(github_double, tmp_path, keys, {"wall_hours": 4.0, "device_hours": 8.0},
+                      screen_toml=hook_only("max_per_hour = 1"),
+                      fork="forker/standin-campaign")
+    try:
+        github_double.add_pull(REPO, 8, {"campaigns/standin/NOTES.md": "second\n"},
+                               fork="forker2/standin-campaign", head_ref="second")
+        e.say("maint", "/screen candidate noop")
+        wait_for(lambda: len(r.signed.received) == 1, 60, "the first notification")
+        e.cid += 1  # a comment on the second PR (e.say's payload for another number is an
+        # issue's, not a pull request's)
+        pr8 = comment_payload(REPO, "maint", "/screen candidate noop", e.cid)
+        pr8["issue"]["number"] = 8
+        e.runner.deliver("issue_comment", pr8)
+        wait_for(lambda: len(sends(e)) == 2 and sends(e)[1][4] is not None, 60,
+                 "the second notification held by the rate limit")
+        time.sleep(2)
+        assert len(r.signed.received) == 1 and r.count() == 1
+        first, second = sends(e)
+        assert first[:2] == ("hook", "sent") and f"/{PR}/" in first[2]
+        sent_at = datetime.fromisoformat(r.signed.received[0].json()["sent_at"])
+        assert second[:2] == ("hook", "pending") and "/8/" in second[2]
+        assert second[3] - sent_at == timedelta(hours=1)  # when the window has room again
+        assert second[4] == "rate limit: 1 per hour"
+    finally:
+        stop(e.proc)
+        github_double.dispatch_hooks.clear()
+        github_double.cancel_hooks.clear()
+        github_double.push_hooks.clear()
+
+
+def test_quiet_hours_defer_through_serve(
+        github_double: Any, tmp_path: Path, keys: tuple[Path, Path],  # noqa: F811
+        receivers: Receivers, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = receivers
+    monkeypatch.setenv("CAMPAIGN_BOT_NOTIFY_INTERVAL_S", "0.5")
+    zone = ZoneInfo("Asia/Shanghai")
+    now = datetime.now(UTC)
+    start = (now - timedelta(hours=1)).astimezone(zone)
+    end = (now + timedelta(hours=2)).astimezone(zone)
+    window = f"{start:%H:%M}-{end:%H:%M}"
+    e = start_service(github_double, tmp_path, keys, {"wall_hours": 4.0, "device_hours": 8.0},
+                      screen_toml=hook_only(f'quiet_hours = "{window}"\n'
+                                            'timezone = "Asia/Shanghai"'),
+                      fork="forker/standin-campaign")
+    try:
+        e.say("maint", "/screen candidate noop")
+        wait_for(lambda: len(sends(e)) == 1, 60, "the notice routed")
+        time.sleep(2)
+        assert r.count() == 0  # held, not sent
+        ((target, state, key, not_before, _detail),) = sends(e)
+        assert (target, state) == ("hook", "pending") and key.startswith("fork-approval/")
+        assert not_before == end.replace(second=0, microsecond=0).astimezone(UTC), window
     finally:
         stop(e.proc)
         github_double.dispatch_hooks.clear()

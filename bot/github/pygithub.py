@@ -198,6 +198,37 @@ class PyGithubPort:
             lambda: [FileChange(f.filename, f.status, f.patch)
                for f in self._r().get_pull(number).get_files()], route="pulls")
 
+    def branch_protected(self, branch: str) -> bool:
+        """Whether ``branch`` of the repository is protected (``protected`` of GitHub's "Get
+        a branch", which needs Contents read; no admin rights are needed for the flag)."""
+        return self._call(f"get branch {branch}", "GET",
+                          lambda: bool(self._r().get_branch(branch).protected), route="repos")
+
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]:
+        """Open PRs of the repository whose head is branch ``head`` of this repository
+        (GitHub's ``head=OWNER:BRANCH`` filter) and/or whose base is ``base``."""
+        owner = self.repo.split("/", 1)[0]
+        kw: dict[str, str] = {"state": "open"}
+        if head is not None:
+            kw["head"] = f"{owner}:{head}"
+        if base is not None:
+            kw["base"] = base
+
+        def fn() -> list[PullInfo]:
+            out = []
+            for p in self._r().get_pulls(**kw):
+                head_repo = p.head.repo.full_name if p.head.repo is not None else None
+                base_repo = p.base.repo.full_name
+                out.append(PullInfo(
+                    number=p.number, title=p.title or "", author=p.user.login, state=p.state,
+                    head_sha=p.head.sha, head_ref=p.head.ref, head_repo=head_repo,
+                    base_ref=p.base.ref, base_sha=p.base.sha, base_repo=base_repo,
+                    is_fork=head_repo != base_repo))
+            return out
+
+        return self._call("list open PRs", "GET", fn, route="pulls")
+
     def get_permission(self, login: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
         (GitHub REST, "Get repository permissions for a user")."""

@@ -221,6 +221,8 @@ class RepoState:
     refs: dict[str, str] = field(default_factory=dict)
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)
+    protected: set[str] = field(default_factory=set)
+    """Names of protected branches (``protect_branch``)."""
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -255,6 +257,8 @@ ROUTES: list[tuple[str, str, str]] = [
     ("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", "edit_issue"),
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "list_comments"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "create_comment"),
+    ("GET", "/repos/{owner}/{repo}/branches/{branch}", "get_branch"),
+    ("GET", "/repos/{owner}/{repo}/pulls", "list_pulls"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", "get_pull"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "list_files"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "list_reviews"),
@@ -288,7 +292,8 @@ def _compile(template: str) -> re.Pattern[str]:
     for part in re.split(r"(\{[^}]+\})", template):
         if part.startswith("{"):
             name = part[1:-1]
-            rx += f"(?P<{name}>.+)" if name == "path" else f"(?P<{name}>[^/]+)"
+            # a file path and a branch name (release/1.0) may hold slashes
+            rx += f"(?P<{name}>.+)" if name in ("path", "branch") else f"(?P<{name}>[^/]+)"
         else:
             rx += re.escape(part)
     return re.compile(f"^{rx}$")
@@ -447,6 +452,11 @@ class GitHubDouble:
             repo.refs[branch] = sha
             return sha
 
+    def protect_branch(self, full_name: str, branch: str) -> None:
+        """Mark ``branch`` protected (what "Get a branch" answers in ``protected``)."""
+        with self._lock:
+            self.repos[full_name].protected.add(branch)
+
     def set_permission(self, full_name: str, login: str, permission: str) -> None:
         """Give ``login`` a legacy base role (admin, write, read, none) on the repository."""
         with self._lock:
@@ -472,12 +482,14 @@ class GitHubDouble:
         title: str = "Candidate",
         body: str = "",
         fork: str | None = None,
+        base_ref: str | None = None,
     ) -> Pull:
-        """Open PR ``number`` whose head is the default branch plus ``changes``
-        (None deletes a file); its file list and patches are computed with difflib."""
+        """Open PR ``number`` whose head is its base (``base_ref``, default: the default
+        branch) plus ``changes`` (None deletes a file); its file list and patches are
+        computed with difflib."""
         with self._lock:
             repo = self.repos[full_name]
-            base_ref = repo.default_branch
+            base_ref = base_ref or repo.default_branch
             base_sha = repo.refs[base_ref]
             head_sha = self.set_branch(full_name, head_ref, changes, parent=base_ref)
             pull = Pull(number, title, body, user, base_ref, base_sha, head_ref, head_sha,
@@ -1533,6 +1545,43 @@ class GitHubDouble:
         if p is None:
             raise HTTPError(404, "Not Found")
         return p
+
+    def _op_get_branch(self, req: Request, repo: RepoState, branch: str) -> tuple[int, Any]:
+        name = branch  # the request path is already percent-decoded
+        sha = repo.refs.get(name)
+        if sha is None:
+            raise HTTPError(404, "Branch not found")
+        b = self.ex("branch-get")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(name=name, protected=name in repo.protected,
+                 protection_url=f"{prefix}/branches/{branch}/protection")
+        b["commit"].update(sha=sha, url=f"{prefix}/commits/{sha}")
+        b["_links"] = {"html": f"https://github.com/{repo.full_name}/tree/{name}",
+                       "self": f"{prefix}/branches/{branch}"}
+        if name not in repo.protected:
+            b["protection"] = {"enabled": False, "required_status_checks": {
+                "enforcement_level": "off", "contexts": [], "checks": []}}
+        return 200, b
+
+    def _op_list_pulls(self, req: Request, repo: RepoState) -> tuple[int, Any, dict[str, str]]:
+        """``state`` (open, closed, all), ``head`` (``OWNER:BRANCH``) and ``base`` filters,
+        newest first (GitHub's default sort is ``created``, ``desc``), each item a
+        ``pull-request-simple`` (the full pull request's fields that schema lists)."""
+        state = req.query.get("state", "open")
+        head, base = req.query.get("head"), req.query.get("base")
+        keys = self.openapi.doc["components"]["schemas"]["pull-request-simple"]["properties"]
+        items = []
+        for p in sorted(repo.pulls.values(), key=lambda x: -x.number):
+            if state != "all" and p.state != state:
+                continue
+            owner = (p.head_repo or "").split("/", 1)[0]
+            if head is not None and head != f"{owner}:{p.head_ref}":
+                continue
+            if base is not None and base != p.base_ref:
+                continue
+            full = self._pull_body(repo, p)
+            items.append({k: v for k, v in full.items() if k in keys})
+        return self._paginate(req, items)
 
     def _op_get_pull(self, req: Request, repo: RepoState, pull_number: str) -> tuple[int, Any]:
         return 200, self._pull_body(repo, self._get_pull(repo, pull_number))

@@ -255,11 +255,11 @@ class Notifier:
         assert notice is not None
         m = Message(delivery=f"{notice.key}#{row.target}", kind=notice.kind, repo=notice.repo,
                     campaign=notice.campaign, title=f"[{notice.repo}] {notice.title}",
-                    text=notice.text, url=notice.url, sent_at=now)
+                    text=notice.text, url=notice.url, sent_at=self.now())
         out = self._send(target, m)
         db.refresh(row)
         if out.ok:
-            row.state, row.sent_at, row.detail = store.SENT, self.now(), None
+            row.state, row.sent_at, row.detail = store.SENT, m.sent_at, None
             self.sent.append(m.delivery)
             log.info("notification %s (%s) sent to %s", row.id, notice.kind, row.target)
         elif out.retry and row.attempts < self.settings.max_attempts:
