@@ -52,23 +52,46 @@ characters of description)."""
 _NEW_HEAD = re.compile(r"new head ([0-9a-f]{7,40})")
 
 
-def wanted(db: Session, repo: str, pr_number: int) -> set[str]:
-    """The ``[labels]`` keys PR ``pr_number`` of ``repo`` should carry now (see the module
-    docstring)."""
-    rows = db.scalars(select(Screen).where(Screen.repo == repo, Screen.pr_number == pr_number)
-                      .order_by(Screen.id)).all()
+def _verdict_keys(rows: list[Screen]) -> set[str]:
+    """Label keys of the latest judged screen of each (kind, candidate, track) in ``rows``
+    (oldest first)."""
     latest: dict[tuple[str, str, str], str] = {}
     for s in rows:
         label = VERDICT_LABEL.get(s.verdict or "")
         if s.state == screens.FINISHED and label is not None:
             latest[(s.kind, s.candidate, s.track)] = label
-    keys = set(latest.values())
+    return set(latest.values())
+
+
+def _awaits_approval(rows: list[Screen]) -> bool:
+    """True when a screen in ``rows`` was cancelled by a fork's new head and its candidate
+    and track were not requested again since."""
     for s in rows:
-        if s.state == screens.CANCELLED and _NEW_HEAD.search(s.detail or "") and not any(
-                t.id > s.id and (t.kind, t.candidate, t.track) == (s.kind, s.candidate, s.track)
-                for t in rows):
-            keys.add("awaiting_approval")
+        if s.state != screens.CANCELLED or not _NEW_HEAD.search(s.detail or ""):
+            continue
+        key = (s.kind, s.candidate, s.track)
+        if not any(t.id > s.id and (t.kind, t.candidate, t.track) == key for t in rows):
+            return True
+    return False
+
+
+def wanted(db: Session, repo: str, pr_number: int) -> set[str]:
+    """The ``[labels]`` keys PR ``pr_number`` of ``repo`` should carry now (see the module
+    docstring)."""
+    rows = list(db.scalars(select(Screen).where(Screen.repo == repo,
+                                                Screen.pr_number == pr_number)
+                           .order_by(Screen.id)))
+    keys = _verdict_keys(rows)
+    if _awaits_approval(rows):
+        keys.add("awaiting_approval")
     return keys
+
+
+def label_names(section: LabelsSection) -> dict[str, str]:
+    """``[labels]`` key -> label name, for the labels turned on (none when disabled)."""
+    if not section.enabled:
+        return {}
+    return {k: getattr(section, k) for k in STYLE if getattr(section, k)}
 
 
 def sync_labels(rt: Runtime, gh: GitHubPort, pr_number: int) -> tuple[list[str], list[str]]:
@@ -78,28 +101,41 @@ def sync_labels(rt: Runtime, gh: GitHubPort, pr_number: int) -> tuple[list[str],
     logged (the labels are a view of the results, which stand without them)."""
     try:
         cfg = rt.configs.load(gh).config
-        section = cfg.labels if cfg is not None else LabelsSection()
-        if not section.enabled:
+        names = label_names(cfg.labels if cfg is not None else LabelsSection())
+        if not names:
             return [], []
-        names = {k: getattr(section, k) for k in STYLE if getattr(section, k)}
         with rt.db() as db:
             keys = wanted(db, gh.repo, pr_number)
-        want = {names[k] for k in keys if k in names}
-        have = {n.lower(): n for n in gh.get_issue(pr_number).labels}
-        add = sorted(n for n in want if n.lower() not in have)
-        managed = {n.lower() for n in names.values()}
-        remove = sorted(have[n] for n in have
-                        if n in managed and n not in {w.lower() for w in want})
-        by_name = {v: k for k, v in names.items()}
-        for n in add:
-            color, description = STYLE[by_name[n]]
-            if gh.ensure_label(n, color, description):
-                log.info("label %r created in %s", n, gh.repo)
-        if add:
-            gh.add_labels(pr_number, add)
-        for n in remove:
-            gh.remove_label(pr_number, n)
-        return add, remove
+        return _apply(gh, pr_number, names, {names[k] for k in keys if k in names})
     except GitHubError:
         log.exception("labels of %s#%s not updated", gh.repo, pr_number)
         return [], []
+
+
+def label_diff(have: list[str] | tuple[str, ...], managed: set[str],
+               want: set[str]) -> tuple[list[str], list[str]]:
+    """``(to add, to remove)``: the ``want`` labels not in ``have``, and the ``managed``
+    labels in ``have`` not wanted (names compared without case, as GitHub does)."""
+    present = {n.lower(): n for n in have}
+    wanted_lower = {w.lower() for w in want}
+    ours = {m.lower() for m in managed}
+    add = sorted(n for n in want if n.lower() not in present)
+    remove = sorted(n for low, n in present.items() if low in ours - wanted_lower)
+    return add, remove
+
+
+def _apply(gh: GitHubPort, pr_number: int, names: dict[str, str],
+           want: set[str]) -> tuple[list[str], list[str]]:
+    """Add the ``want`` labels PR ``pr_number`` lacks (created in the repository on first
+    use), remove the managed ``names`` it has but should not; ``(added, removed)``."""
+    add, remove = label_diff(gh.get_issue(pr_number).labels, set(names.values()), want)
+    key_of = {v: k for k, v in names.items()}
+    for n in add:
+        color, description = STYLE[key_of[n]]
+        if gh.ensure_label(n, color, description):
+            log.info("label %r created in %s", n, gh.repo)
+    if add:
+        gh.add_labels(pr_number, add)
+    for n in remove:
+        gh.remove_label(pr_number, n)
+    return add, remove
