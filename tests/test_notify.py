@@ -465,3 +465,61 @@ def test_old_notices_are_forgotten_and_no_targets_means_no_outbox(engine: Any,
                   context=lambda event: (None, None))
     assert "notify-outbox" not in [j.id for j in app.jobs]
     assert app.notices.subscribers == []
+
+
+def test_a_failing_notice_never_fails_the_screen(engine: Any,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from bot.features.screen import notices as screen_notices
+    from bot.features.screen import queue as screens
+    from bot.features.screen.queue import Screen
+    from bot.features.screen.runtime import Runtime
+
+    def broken(db: Session, n: Notice) -> None:
+        raise RuntimeError("outbox down")
+
+    bus = Notices()
+    bus.subscribe(broken)
+    bus.subscribe(lambda db, n: record(db, n))  # a later subscriber still gets it
+    rt = Runtime(engine, emit=bus.emit)
+    with rt.db() as db:
+        s = Screen(request_id="r1", repo="o/r", pr_number=5, campaign="c", campaign_path="c",
+                   kind="control", candidate="control", track="t", session_order="AB",
+                   pool="p", workflow="screen.yml", device_count=1, head_sha="a" * 40,
+                   requested_by="amy", authorised_as="write", requested_at=_utc(
+                       "2026-12-02T10:00"), state=screens.FINISHED, verdict="REPEATABLE",
+                   estimate_wall_s=1.0, estimate_device_s=1.0)
+        db.add(s)
+        db.flush()
+        # a scope that is not a campaign's: the budget part fails, and is only logged
+        screen_notices.screen_done(rt, db, s, scope="not a scope")
+    with Session(engine) as db:
+        assert [n.kind for n in db.scalars(select(store.NoticeRow))] == ["screen_finished"]
+        assert db.get(Screen, s.id) is not None  # the screen's transaction committed
+    assert "not recorded by" in caplog.text and "screen notice budget_notices not emitted" in \
+        caplog.text
+
+
+def test_config_read_again_at_send_time(engine: Any, receivers: Any) -> None:
+    """A target the config stopped naming after routing is not sent to; a retry that falls
+    into quiet hours waits for their end."""
+    r = receivers
+    clock = Clock(_utc("2026-12-02T12:00"))
+    current = {"sec": NotifySection(targets=["hook", "slack"], quiet_hours="12:01-13:00")}
+    settings = NotifySettings.model_validate({"targets": targets(r), "timeout_s": 5})
+    nt = Notifier(engine, settings, lambda repo: current["sec"], now=clock)
+    emit(engine, notice(1))
+    nt.route()
+    current["sec"] = NotifySection(targets=["slack"], quiet_hours="12:01-13:00")
+    r.chat.set_failing(503)
+    assert nt.deliver() == 0
+    assert r.signed.received == [] and len(r.chat.received) == 1  # slack tried, refused
+    r.chat.set_failing(None)
+    clock.t = _utc("2026-12-02T12:01")  # the retry is due, but the quiet hours began
+    assert nt.deliver() == 0 and len(r.chat.received) == 1
+    clock.t = _utc("2026-12-02T13:00")
+    assert nt.deliver() == 1 and len(r.chat.received) == 2
+    with Session(engine) as db:
+        rows = {x.target: (x.state, x.detail) for x in db.scalars(select(store.SendRow))}
+    assert rows == {"hook": ("failed", "the repository config no longer names this target "
+                                       "for this event"),
+                    "slack": ("sent", None)}

@@ -4,10 +4,11 @@ a real local receiver per protocol (``tests/notify_receivers.py``): the chat ser
 the intercepting HTTPS double (Slack, Feishu, DingTalk, Teams workflows), an SMTP server, and
 the signed webhook whose HMAC the receiver verifies.
 
-* A screen finishes while the sending job cannot run yet; ``serve`` is killed (SIGKILL), the
-  ``workflow_run`` completion is delivered again, and a new ``serve`` on the same database
+* A screen of a private repository finishes while the sending job cannot run yet;
+  ``serve`` is killed (SIGKILL), the ``workflow_run`` completion is delivered again, and a
+  new ``serve`` on the same database
   sends exactly one notification per named target, linking to the result comment; the
-  target the repository does not name gets nothing.
+  target the repository does not name (configured on the bot all the same) gets nothing.
 * ``/screen`` on a fork's PR without an approval notifies ``fork_awaiting_approval`` once,
   however often the comment is delivered.
 * The rate limit (``max_per_hour = 1``): a second fork PR's notice waits for the hour to
@@ -150,6 +151,7 @@ def test_one_notification_per_target_across_a_crash_and_a_redelivery(
     monkeypatch.setenv("CAMPAIGN_BOT_NOTIFY_INTERVAL_S", "3600")
     e = start_service(github_double, tmp_path, keys, {"wall_hours": 4.0, "device_hours": 8.0},
                       screen_toml=NOTIFY_TOML)
+    github_double.repo(REPO).private = True  # a private campaign: only named targets hear
     try:
         e.say("maint", "/screen candidate noop")
         wait_for(lambda: bool(e.screens()) and e.screen(1).state in ("finished", "failed"),
