@@ -7,9 +7,9 @@
   composed features and their jobs on one scheduler.
 * :func:`compose` adds the features to a :class:`bot.registry.Registry`, explicitly and in a
   fixed order (the order their handlers run for one event): config, help, review, screen,
-  header, then the modules named by ``CAMPAIGN_BOT_EXTRA_HANDLERS``.  Features never import
-  each other; the one thing one feature tells another (the screen queue shown in the status
-  header) is wired here.
+  header, notify, then the modules named by ``CAMPAIGN_BOT_EXTRA_HANDLERS``.  Features never
+  import each other; what one tells another (the screen queue shown in the status header;
+  notices, :mod:`bot.events`) is wired here.
 * :func:`worker_main` is the worker process (``python -m bot.worker_process``): it receives
   the parent's settings on a pipe and composes the features the same way.
 
@@ -36,7 +36,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from bot import database
-from bot.features import config, header, help, review, screen
+from bot.features import config, header, help, notify, review, screen
 from bot.features.dashboard import api as dashboard_api
 from bot.features.dashboard import live
 from bot.features.dashboard.signin import SignIn
@@ -68,7 +68,7 @@ from bot.settings import (
 
 log = logging.getLogger(__name__)
 
-FEATURES = tuple(f.__name__ for f in (config, help, review, screen, header))
+FEATURES = tuple(f.__name__ for f in (config, help, review, screen, header, notify))
 """The features :func:`compose` adds, in order (the dashboard is a CLI plug-in)."""
 WORKER_MODULE = "bot.worker_process"
 """``python -m bot.worker_process`` runs :func:`worker_main`."""
@@ -234,12 +234,14 @@ def compose(settings: Settings, engine: Engine, *, context: ContextFactory | Non
     if context is None:
         context = github_context(settings, configs=configs, metrics=metrics)
     app = Registry(engine=engine, context=context, configs=configs, bot_login=settings.bot_login,
-                   git=git_mirrors(settings), public_url=settings.public_url)
+                   git=git_mirrors(settings), public_url=settings.public_url,
+                   web_url=settings.github_url)
     config.register(app)
     help.register(app)
     review.register(app)
     screen.register(app, settings.screen)
     header.register(app, queue=campaign_state)
+    notify.register(app, settings.notify)
     for register in extra_features(settings.extra_handler_modules):
         register(app)
     if metrics is not None:  # a series per subscribed event from the start, at 0
@@ -488,7 +490,8 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
     temporary folder removed at exit), repository visibility from
     ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
     from bot.github import GitHubError, GitHubNotFound
-    from bot.github.pygithub import GitHubClients, map_exception
+    from bot.github.client import map_exception
+    from bot.github.pygithub import GitHubClients
 
     token = settings.token.get_secret_value() if settings.token is not None else None
     clients = GitHubClients(
@@ -557,7 +560,7 @@ def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
     Raises :class:`bot.inbox.replay.SignatureMismatch` and
     :class:`bot.inbox.replay.ReplayInputError` (see there; ``--apply`` with ``offline`` or
     without GitHub access)."""
-    from bot.github.pygithub import make_retry
+    from bot.github.client import make_retry
 
     event = replay_mod.check(saved, settings.secret(), resign=resign)
     has_credentials = settings.token is not None or settings.app_id is not None

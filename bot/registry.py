@@ -6,6 +6,8 @@ it to each feature in turn; features never import each other or the root.  A fea
 * handlers for GitHub events: ``app.router.on(event, *actions)(handler)``;
 * slash commands: ``app.commands.add(spec, fn)``;
 * periodic jobs: ``app.jobs.append(Job(...))`` (run by the worker process's one scheduler);
+* notices (:mod:`bot.events`): ``app.notices.emit(db, notice)`` tells whoever subscribed with
+  ``app.notices.subscribe(fn)`` (the notify feature) that something happened;
 
 and receives its own settings section as an argument of its ``register()``.
 """
@@ -19,6 +21,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from bot.commands import Commands
+from bot.events import Notices
 from bot.github.git import GitMirrors
 from bot.inbox.router import Event, Router
 from bot.repo_config import RepoConfigs
@@ -48,8 +51,14 @@ class Registry:
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: where the live campaign pages are (see :mod:`bot.links`);
     None: texts on GitHub link to none."""
+    web_url: str = "https://github.com"
+    """``CAMPAIGN_BOT_GITHUB_URL``: GitHub's web base, for links outside GitHub (notices) and
+    the links the bot writes to files and commits (the status header's evidence link)."""
     router: Router = field(default_factory=Router)
     jobs: list[Job] = field(default_factory=list)
+    notices: Notices = field(default_factory=Notices)
+    """What features report to each other (:mod:`bot.events`): screen results, stuck queues,
+    budgets, forks awaiting approval; the notify feature subscribes."""
     commands: Commands = field(init=False)
 
     def __post_init__(self) -> None:

@@ -27,6 +27,17 @@ Format (every section optional; unknown keys are errors, ``extra="forbid"``)::
     check_run = true                 # report as check run campaign-bot/evidence
     max_inline_comments = 50         # further findings go into the review body
 
+    [notify]
+    targets = ["team-slack"]         # aliases the bot's CAMPAIGN_BOT_NOTIFY_TARGETS maps to
+                                     # URLs (secrets never live in the repository)
+    events = ["verdict_changed", "screen_failed"]  # default: every kind
+    quiet_hours = "22:00-07:00"      # local time in `timezone`: held until the end
+    timezone = "Asia/Shanghai"       # IANA name (default UTC)
+    max_per_hour = 12                # per target; more wait for a free slot
+
+    [notify.only]                    # optional: a target hears only these kinds
+    team-slack = ["queue_stuck", "budget_exhausted"]
+
 Runner labels are not configured here: the campaign's ``campaign.toml`` ``[pool]
 runner_labels`` names them and the bot passes them to the screen workflow (its ``runs_on``
 input).  A ``[pools]`` table, which older versions read, is reported as a problem that says so.
@@ -45,8 +56,16 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from bot.events import KINDS
 from evidence.repository import DEFAULT_CAMPAIGN_PATHS
 
 if TYPE_CHECKING:
@@ -152,12 +171,92 @@ class ReviewSection(_Strict):
     max_inline_comments: int = Field(default=50, ge=0, le=100)
 
 
+NOTIFY_EVENTS = KINDS
+"""The ``[notify] events`` a repository may choose (:data:`bot.events.KINDS`)."""
+NOTIFY_ALIAS_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A target alias: what ``CAMPAIGN_BOT_NOTIFY_TARGETS`` names (letters, digits, ``_.-``)."""
+QUIET_HOURS_RE = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
+
+
+class NotifySection(_Strict):
+    """Notifications: which targets hear which events, when they are held back, and how
+    many each target gets per hour.  Targets are aliases: the
+    bot's settings map each to a URL and secret, so the repository holds no secret and a
+    target it does not name never hears of it."""
+
+    targets: list[str] = Field(default_factory=list, description=(
+        "Aliases of the targets to notify (CAMPAIGN_BOT_NOTIFY_TARGETS maps each to a URL)."))
+    events: list[str] = Field(default_factory=lambda: list(NOTIFY_EVENTS), description=(
+        "Kinds of notice sent: " + ", ".join(NOTIFY_EVENTS) + " (default all)."))
+    only: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "Per target alias, the only kinds it hears (a subset of events)."))
+    quiet_hours: str | None = Field(default=None, pattern=QUIET_HOURS_RE, description=(
+        "HH:MM-HH:MM in timezone: notices are held until the quiet hours end."))
+    timezone: str = Field(default="UTC", description="IANA time zone of quiet_hours.")
+    max_per_hour: int = Field(default=12, ge=1, le=1000, description=(
+        "Notifications per target in any 60 minutes; more wait for a free slot."))
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v: list[str]) -> list[str]:
+        for alias in v:
+            if not re.fullmatch(NOTIFY_ALIAS_RE, alias):
+                raise ValueError(f"{alias!r} is not a target alias (letters, digits, _ . -)")
+        if len(set(v)) != len(v):
+            raise ValueError("a target is named twice")
+        return v
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: list[str]) -> list[str]:
+        for kind in v:
+            if kind not in NOTIFY_EVENTS:
+                raise ValueError(f"{kind!r} is not an event; known: {', '.join(NOTIFY_EVENTS)}")
+        return v
+
+    @field_validator("only")
+    @classmethod
+    def _only(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for alias, kinds in v.items():
+            for kind in kinds:
+                if kind not in NOTIFY_EVENTS:
+                    raise ValueError(f"{alias}: {kind!r} is not an event; known: "
+                                     f"{', '.join(NOTIFY_EVENTS)}")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
+        return v
+
+    @model_validator(mode="after")
+    def _only_names_targets(self) -> NotifySection:
+        unknown = sorted(set(self.only) - set(self.targets))
+        if unknown:
+            raise ValueError(f"[notify.only] names {', '.join(unknown)}, which targets does "
+                             "not list")
+        return self
+
+    def hears(self, alias: str, kind: str) -> bool:
+        """True when target ``alias`` (named in :attr:`targets`) hears notices of ``kind``."""
+        if alias not in self.targets or kind not in self.events:
+            return False
+        return kind in self.only[alias] if alias in self.only else True
+
+
 class RepoConfig(_Strict):
     """The parsed ``.github/campaign-bot.toml``."""
 
     campaigns: CampaignsSection = Field(default_factory=CampaignsSection)
     screen: ScreenSection = Field(default_factory=ScreenSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
+    notify: NotifySection = Field(default_factory=NotifySection)
 
 
 @dataclass(frozen=True)

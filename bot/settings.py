@@ -62,8 +62,10 @@ systemd credentials (deploy/).
 
 Sections are nested models read from ``CAMPAIGN_BOT_<SECTION>_<FIELD>``:
 ``CAMPAIGN_BOT_SCREEN_*`` is :class:`bot.features.screen.settings.ScreenSettings` (the screen
-feature's own), ``CAMPAIGN_BOT_GIT_*`` is :class:`GitSettings` (evidence read through git, used
-by the review, the header, the live pages and the screen commits)::
+feature's own), ``CAMPAIGN_BOT_NOTIFY_*`` is
+:class:`bot.features.notify.settings.NotifySettings` (the notification targets: aliases mapped
+to URLs and secrets), ``CAMPAIGN_BOT_GIT_*`` is :class:`GitSettings` (evidence read through
+git, used by the review, the header, the live pages and the screen commits)::
 
     CAMPAIGN_BOT_GIT_CACHE_DIR           where the bare mirrors live (default
                                          ``campaign-bot-git`` in the working directory)
@@ -81,6 +83,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.features.notify.settings import NotifySettings
 from bot.features.screen.settings import ScreenSettings
 from bot.github.git import DEFAULT_MAX_CAMPAIGN_BYTES, DEFAULT_TIMEOUT_S
 
@@ -165,6 +168,7 @@ class Settings(BaseSettings):
     redeliver_max_pages: int = Field(10, ge=1)
     redeliver_window_s: float = Field(3 * 24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     screen: ScreenSettings = Field(default_factory=ScreenSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
     git: GitSettings = Field(default_factory=GitSettings)
 
     @field_validator("webhook_secret")
@@ -334,6 +338,10 @@ def dump_settings(settings: Settings) -> bytes:
             return str(v)
         if isinstance(v, BaseModel):
             return {k: plain(x) for k, x in v}
+        if isinstance(v, dict):  # e.g. the notify targets: alias -> model
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
         return v
 
     return json.dumps({k: plain(v) for k, v in settings}).encode()

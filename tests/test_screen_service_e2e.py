@@ -845,3 +845,98 @@ def test_fork_screen_evidence_lands_on_the_bot_branch(service: Env) -> None:
     assert "This pull request comes from a fork" in result
     assert f"git fetch {d.base_url}/{REPO}.git {branch}\n" in result
     assert f"git checkout FETCH_HEAD -- {CAMP_DIR}/screens/S1\n" in result
+
+
+# ------------------------------------------------------------------------------ reproduce
+
+
+def reproduce_blocks(body: str) -> tuple[list[str], list[str]]:
+    """The two shell blocks of a result's "Reproduce this result" section: (runner, check)."""
+    part = body.split("<summary>Reproduce this result</summary>", 1)[1]
+    blocks = re.findall(r"```sh\n(.*?)```", part, re.S)
+    assert len(blocks) == 2, part
+    return blocks[0].splitlines(), blocks[1].splitlines()
+
+
+def run_printed(lines: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
+    """Run each printed line, as printed, in one bash (``cd`` carries over); returns the
+    output of each line, and fails on the first line exiting other than 0 (the last, a
+    ``campaign-bot`` command, may exit 1: problems found, the bundle says what)."""
+    outs = []
+    script = ""
+    for i, line in enumerate(lines):
+        script += f"{line}\nrc=$?; echo \"@@rc{i}=$rc\"\n"
+        if i < len(lines) - 1:
+            script += "[ $rc -eq 0 ] || exit 99\n"
+    res = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=300)
+    rcs = re.findall(r"^@@rc(\d+)=(\d+)$", res.stdout, re.M)
+    assert len(rcs) == len(lines), (res.stdout[-3000:], res.stderr[-3000:])
+    assert all(int(rc) == 0 for _, rc in rcs[:-1]), res.stderr[-3000:]
+    assert int(rcs[-1][1]) in (0, 1), (res.stdout[-3000:], res.stderr[-3000:])
+    outs = re.split(r"^@@rc\d+=\d+$", res.stdout, flags=re.M)
+    return outs
+
+
+def user_env(work: Path, key: Path) -> dict[str, str]:
+    """A user's shell on a runner host: ``campaign-bot`` on PATH, the host's signing key and
+    server command (what the runner config supplies), and git credentials for the private
+    repository as a credential helper would give them (the double's token)."""
+    env = runner_env(work)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["CAMPAIGN_BOT_SIGNING_KEY"] = str(key)
+    basic = __import__("base64").b64encode(b"x-access-token:test-token").decode()
+    env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+                "GIT_TERMINAL_PROMPT": "0"})
+    return env
+
+
+def test_reproduce_commands_run_as_printed(service: Env, tmp_path: Path) -> None:
+    """The result comment and the check run carry the commands that run the screen again on
+    a runner and re-check its committed bundle offline; both blocks run as printed: the
+    re-check verifies the committed bundle's signature and reaches the same verdict, and the
+    screen run again leaves a signed bundle that verifies against the campaign's keys."""
+    e = service
+    e.say("maint", "/screen candidate noop")
+    wait_for(lambda: e.screens() and e.screen(1).state in ("finished", "failed"), 120,
+             "the screen reported")
+    s1 = e.screen(1)
+    assert s1.state == "finished", s1.detail
+    body = next(b for b in e.comments() if "campaign-bot:screen-result screen=S1" in b)
+    runner_lines, check_lines = reproduce_blocks(body)
+    check_run = e.checks()[0]
+    assert "campaign-bot check" in check_run["output"]["text"]
+    assert reproduce_blocks(check_run["output"]["text"]) == (runner_lines, check_lines)
+    sha = s1.summary["evidence"]["sha"]
+    assert check_lines[-1] == (f"campaign-bot check {CAMP_DIR}/screens/S1 --campaign "
+                               f"{CAMP_DIR} --trusted-keys trusted-keys.pem")
+    assert f"git checkout --quiet --detach {sha}" in check_lines
+    env = user_env(tmp_path / "user", e.runner.key)
+    # offline: the committed bundle verifies and is judged to the same verdict
+    (tmp_path / "offline").mkdir()
+    out = run_printed(check_lines, tmp_path / "offline", env)[-2]
+    assert "integrity: checked 13 hashes in 2 manifests, 0 errors" in out, out
+    assert "signatures: 1 verified, 0 refused, 0 unsigned bundle(s)" in out, out
+    assert re.search(rf"^1s-lossless +noop +{s1.verdict} ", out, re.M), out
+    # on a runner: the same screen again, a new signed bundle
+    (tmp_path / "again").mkdir()
+    run_printed(runner_lines, tmp_path / "again", env)
+    again = tmp_path / "again" / "S1-repro" / "bundle"
+    receipts = sorted((again / "data" / "receipts").glob("*.json"))
+    assert [json.loads(p.read_text())["arm"] for p in receipts] == ["control", "candidate"]
+    shown = json.loads((again / "data" / "screen.json").read_text())
+    assert shown["scope"] == {"blob": s1_blob(e), "frozen": True}
+    res = cli("check", str(again), "--campaign", str(tmp_path / "offline" / "S1-check" /
+                                                     CAMP_DIR),
+              "--trusted-keys", str(tmp_path / "offline" / "S1-check" / "trusted-keys.pem"))
+    assert res.returncode in (0, 1), res.stderr
+    assert "signatures: 1 verified, 0 refused, 0 unsigned bundle(s)" in res.stdout, res.stdout
+    assert re.search(r"^1s-lossless +noop +[A-Z]+ ", res.stdout, re.M), res.stdout
+
+
+def s1_blob(e: Env) -> str:
+    """Git blob SHA of the default branch's campaign.toml (the frozen scope of S1)."""
+    main = e.double.repo(REPO).refs["main"]
+    data = e.double.repo(REPO).trees[main][f"{CAMP_DIR}/campaign.toml"]
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

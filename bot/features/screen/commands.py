@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
-from bot.features.screen import budget, followup
+from bot.features.screen import budget, followup, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.campaign import authorise, find_campaign, load_campaign, pin_head
 from bot.features.screen.dispatch import dispatch_pool
@@ -99,7 +99,12 @@ def request_screens(
     pr = gh.get_pull(ctx.number)
     if pr.state != "open":
         raise user_error("message", message="this PR is closed")
-    head = pin_head(pr, req)
+    try:
+        head = pin_head(pr, req)
+    except UserError:
+        if pr.is_fork and req.sha is None:
+            notices.fork_awaiting_approval(rt, ctx.repo, ctx.number, pr.head_sha, scope.id)
+        raise
     now = rt.now()
     with rt.db() as db:
         est = [

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
-from bot.features.screen import budget, followup
+from bot.features.screen import budget, followup, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.bundle import (
     BundleCheck,
@@ -33,12 +33,14 @@ from bot.features.screen.bundle import (
     scope_problems,
     verify_bundle,
 )
+from bot.features.screen.buttons import RERUN
 from bot.features.screen.campaign import Campaign, load_campaign
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, is_screen_run
 from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
+from bot.features.screen.reproduce import recipe, reproduce_block
 from bot.features.screen.runtime import Runtime, refusal_text
 from bot.features.screen.writes import (
     edit_comment_once,
@@ -197,6 +199,7 @@ def finish_screen(
         camp = None
         reasons.append(f"campaign not readable: {refusal_text(exc)}")
     body: str | None = None
+    how = ""  # the reproduce block (commands), when there is a run to reproduce
     bundle = FetchedBundle(None, None)
     verified = False
     memo: dict[str, Any] = {}
@@ -228,6 +231,8 @@ def finish_screen(
             if evidence is not None:
                 body += "\n" + evidence_note(
                     evidence, max_file_bytes=section.max_committed_file_bytes)
+        if camp is not None and (verified or failed_run):
+            how = reproduce_text(gh, s, camp.blob, ref, evidence, bundle.artifact)
     finally:
         bundle.cleanup()
     if body is None:
@@ -238,6 +243,8 @@ def finish_screen(
             f"{verdict}. {'; '.join(reasons)}. Charged {wall * s.device_count / 3600:.2f} "
             "device-hours.",
         )
+    if how:
+        body += "\n" + how
     s.verdict = verdict
     plan = followup.plan_of(s)
     s.summary = {**({"plan": plan} if plan else {}), **memo,
@@ -260,8 +267,10 @@ def finish_screen(
         write_once(rt.options, f"complete check run {check_id}", lambda: gh.update_check_run(
             check_id, conclusion=check_conclusion(conclusion, verdict),
             title=f"{s.label}: {verdict}", summary="; ".join(reasons)[:60000] or verdict,
+            text=how[:60000] or None, actions=[RERUN],
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
+    notices.screen_done(rt, db, s, camp.scope if camp is not None else None)
     if camp is not None and camp.scope.protocol.auto_followup and memo.get("followup"):
         _auto_followup(rt, db, gh, s, camp)
 
@@ -382,6 +391,14 @@ def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBund
                              f"{type(exc).__name__}: {str(exc)[:300]}", "")
     log.info("screen %s evidence: %s (%s)", s.label, out.state, out.message)
     return out
+
+
+def reproduce_text(gh: GitHubPort, s: Screen, scope_blob: str, ref: str,
+                   evidence: CommitOutcome | None, artifact: str | None) -> str:
+    """The "Reproduce this result" block of ``s`` (:mod:`.reproduce`); "" when the port
+    knows no clone URL or there is nothing to re-check."""
+    r = recipe(gh, s, scope_blob, ref)
+    return reproduce_block(r, s, evidence, artifact) if r is not None else ""
 
 
 def check_conclusion(run_conclusion: str, verdict: str) -> str:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
+from bot.events import Notice
 from bot.features.screen import queue as screens
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.queue import Screen
@@ -66,6 +67,8 @@ class ScreenOptions:
     max_write_wait_s: float = 60.0
     public_url: str | None = None
     """``CAMPAIGN_BOT_PUBLIC_URL``: screen results link to the campaign's live pages."""
+    web_url: str = "https://github.com"
+    """``CAMPAIGN_BOT_GITHUB_URL``: the web base that notices link to (:mod:`.notices`)."""
 
 
 def reply_context(kind: str, **ctx: Any) -> dict[str, Any]:
@@ -111,6 +114,9 @@ class Runtime:
     configs: RepoConfigs = field(default_factory=RepoConfigs)
     """The repositories' ``.github/campaign-bot.toml`` (cached), for the steps that start
     from no webhook delivery (the watchdog)."""
+    emit: Callable[[Session, Notice], None] | None = None
+    """Where the flow's notices go (:mod:`.notices`, :meth:`bot.events.Notices.emit`);
+    None: nowhere."""
 
     def port_for(self, s: Screen, default: GitHubPort | None = None) -> GitHubPort:
         """The GitHub port of ``s``'s repository: ``gh_for`` when set, else ``default``.
