@@ -87,7 +87,6 @@ KNOWN_RANK_C = frozenset({
     "bot/github/git.py:GitMirrors.materialise",
     "bot/github/git.py:GitMirrors._cat",
     "bot/inbox/payloads.py:check_shape",
-    "bot/inbox/recovery.py:recover_missed",
     "bot/inbox/recovery.py:_todo",
     "bot/inbox/replay.py:load_delivery_file",
     "bot/inbox/replay.py:replay",
