@@ -38,6 +38,7 @@ from bot.features.screen.campaign import Campaign, load_campaign
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, is_screen_run
 from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
 from bot.features.screen.grammar import USAGE
+from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
 from bot.features.screen.reproduce import recipe, reproduce_block
@@ -146,6 +147,7 @@ def on_workflow_run_completed(
             return None  # not ours, or already reported (redelivery)
         pool = s.pool
         finish_screen(rt, db, gh, s, run, section)
+    sync_labels(rt, gh, s.pr_number)
     dispatch_pool(rt, pool, default_gh=gh)
     return s
 
