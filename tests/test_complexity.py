@@ -45,6 +45,8 @@ KNOWN_RANK_C = frozenset({
     "bot/features/dashboard/live.py:LiveDashboard._render",
     "bot/features/dashboard/signin.py:SignIn.access",
     "bot/features/dashboard/signin.py:SignIn.callback",
+    "bot/features/dashboard/pages.py:drift_charts",
+    "bot/features/notify/outbox.py:Notifier.deliver",
     "bot/features/notify/outbox.py:Notifier._deliver_one",
     "bot/features/review/__init__.py:rerequested",
     "bot/features/review/review.py:analyse_campaign",
