@@ -97,7 +97,6 @@ KNOWN_RANK_C = frozenset({
     "bot/inbox/worker.py:Worker.run",
     "bot/inbox/worker.py:Worker._process_claimed",
     "bot/inbox/writer.py:InboxWriter._loop_batches",
-    "bot/repo_config.py:parse",
     "bot/repo_config.py:find_campaign_dirs",
     "bot/scaffold.py:pin_inputs",
     "bot/scaffold.py:_write",
