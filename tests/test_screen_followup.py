@@ -136,3 +136,13 @@ def test_runner_follow_up_value(value: str, message: str) -> None:
         parse_follow_up("2:s1", scope())
     with pytest.raises(UsageError, match="control-vs-control"):
         parse_follow_up("2:s1", scope(protocol=SEQ), control_only=True)
+
+
+def test_a_confirmation_or_a_later_screen_is_not_continued(db: Session) -> None:
+    add(db, finished("SUPPORTED", confirmation="provisional"))
+    s2 = add(db, {**finished("INCONCLUSIVE", "s2"), "plan": {"purpose": "confirm"}})
+    with pytest.raises(followup.FollowUpRefused, match="confirmation screen: one fixed"):
+        followup.plan_followup(db, s2, scope(protocol=SEQ), BLOB)
+    s3 = add(db, finished("INCONCLUSIVE", "s3"))
+    with pytest.raises(followup.FollowUpRefused, match="began with S1: a later screen"):
+        followup.plan_followup(db, s3, scope(protocol=SEQ), BLOB)
