@@ -25,7 +25,6 @@ KNOWN_RANK_C = frozenset({
     "bot/cli.py:_serve",
     "bot/cli.py:deliveries",
     "bot/cli.py:_missing",
-    "bot/cli.py:init",
     "bot/commands/__init__.py:authorize",
     "bot/commands/__init__.py:_comment_target",
     "bot/commands/__init__.py:Commands._run",
