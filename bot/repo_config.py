@@ -199,7 +199,8 @@ NOTIFY_EVENTS = KINDS
 """The ``[notify] events`` a repository may choose (:data:`bot.events.KINDS`)."""
 NOTIFY_ALIAS_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """A target alias: what ``CAMPAIGN_BOT_NOTIFY_TARGETS`` names (letters, digits, ``_.-``)."""
-QUIET_HOURS_RE = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
+QUIET_HOURS_RE = r"^(([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9])?$"
+"""``HH:MM-HH:MM`` (24-hour clock), or empty for none."""
 
 
 class NotifySection(_Strict):
@@ -214,8 +215,8 @@ class NotifySection(_Strict):
         "Kinds of notice sent: " + ", ".join(NOTIFY_EVENTS) + " (default all)."))
     only: dict[str, list[str]] = Field(default_factory=dict, description=(
         "Per target alias, the only kinds it hears (a subset of events)."))
-    quiet_hours: str | None = Field(default=None, pattern=QUIET_HOURS_RE, description=(
-        "HH:MM-HH:MM in timezone: notices are held until the quiet hours end."))
+    quiet_hours: str = Field(default="", pattern=QUIET_HOURS_RE, description=(
+        "HH:MM-HH:MM in timezone: notices are held until the quiet hours end (empty: none)."))
     timezone: str = Field(default="UTC", description="IANA time zone of quiet_hours.")
     max_per_hour: int = Field(default=12, ge=1, le=1000, description=(
         "Notifications per target in any 60 minutes; more wait for a free slot."))
