@@ -36,7 +36,6 @@ KNOWN_RANK_C = frozenset({
     "bot/features/dashboard/api.py:screen_out",
     "bot/features/dashboard/api.py:Api.answer",
     "bot/features/dashboard/charts.py:strip_chart",
-    "bot/features/dashboard/charts.py:forest_plot",
     "bot/features/dashboard/charts.py:budget_chart",
     "bot/features/dashboard/cli.py:report",
     "bot/features/dashboard/live.py:GitCampaignDirs.__call__",
