@@ -234,7 +234,9 @@ MAX_CAMPAIGNS_SEARCHED = 200
 campaign by its id (a repository holds a few campaigns; this bounds a hostile tree)."""
 
 
-def _campaign_id(data: bytes | None) -> str | None:
+def campaign_id(data: bytes | None) -> str | None:
+    """The ``id`` of the ``campaign.toml`` bytes ``data``; None when it is not UTF-8 TOML with
+    a string ``id`` (nothing else of the file is validated)."""
     try:
         got = tomllib.loads((data or b"").decode("utf-8")).get("id")
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
@@ -247,14 +249,14 @@ def _folder_of_id(top: Path, ref: str, own: Path) -> str | None:
     whose ``id`` is that of the file ``own`` (the checked campaign's), None when none is
     (a new campaign) or ``own`` has no readable id."""
     try:
-        want = _campaign_id(own.read_bytes() if own.stat().st_size <= 1 << 20 else None)
+        want = campaign_id(own.read_bytes() if own.stat().st_size <= 1 << 20 else None)
     except OSError:
         return None
     listing = _git(top, "ls-tree", "-r", "-z", "--name-only", ref) if want else None
     names = [n.decode("utf-8", "replace") for n in (listing or b"").split(b"\0")
              if n == b"campaign.toml" or n.endswith(b"/campaign.toml")]
     for name in names[:MAX_CAMPAIGNS_SEARCHED]:
-        if _campaign_id(_git(top, "cat-file", "blob", f"{ref}:{name}")) == want:
+        if campaign_id(_git(top, "cat-file", "blob", f"{ref}:{name}")) == want:
             return name[: -len("campaign.toml")]
     return None
 

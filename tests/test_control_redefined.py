@@ -305,3 +305,33 @@ def test_a_campaign_moved_to_another_folder_is_judged_by_its_default_branch_file
         assert code == 1, rep["findings"]
         assert "SUPPORTED" not in _verdicts(rep).values(), rep["findings"]
         assert rep["signatures"]["keys_file"] == "trusted-keys.pem at origin/main"
+
+
+def test_the_bot_review_of_a_moved_campaign_uses_its_default_branch_keys(
+        github_double, tmp_path: Path, keys: tuple[Path, bytes]) -> None:
+    """A pull request that moves the campaign to a new folder, with its own key, control and
+    self-signed bundle, is reviewed under the keys and scope the default branch holds for
+    that campaign id: the bundle is refused, no SUPPORTED."""
+    from github_helpers import REPO, clear_configs, port, pr_event, router
+
+    from bot.repo_config import RepoConfig
+
+    own_key = tmp_path / "pr.key"
+    own_pem = generate_key(own_key).read_bytes()
+    bundle = tmp_path / "s1"
+    _bundle(bundle, own_key, REDEFINED, "noop", frozen=False)
+    github_double.add_repo(REPO, {"campaigns/x/campaign.toml": MAIN,
+                                  "campaigns/x/trusted-keys.pem": keys[1]})
+    changes: dict[str, bytes | str | None] = {
+        "campaigns/x/campaign.toml": None, "campaigns/x/trusted-keys.pem": None,
+        "campaigns/y/campaign.toml": REDEFINED, "campaigns/y/trusted-keys.pem": own_pem}
+    changes.update({f"campaigns/y/screens/s1/{p.relative_to(bundle).as_posix()}": p.read_bytes()
+                    for p in sorted(bundle.rglob("*")) if p.is_file()})
+    pull = github_double.add_pull(REPO, 4, changes, user="dave")
+    clear_configs()
+    results = router.dispatch(pr_event(4, pull.head_sha), port(github_double), RepoConfig())
+    assert all(r.ok for r in results), results
+    (summary,) = [c["body"] for c in github_double.repo(REPO).comments.values()
+                  if "<!-- campaign-bot:summary pr=4 -->" in c["body"]]
+    assert "SUPPORTED" not in summary
+    assert "SIGNATURE\\_INVALID" in summary  # the table escapes Markdown

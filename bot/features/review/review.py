@@ -300,13 +300,17 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
             mat = git.materialise(repo, commit, directory, root)
             pem, frozen = None, None
             if keys_commit is not None:
-                kf = TRUSTED_KEYS_FILE if directory in (".", "") else \
-                    f"{directory}/{TRUSTED_KEYS_FILE}"
-                pem = git.read_file(repo, keys_commit, kf)
                 # the frozen scope: the control, protocol and pool every bundle must have
                 # run under come from the default branch's campaign.toml
-                toml = _repo_path(directory, "campaign.toml")
-                scope_bytes = git.read_file(repo, keys_commit, toml, max_bytes=1 << 20)
+                home = directory
+                scope_bytes = git.read_file(repo, keys_commit, _repo_path(home, "campaign.toml"),
+                                            max_bytes=1 << 20)
+                if scope_bytes is None:  # moved by the PR? the same campaign id's folder
+                    home = _default_branch_home(git, repo, keys_commit, root) or home
+                    scope_bytes = git.read_file(repo, keys_commit,
+                                                _repo_path(home, "campaign.toml"),
+                                                max_bytes=1 << 20)
+                pem = git.read_file(repo, keys_commit, _repo_path(home, TRUSTED_KEYS_FILE))
                 if scope_bytes is not None:
                     frozen = FrozenScope(label=f"campaign.toml at {keys_commit[:12]}, the "
                                          "default branch", data=scope_bytes)
@@ -338,6 +342,33 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
     out.findings = place(directory, findings)
     out.verdicts = rows
     return out
+
+
+MAX_CAMPAIGNS_SEARCHED = 200
+"""At most this many ``campaign.toml`` files of the default branch are read to find the
+folder of a campaign a pull request moved (by its ``id``)."""
+
+
+def _default_branch_home(git: GitMirrors, repo: str, commit: str, root: Path) -> str | None:
+    """The folder (repository-relative, ``.`` for the top) holding the ``campaign.toml`` at
+    ``commit`` (the default branch) whose ``id`` is that of ``root/campaign.toml`` (the
+    pull request's copy); None when there is none (a campaign the PR adds).  A campaign
+    moved to another folder keeps its keys and frozen scope: those of its id, not none."""
+    from evidence.scope_binding import campaign_id
+
+    try:
+        own = root / "campaign.toml"
+        want = campaign_id(own.read_bytes() if own.stat().st_size <= 1 << 20 else None)
+    except OSError:
+        return None
+    if want is None:
+        return None
+    names = [e.path for e in git.ls_tree(repo, commit, "")
+             if e.path == "campaign.toml" or e.path.endswith("/campaign.toml")]
+    for name in names[:MAX_CAMPAIGNS_SEARCHED]:
+        if campaign_id(git.read_file(repo, commit, name, max_bytes=1 << 20)) == want:
+            return name[: -len("/campaign.toml")] if "/" in name else "."
+    return None
 
 
 def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo,
