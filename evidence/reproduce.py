@@ -77,7 +77,8 @@ def runner_commands(r: ScreenRecipe) -> list[str]:
     lines.append(_q("git", "checkout", "--quiet", "--detach", r.head_sha))
     lines.append(_q("git", "cat-file", "blob", r.scope_blob) + " > frozen-campaign.toml")
     args = ["campaign-bot", "screen", "--campaign", camp, "--track", r.track]
-    args += ["--control-only"] if r.candidate is None else ["--candidate", r.candidate]
+    if r.candidate_revision is None:  # a revision screen names no candidate
+        args += ["--control-only"] if r.candidate is None else ["--candidate", r.candidate]
     args += ["--sessions", str(r.sessions), "--frozen-scope", "frozen-campaign.toml",
              "--frozen-scope-blob", r.scope_blob]
     if r.control_revision is not None:

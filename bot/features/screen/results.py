@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from bot.commands import UserError
 from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
+from bot.features.screen.bisect import advance
 from bot.features.screen.bundle import (
     BundleCheck,
     BundleDocuments,
@@ -145,6 +146,9 @@ def on_workflow_run_completed(
             return None  # not ours, or already reported (redelivery)
         pool = s.pool
         finish_screen(rt, db, gh, s, run, section)
+        step_of = s.bisection_id
+    if step_of is not None:  # a /bisect step: the bisection reads it, queues the next one
+        advance(rt, gh, s.id)
     dispatch_pool(rt, pool, default_gh=gh)
     return s
 
@@ -198,6 +202,7 @@ def finish_screen(
         camp = None
         reasons.append(f"campaign not readable: {refusal_text(exc)}")
     body: str | None = None
+    ratio: float | None = None
     how = ""  # the reproduce block (commands), when there is a run to reproduce
     bundle = FetchedBundle(None, None)
     verified = False
@@ -207,7 +212,7 @@ def finish_screen(
             if bundle.problem is not None:
                 reasons.append(bundle.problem)
             if camp is not None and bundle.root is not None:
-                verdict, reasons, body, verified = _judge_bundle(
+                verdict, reasons, body, verified, ratio = _judge_bundle(
                     db, s, camp, bundle.root, verdict, reasons, conclusion, wall,
                     rt.options.public_url)
         except GitHubError as exc:
@@ -244,7 +249,8 @@ def finish_screen(
     if how:
         body += "\n" + how
     s.verdict = verdict
-    s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion}
+    s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion,
+                 "ratio": ratio}
     if evidence is not None:
         s.summary["evidence"] = evidence.record()
     if not failed_run and verdict != "REFUSED":
@@ -272,9 +278,9 @@ def finish_screen(
 def _judge_bundle(
     db: Session, s: Screen, camp: Campaign, root: Path, verdict: str, reasons: list[str],
     conclusion: str, wall: float, public_url: str | None = None,
-) -> tuple[str, list[str], str | None, bool]:
+) -> tuple[str, list[str], str | None, bool, float | None]:
     """Verify, read and judge the unpacked bundle at ``root``: ``(verdict, reasons, result
-    comment body or None, verified)``.  Body None: the bundle did not verify (only why is
+    comment body or None, verified, ratio)``.  Body None: the bundle did not verify (only why is
     shown); ``verified``: it verified and its signed documents were read (only such a bundle
     may be committed as evidence)."""
     failed_run = conclusion != "success"
@@ -292,14 +298,14 @@ def _judge_bundle(
     elif docs.unreadable:
         reasons = [*reasons, "signed documents of the bundle could not be read",
                    *docs.unreadable]
-        return verdict, reasons, None, False
+        return verdict, reasons, None, False, None
     elif failed_run:
         decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
     else:
         decision = judge_screen(camp.scope, s, docs.receipts, docs.media, docs.problems)
         verdict, reasons = decision.verdict, decision.reasons
     if not (chk.ok or failed_run):
-        return verdict, reasons, None, False
+        return verdict, reasons, None, False, None
     st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
     track = camp.scope.track(s.track)
     view = build_result(
@@ -313,7 +319,7 @@ def _judge_bundle(
     )
     return verdict, reasons, render(
         "screen_result.md.j2", marker_text=marker("screen-result", screen=s.label), r=view,
-        dashboard=campaign_page(public_url, s.repo, s.campaign)), chk.ok
+        dashboard=campaign_page(public_url, s.repo, s.campaign)), chk.ok, decision.ratio
 
 
 def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBundle,
