@@ -104,6 +104,8 @@ def test_bisection_finds_the_slow_commit_within_the_cap(service: Env, tmp_path: 
     assert {SLOW_AT - 1, SLOW_AT} <= asked  # the culprit's boundary was screened on both sides
     charged = sum(s.charged_device_s or 0 for s in screens) / 3600
     assert charged <= b.max_device_hours
+    wait_for(lambda: "Bisection B1: found" in status_comment(e, "B1"), 30,
+             "the final status comment")
     body = status_comment(e, "B1")
     assert "### ✅ Bisection B1: found on `1s-lossless`" in body
     assert f"**First slow commit: `{shas[SLOW_AT]}`** (commit {SLOW_AT} of 32" in body
@@ -141,6 +143,7 @@ def test_bisection_refused_when_the_cap_is_too_small_and_cancelled(service: Env,
     cid = e.say("maint", "/bisect cancel B1")
     wait_for(lambda: bisections(e)[0].state == "cancelled", 60, "cancelled")
     wait_for(lambda: e.screens()[0].state == "failed", 60, "the step's run reported")
+    wait_for(lambda: "cancelled by maint" in status_comment(e, "B1"), 30, "the status")
     assert e.screens()[0].conclusion == "cancelled"
     assert "Bisection B1 cancelled." in e.reply_to(cid)
     body = status_comment(e, "B1")
@@ -173,3 +176,5 @@ def test_compare_two_revisions(service: Env, tmp_path: Path) -> None:
         ("control", fast[:12]), ("candidate", slow[:12])]
     assert f"--control-revision {fast[:12]} --candidate-revision {slow[:12]}" in result
     assert f"refs/pull/{PR}/head" in result and f"{REPO}.git" in result
+    # the evidence commit's push comes back to the bot before the service stops
+    wait_for(lambda: "pull_request.synchronize" in e.runner.delivered, 60, "the push hook")
