@@ -122,3 +122,20 @@ def check_commands(r: ScreenRecipe, *, bundle_path: str | None, commit: str | No
     lines.append(_q("campaign-bot", "check", target, "--campaign", camp, "--trusted-keys",
                     "trusted-keys.pem"))
     return lines
+
+
+def campaign_commands(*, bundle_dir: str | None, track: str, candidate: str | None,
+                      sessions: int) -> list[str]:
+    """Shell lines, run in the campaign's directory of a checkout of the default branch,
+    that re-check a committed screen (``campaign-bot check BUNDLE_DIR --campaign .``, when
+    its receipts are in a bundle directory) and run it again on a runner host with the
+    campaign.toml checked out (``campaign-bot screen``): what the campaign's pages show,
+    which know the committed evidence but not the pull request a screen came from."""
+    lines = []
+    if bundle_dir is not None:
+        lines.append(_q("campaign-bot", "check", bundle_dir, "--campaign", "."))
+    args = ["campaign-bot", "screen", "--campaign", ".", "--track", track]
+    args += ["--control-only"] if candidate is None else ["--candidate", candidate]
+    args += ["--sessions", str(sessions), "--out", "bundle"]
+    lines.append(_q(*args))
+    return lines
