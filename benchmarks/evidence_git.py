@@ -53,8 +53,9 @@ from rich.table import Table  # noqa: E402
 from bot.database import make_engine, migrate  # noqa: E402
 from bot.features.header import service as hs  # noqa: E402
 from bot.features.review.review import review_pull  # noqa: E402
+from bot.github.client import make_client  # noqa: E402
 from bot.github.git import GitMirrors  # noqa: E402
-from bot.github.pygithub import PyGithubPort, make_client  # noqa: E402
+from bot.github.pygithub import PyGithubPort  # noqa: E402
 from bot.repo_config import RepoConfig  # noqa: E402
 from sandbox.github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 

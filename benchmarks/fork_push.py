@@ -53,8 +53,9 @@ def child(mode: str, base_url: str, cache: Path) -> dict[str, float]:
     from github import Auth
 
     from bot.features.review.review import read_pull, review_pull
+    from bot.github.client import make_client
     from bot.github.git import GitMirrors
-    from bot.github.pygithub import PyGithubPort, make_client
+    from bot.github.pygithub import PyGithubPort
     from bot.repo_config import RepoConfig
 
     auth = Auth.Token("test-token")

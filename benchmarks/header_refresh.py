@@ -36,8 +36,9 @@ from rich.table import Table  # noqa: E402
 
 from bot.database import make_engine, migrate  # noqa: E402
 from bot.features.header import service as cs  # noqa: E402
+from bot.github.client import make_client  # noqa: E402
 from bot.github.git import GitMirrors  # noqa: E402
-from bot.github.pygithub import PyGithubPort, make_client  # noqa: E402
+from bot.github.pygithub import PyGithubPort  # noqa: E402
 from sandbox.github_double import GitHubDouble, default_openapi_path  # noqa: E402
 from sandbox.github_double.openapi import OpenAPISubset  # noqa: E402
 

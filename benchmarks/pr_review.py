@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from github import Auth  # noqa: E402
 
 from bot.features.review.review import review_pull  # noqa: E402
+from bot.github.client import make_client, make_retry  # noqa: E402
 from bot.github.git import GitMirrors  # noqa: E402
-from bot.github.pygithub import PyGithubPort, make_client, make_retry  # noqa: E402
+from bot.github.pygithub import PyGithubPort  # noqa: E402
 from bot.repo_config import RepoConfig  # noqa: E402
 from sandbox.github_double import GitHubDouble, OpenAPISubset, default_openapi_path  # noqa: E402
 

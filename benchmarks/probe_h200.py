@@ -1,6 +1,12 @@
 """Operator probes and trace summaries held to a real GPU (written for one NVIDIA H200).
 
-For each operator pair, from tiny (launch-bound) to large (compute-bound), bf16:
+For each operator pair, from tiny (launch-bound) to large (compute-bound), bf16, the default
+run (``--rounds N``, N > 0) interleaves in one process N rounds of the probe at its defaults
+and ``triton.testing.do_bench`` (ABBA and BAAB runs, 256 MB flush), each after the same
+``--prewarm-s`` of both arms, while ``nvidia-smi`` samples the SM clock, power and power-cap
+state in a process of its own; it writes ``DIR/probe_h200_interleaved.json`` (``--compact IN
+OUT`` drops its per-call samples).  ``--rounds 0`` is the single-pass run with the probe's
+variants:
 
 * ``runners.probe.run_probe`` with the default timer (CUDA events, L2 flush, 0.5 s budget per
   arm) twice (run-to-run drift), once with ``--graph`` and once with the ``probe@1`` host
@@ -19,7 +25,8 @@ Analysis when it is installed.
 
 Usage::
 
-    python benchmarks/probe_h200.py --out DIR            # on the GPU machine
+    python benchmarks/probe_h200.py --out DIR --rounds 6 --prewarm-s 1.0 --skip-traces
+    python benchmarks/probe_h200.py --out DIR --rounds 0  # single pass, variants, traces
     python benchmarks/probe_h200.py --analyse DIR        # anywhere: summaries, union, HTA
     python benchmarks/probe_h200.py --out DIR --device cpu --quick   # a dry run on the CPU
 
@@ -284,6 +291,230 @@ def run_pairs(device: str, quick: bool, only: set[str]) -> list[dict[str, Any]]:
     return rows
 
 
+# ------------------------------------------------------------------- interleaved rounds
+
+THROTTLE_SW_POWER_CAP = 0x4
+"""NVML's ``clocksEventReasonSwPowerCap`` bit (nvml.h): the clock is held down to stay under
+the power limit."""
+
+
+class GpuSampler:
+    """``nvidia-smi`` in a process of its own (so it takes no Python GIL from the timed
+    loop), sampling the SM clock, power draw, temperature and active clock-event
+    (throttle) reasons every ``period_ms``; :meth:`segment` summarises the samples taken
+    between two ``time.time()`` marks."""
+
+    FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+
+    def __init__(self, path: Path, period_ms: int = 20) -> None:
+        import shutil
+        import subprocess
+
+        self.path = path
+        self.proc = None
+        exe = shutil.which("nvidia-smi")
+        fields = self.FIELDS
+        if exe and subprocess.run([exe, f"--query-gpu={fields}", "--format=csv"],
+                                  capture_output=True).returncode != 0:
+            fields = fields.replace("clocks_event_reasons", "clocks_throttle_reasons")  # older
+        if exe:
+            self.fh = path.open("w")
+            self.proc = subprocess.Popen(
+                [exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                 f"-lms={period_ms}"], stdout=self.fh, stderr=subprocess.STDOUT)
+            time.sleep(0.5)
+
+    def stop(self) -> list[tuple[float, int, float, int, int]]:
+        """Stop sampling; the samples as (epoch s, SM MHz, W, deg C, reasons bitmask)."""
+        from datetime import datetime
+
+        if self.proc is None:
+            return []
+        self.proc.terminate()
+        self.proc.wait(5)
+        self.fh.close()
+        out = []
+        for line in self.path.read_text().splitlines():
+            f = [x.strip() for x in line.split(",")]
+            try:
+                t = datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                out.append((t, int(f[1]), float(f[2]), int(f[3]), int(f[4], 16)))
+            except (ValueError, IndexError):
+                continue
+        return out
+
+    @staticmethod
+    def segment(samples: list[tuple[float, int, float, int, int]], t0: float,
+                t1: float) -> dict[str, Any] | None:
+        """Median SM clock and power, top temperature and the share of samples held at
+        the power cap between ``t0`` and ``t1`` (epoch seconds)."""
+        got = [x for x in samples if t0 <= x[0] <= t1]
+        if not got:
+            return None
+        return {"samples": len(got), "sm_mhz": statistics.median(x[1] for x in got),
+                "sm_mhz_min": min(x[1] for x in got), "sm_mhz_max": max(x[1] for x in got),
+                "power_w": statistics.median(x[2] for x in got),
+                "temp_c_max": max(x[3] for x in got),
+                "power_capped": sum(1 for x in got if x[4] & THROTTLE_SW_POWER_CAP) / len(got),
+                "reasons": sorted({hex(x[4]) for x in got})}
+
+
+def prewarm(fns: dict[str, Callable[[], Any]], seconds: float) -> None:
+    """Run both arms, alternating, each call after the same 256 MiB flush the probe and
+    ``do_bench`` use, for ``seconds`` of wall time, then synchronize: every measurement
+    below starts from the same warm device."""
+    import torch
+
+    buf = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
+    end = time.perf_counter() + seconds
+    with torch.inference_mode():
+        while time.perf_counter() < end:
+            for fn in fns.values():
+                buf.zero_()
+                fn()
+            torch.cuda.synchronize()
+    del buf
+
+
+def do_bench_abba(fns: dict[str, Callable[[], Any]], rep_ms: int = 250, *,
+                  candidate_first: bool = False) -> dict[str, Any]:
+    """``triton.testing.do_bench`` medians of control, candidate, candidate, control (BAAB
+    with ``candidate_first``; rep ``rep_ms`` each, default 25 ms warmup, 256 MB flush
+    before each call): the two runs' medians per arm and the ratio of their medians.
+    ABBA cancels a linear drift but not a first run that is faster than the rest (a device
+    that has not yet settled at its power cap), so rounds alternate ABBA and BAAB."""
+    import torch
+    from triton.testing import do_bench
+
+    runs: dict[str, list[float]] = {"control": [], "candidate": []}
+    order = ("candidate", "control", "control", "candidate") if candidate_first else (
+        "control", "candidate", "candidate", "control")
+    with torch.inference_mode():
+        for arm in order:
+            runs[arm].append(float(do_bench(fns[arm], rep=rep_ms, return_mode="median")))
+    c, k = statistics.median(runs["control"]), statistics.median(runs["candidate"])
+    return {"control_ms": c, "candidate_ms": k, "ratio": k / c, "runs": runs,
+            "order": list(order)}
+
+
+def run_interleaved(device: str, rounds: int, only: set[str], sampler: GpuSampler | None,
+                    prewarm_s: float = 1.0) -> list[dict[str, Any]]:
+    """Per pair, ``rounds`` rounds of the probe at its defaults and ``do_bench_abba``, in
+    one process, alternating which goes first (and ABBA with BAAB for ``do_bench``), each
+    after the same :func:`prewarm` of ``prewarm_s``; the GPU's clock, power and power-cap
+    state sampled over each measurement."""
+    import torch
+
+    from runners.probe import ProbeSettings, run_probe
+
+    marks: list[tuple[str, str, int, float, float]] = []
+    rows = []
+    for p in pairs(device, False):
+        if only and p["id"] not in only:
+            continue
+        args = [t.to(device) for t in p["inputs"]]
+        fns: dict[str, Callable[[], Any]] = {
+            arm: (lambda f=p[arm], a=args: f(*a)) for arm in ("control", "candidate")}
+        row: dict[str, Any] = {"id": p["id"], "what": p["what"], "rounds": []}
+        t_pair = time.perf_counter()
+        for r in range(rounds):
+            got: dict[str, Any] = {}
+            for what in (("probe", "do_bench") if r % 2 == 0 else ("do_bench", "probe")):
+                prewarm(fns, prewarm_s)
+                t0 = time.time()
+                if what == "probe":
+                    doc = run_probe(p["control"], p["candidate"], args, probe_id=p["id"],
+                                    revision="benchmark", control_op="control",
+                                    candidate_op="candidate", device=device,
+                                    settings=ProbeSettings())
+                    got["probe"] = doc.model_dump(mode="json", by_alias=True)
+                else:
+                    got["do_bench"] = do_bench_abba(fns, candidate_first=r % 4 >= 2)
+                marks.append((p["id"], what, r, t0, time.time()))
+            got["first"] = "probe" if r % 2 == 0 else "do_bench"
+            row["rounds"].append(got)
+            pr, db = got["probe"], got["do_bench"]
+            (cmp_,) = pr["comparisons"]
+            print(f"{p['id']:16s} round {r} probe {cmp_['ratio']:.4f} [{cmp_['low']:.4f}, "
+                  f"{cmp_['high']:.4f}] {cmp_['finding']} | do_bench {db['ratio']:.4f} "
+                  f"runs {db['runs']}", flush=True)
+        row["seconds"] = time.perf_counter() - t_pair
+        rows.append(row)
+        del args, fns
+        torch.cuda.empty_cache()
+    samples = sampler.stop() if sampler else []
+    for row in rows:
+        for r, got in enumerate(row["rounds"]):
+            for pid, what, rr, t0, t1 in marks:
+                if pid == row["id"] and rr == r:
+                    got[f"{what}_gpu"] = GpuSampler.segment(samples, t0, t1)
+    return rows
+
+
+def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per pair: the probe's and ``do_bench``'s ratios and medians per round and over the
+    rounds (median of the rounds), and how far apart they are."""
+    out = []
+    for row in rows:
+        rs = row["rounds"]
+        pr = [g["probe"]["comparisons"][0] for g in rs]
+        med = {arm: [statistics.median(next(t["samples_ms"] for t in g["probe"]["timings"]
+                                            if t["arm"] == arm)) for g in rs]
+               for arm in ("control", "candidate")}
+        db = [g["do_bench"] for g in rs]
+        p_ratio = statistics.median(c["ratio"] for c in pr)
+        d_ratio = statistics.median(d["ratio"] for d in db)
+        d_med = {arm: statistics.median(x for d in db for x in d["runs"][arm])
+                 for arm in ("control", "candidate")}
+        p_med = {arm: statistics.median(v) for arm, v in med.items()}
+        out.append({
+            "id": row["id"],
+            "probe_ratios": [c["ratio"] for c in pr],
+            "probe_intervals": [(c["low"], c["high"]) for c in pr],
+            "probe_findings": [c["finding"] for c in pr],
+            "do_bench_ratios": [d["ratio"] for d in db],
+            "per_round_ratio_vs_do_bench": [c["ratio"] / d["ratio"] for c, d in
+                                            zip(pr, db, strict=True)],
+            "probe_ratio": p_ratio, "do_bench_ratio": d_ratio,
+            "ratio_vs_do_bench": p_ratio / d_ratio,
+            "probe_median_ms": p_med, "do_bench_median_ms": d_med,
+            "median_vs_do_bench": {a: p_med[a] / d_med[a] for a in p_med},
+            "do_bench_run_spread": {a: max(x for d in db for x in d["runs"][a])
+                                    / min(x for d in db for x in d["runs"][a]) - 1
+                                    for a in ("control", "candidate")},
+        })
+    return out
+
+
+def compact(doc: dict[str, Any]) -> dict[str, Any]:
+    """An interleaved run's document without the per-call samples (for
+    ``benchmarks/results/``): per round the probe's comparison, medians, quartiles, block
+    medians and settings, ``do_bench``'s runs, and the GPU state over each."""
+    from evidence.operator_probe import quartiles, split_blocks
+
+    pairs_out = []
+    for row in doc["pairs"]:
+        rounds = []
+        for g in row["rounds"]:
+            pr = g["probe"]
+            arms = {}
+            for t in pr["timings"]:
+                k = pr["timing"]["block_calls"].get(t["arm"], len(t["samples_ms"]))
+                arms[t["arm"]] = {
+                    "median_ms": statistics.median(t["samples_ms"]),
+                    "min_ms": min(t["samples_ms"]), "iqr_ms": quartiles(t["samples_ms"]),
+                    "host_median_ms": statistics.median(t["host_samples_ms"]),
+                    "block_medians_ms": [statistics.median(b)
+                                         for b in split_blocks(t["samples_ms"], k)]}
+            rounds.append({"first": g["first"], "probe": {
+                "comparison": pr["comparisons"][0], "repeats": pr["repeats"],
+                "timing": pr["timing"], "versions": pr["versions"], "arms": arms},
+                "do_bench": g["do_bench"], "probe_gpu": g.get("probe_gpu"),
+                "do_bench_gpu": g.get("do_bench_gpu")})
+        pairs_out.append({"id": row["id"], "what": row["what"], "rounds": rounds})
+    return {k: v for k, v in doc.items() if k != "pairs"} | {"pairs": pairs_out}
+
+
 # ------------------------------------------------------------------------------ traces
 
 
@@ -481,9 +712,21 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated pair ids (default: all)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="interleaved rounds of the probe (defaults) and do_bench per pair "
+                    "(0: the single-pass run with the probe's variants)")
+    ap.add_argument("--skip-traces", action="store_true")
+    ap.add_argument("--compact", nargs=2, type=Path, metavar=("IN", "OUT"),
+                    help="write an interleaved run's JSON without its per-call samples")
+    ap.add_argument("--prewarm-s", type=float, default=1.0,
+                    help="both arms, alternating, before every measurement (seconds)")
     a = ap.parse_args()
     if a.analyse:
         print(json.dumps(analyse(a.analyse), indent=1))
+        return 0
+    if a.compact:
+        src, dst = a.compact
+        dst.write_text(json.dumps(compact(json.loads(src.read_text())), indent=1) + "\n")
         return 0
     if a.out is None:
         ap.error("--out or --analyse")
@@ -504,7 +747,35 @@ def main() -> int:
             pass
     print(json.dumps(info), flush=True)
     t0 = time.perf_counter()
-    rows = run_pairs(a.device, a.quick, set(filter(None, a.only.split(","))))
+    only = set(filter(None, a.only.split(",")))
+    if a.rounds and a.device.startswith("cuda"):
+        sampler = GpuSampler(a.out / "gpu_samples.csv")
+        rows = run_interleaved(a.device, a.rounds, only, sampler, a.prewarm_s)
+        agree = agreement(rows)
+        doc = {"info": info, "prewarm_s": a.prewarm_s, "pairs": rows, "agreement": agree,
+               "seconds": time.perf_counter() - t0}
+        (a.out / "probe_h200_interleaved.json").write_text(json.dumps(doc, indent=1) + "\n")
+        print("\npair | probe ratios per round | do_bench ratios per round | probe/do_bench "
+              "(median of rounds) | medians probe/do_bench (control, candidate) | "
+              "do_bench run spread (control, candidate)")
+        for g in agree:
+            print(f"{g['id']} | {' '.join(f'{x:.3f}' for x in g['probe_ratios'])} "
+                  f"{'/'.join(g['probe_findings'])} | "
+                  f"{' '.join(f'{x:.3f}' for x in g['do_bench_ratios'])} | "
+                  f"{g['ratio_vs_do_bench']:.3f} | {g['median_vs_do_bench']['control']:.3f}, "
+                  f"{g['median_vs_do_bench']['candidate']:.3f} | "
+                  f"{g['do_bench_run_spread']['control']:.3f}, "
+                  f"{g['do_bench_run_spread']['candidate']:.3f}")
+        if a.skip_traces:
+            return 0
+        trace_pairs(a.device, False, a.out / "trace_pairs.json")
+        trace_two_stream(a.device, False, a.out / "trace_two_stream.json")
+        res = analyse(a.out)
+        for name, r in res.items():
+            print(name, "equal to the independent union:", all(r["equal"].values()))
+        print(f"total {time.perf_counter() - t0:.1f} s")
+        return 0
+    rows = run_pairs(a.device, a.quick, only)
     if not a.only:
         trace_pairs(a.device, a.quick, a.out / "trace_pairs.json")
         trace_two_stream(a.device, a.quick, a.out / "trace_two_stream.json")

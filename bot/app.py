@@ -490,7 +490,8 @@ def live_dashboard(settings: Settings, engine: Callable[[], Engine], *,
     temporary folder removed at exit), repository visibility from
     ``GET /repos/{owner}/{repo}`` with the App's (or token's) credentials."""
     from bot.github import GitHubError, GitHubNotFound
-    from bot.github.pygithub import GitHubClients, map_exception
+    from bot.github.client import map_exception
+    from bot.github.pygithub import GitHubClients
 
     token = settings.token.get_secret_value() if settings.token is not None else None
     clients = GitHubClients(
@@ -559,7 +560,7 @@ def replay(saved: SavedDelivery, settings: Settings, *, apply: bool = False,
     Raises :class:`bot.inbox.replay.SignatureMismatch` and
     :class:`bot.inbox.replay.ReplayInputError` (see there; ``--apply`` with ``offline`` or
     without GitHub access)."""
-    from bot.github.pygithub import make_retry
+    from bot.github.client import make_retry
 
     event = replay_mod.check(saved, settings.secret(), resign=resign)
     has_credentials = settings.token is not None or settings.app_id is not None

@@ -63,8 +63,9 @@ class Notice:
             raise ValueError("a notice links to its result: url is empty")
 
 
-Subscriber = Callable[[Session, Notice], None]
-"""``def on_notice(db, notice)``: act on ``notice`` inside ``db``'s transaction."""
+Subscriber = Callable[[Session, Notice], object]
+"""``def on_notice(db, notice)``: act on ``notice`` inside ``db``'s transaction (what it
+returns is ignored)."""
 
 
 @dataclass

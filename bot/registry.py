@@ -52,7 +52,8 @@ class Registry:
     """``CAMPAIGN_BOT_PUBLIC_URL``: where the live campaign pages are (see :mod:`bot.links`);
     None: texts on GitHub link to none."""
     web_url: str = "https://github.com"
-    """``CAMPAIGN_BOT_GITHUB_URL``: GitHub's web base, for links outside GitHub (notices)."""
+    """``CAMPAIGN_BOT_GITHUB_URL``: GitHub's web base, for links outside GitHub (notices) and
+    the links the bot writes to files and commits (the status header's evidence link)."""
     router: Router = field(default_factory=Router)
     jobs: list[Job] = field(default_factory=list)
     notices: Notices = field(default_factory=Notices)

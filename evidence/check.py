@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evidence.bundle import Doc, LoadedCampaign, load_campaign, validation_findings
 from evidence.claims import Claim
 from evidence.diagnostics import ProbeRow, TraceRow, probe_rows, trace_rows
-from evidence.hashing import HashPool
+from evidence.hashing import HashPool, git_blob_sha
 from evidence.manifest import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_FILE_BYTES,
@@ -43,6 +43,7 @@ from evidence.manifest import (
     verify_tree,
 )
 from evidence.models import CampaignScope, Finding
+from evidence.scope_binding import FrozenScope
 from evidence.screening import ScreeningDecision
 from evidence.verdicts import TrackVerdict
 
@@ -234,7 +235,9 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                    loaded: LoadedCampaign | None = None,
                    hasher: HashPool | None = None,
                    external_files: dict[str, Any] | None = None,
-                   campaign_dir: Path | None = None) -> CheckReport:
+                   campaign_dir: Path | None = None,
+                   frozen_scope: FrozenScope | None = None,
+                   read_blob: Callable[[str], bytes | None] | None = None) -> CheckReport:
     """Load, validate and verify ``root``; see the module docstring.
 
     ``campaign_dir``: the campaign whose campaign.toml judges ``root``, a bundle kept outside
@@ -268,6 +271,14 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ``loaded``: ``root`` as :func:`evidence.bundle.load_campaign` already read it (with the
     same ``max_file_bytes``), reused instead of reading every document again.
 
+    ``frozen_scope``: the campaign's frozen scope (the default branch's ``campaign.toml``);
+    without it the ``campaign.toml`` judging ``root`` stands in.  Every verified bundle's
+    signed statement is held against it (:func:`evidence.scope_binding.binding_findings`):
+    a bundle measured under another control, protocol or pool, or with a candidate the
+    frozen scope defines otherwise, is P0 ``CONTROL_REDEFINED`` and none of its documents is
+    read, so it gives no verdict.  ``read_blob(sha)``: the bytes of a git blob (the scope
+    file a statement names) or None.
+
     ``hasher``: a :class:`evidence.hashing.HashPool` the caller opened (and closes), perhaps
     already hashing the files of ``root`` (:func:`evidence.hashing.prefetch_bag`); its
     ``progress`` and ``workers`` then apply instead of these arguments.
@@ -290,8 +301,10 @@ def check_campaign(root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         idx = index_tree(root)
         readable = None
         if trusted_keys is not None:  # signatures first: a refused bundle is never read
+            binder = _scope_binder(root, campaign_dir, frozen_scope, read_blob,
+                                   min(max_file_bytes, max_document_bytes))
             sig_findings, readable = _signed_bundles(root, trusted_keys, external_files,
-                                                     idx, signatures, require_signed)
+                                                     idx, signatures, require_signed, binder)
 
         # Hashing overlaps parsing: verify_tree queues each manifest's files on the pool as
         # soon as it reads the manifest, then calls `load` (every document parsed and
@@ -411,12 +424,55 @@ def _pool_findings(lc: LoadedCampaign) -> list[Finding]:
                    '["self-hosted", "ascend910b1", "x4"]')]
 
 
+def _scope_binder(root: Path, campaign_dir: Path | None, frozen: FrozenScope | None,
+                  read_blob: Callable[[str], bytes | None] | None, limit: int
+                  ) -> Callable[[str, dict[str, Any]], list[Finding]] | None:
+    """The frozen-scope check of one verified bundle (root-relative folder, signed
+    predicate) -> findings, or None when there is no scope to hold bundles against (a bare
+    bundle checked without ``--campaign``).  Reference: ``frozen``, else the campaign.toml
+    judging ``root``.  A scope file named by a statement is looked for in the bundle
+    (:data:`evidence.scope_binding.SCOPE_FILE`), then as that campaign.toml, then through
+    ``read_blob``; files over ``limit`` bytes are not read."""
+    from evidence.scope_binding import SCOPE_FILE, binding_findings
+
+    def small(path: Path) -> bytes | None:
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
+                return None
+            return path.read_bytes()
+        except OSError:
+            return None
+
+    own_file = (campaign_dir or root) / "campaign.toml"
+    own = small(own_file)
+    ref = frozen if frozen is not None else (
+        FrozenScope(label="the campaign.toml checked", data=own) if own is not None else None)
+    if ref is None:
+        return None
+    reference = ref
+
+    def bind(bundle: str, predicate: dict[str, Any]) -> list[Finding]:
+        folder = root if bundle == "." else root / bundle
+
+        def read(sha: str) -> bytes | None:
+            for data in (small(folder / SCOPE_FILE), own):
+                if data is not None and git_blob_sha(data) == sha:
+                    return data
+            return read_blob(sha) if read_blob is not None else None
+
+        return binding_findings(bundle, predicate, reference, read)
+
+    return bind
+
+
 def _signed_bundles(root: Path, keys: dict[str, Any], external_files: dict[str, Any] | None,
                     idx: Any, summary: SignatureSummary | None, require_signed: bool,
+                    binder: Callable[[str, dict[str, Any]], list[Finding]] | None = None,
                     ) -> tuple[list[Finding], Callable[[str], bool]]:
     """Signature findings for every signed bundle under ``root``, and the loader's filter:
     a root-relative path inside a signed bundle (the innermost one holding it) is readable
-    only when that bundle verifies and its signed manifests list the path.  Adds a P1
+    only when that bundle verifies, ``binder`` (see :func:`_scope_binder`) finds nothing
+    against its signed statement, and its signed manifests list the path.  Adds a P1
     ``SIGNATURE_MISSING`` per BagIt bag (``bagit.txt`` in ``idx``) outside every signed
     bundle, drops the P0 "no signed bundle" unless ``require_signed``, and fills
     ``summary``'s counts."""
@@ -447,7 +503,10 @@ def _signed_bundles(root: Path, keys: dict[str, Any], external_files: dict[str, 
     for res in results:
         rel = res.root.relative_to(root).as_posix()
         pre = "" if rel == "." else f"{rel}/"
-        allowed.append((pre, {pre + p for p in res.covered()} if res.ok else None))
+        bound = binder(rel, res.predicate) if binder is not None and res.ok else []
+        found += bound
+        allowed.append((pre, {pre + p for p in res.covered()} if res.ok and not bound
+                        else None))
     allowed.sort(key=lambda a: -len(a[0]))  # innermost bundle first
 
     def readable(rel: str) -> bool:

@@ -229,7 +229,10 @@ def check_cmd(
         min=1)] = 8 << 20,
     base: Annotated[str | None, typer.Option(
         "--base", metavar="REF",
-        help="Git revision to compare frozen receipts with (FROZEN_RECEIPT_CHANGED).")] = None,
+        help="Git revision of the default branch: frozen receipts are compared with it "
+             "(FROZEN_RECEIPT_CHANGED), and its campaign.toml is the frozen scope signed "
+             "bundles must have run under (CONTROL_REDEFINED; default: the clone's "
+             "origin/HEAD).")] = None,
     claims: Annotated[Path | None, typer.Option(
         "--claims", metavar="FILE",
         help="Prose (PR description, status comment) whose numbers must trace to receipts "
@@ -400,12 +403,18 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
     if keys is not None:
         summary.key_ids = sorted(keys)
     try:
+        frozen, read_blob = None, None
+        if keys is not None:  # the default branch's campaign.toml judges signed bundles
+            from evidence.scope_binding import frozen_from_git
+
+            frozen, read_blob = frozen_from_git(campaign or directory, base)
         rep = check_campaign(directory, max_file_bytes=max_file_bytes,
                              max_document_bytes=max_document_bytes, progress=progress,
                              base_ref=base, claims_file=claims, prior_noise=prior_noise,
                              trusted_keys=keys, hasher=pool, signatures=summary,
                              require_signed=trusted_keys is not None,
-                             setup_findings=setup, campaign_dir=campaign)
+                             setup_findings=setup, campaign_dir=campaign,
+                             frozen_scope=frozen, read_blob=read_blob)
     except BaseRefError as e:
         if progress:
             progress.stop()

@@ -6,9 +6,9 @@ Python API: :func:`run_probe`.  Command line (a ``campaign_bot.cli`` plug-in)::
 
     campaign-bot probe run --control MOD:FN --candidate MOD:FN --inputs MOD:FN
         --probe-id ID --revision REV --out FILE [--device cpu|cuda[:N]|npu[:N]]
-        [--warmups 5] [--repeats 10] [--budget-s 0.5] [--max-repeats 2000]
+        [--warmups 5] [--repeats 10] [--budget-s 1.0] [--max-repeats 2000]
         [--flush/--no-flush] [--flush-bytes N] [--graph] [--timer device|host]
-        [--control-kernels NAME,...] [--candidate-kernels NAME,...] [--min-effect 0.02]
+        [--control-kernels NAME,...] [--candidate-kernels NAME,...] [--min-effect 0.05]
         [--control-op NAME] [--candidate-op NAME] [--campaign ID] [--candidate-name NAME]
         [--track ID] [--claims-lossless]
 
@@ -82,6 +82,11 @@ FLUSH_MIN_BYTES = 256 << 20
 NPU_FLUSH_BYTES = 512 << 20
 """Flush buffer on an NPU, whose L2 size torch_npu does not report: more than twice the
 L2 of the Ascend devices campaigns use; set ``flush_bytes`` for another device."""
+
+
+MIN_EFFECT_DEFAULT = 0.05
+"""Default ``min_effect``: :data:`evidence.operator_probe.MIN_EFFECT` (the same number, not
+imported: this module imports the models lazily)."""
 
 
 class ProbeError(RuntimeError):
@@ -224,14 +229,14 @@ class ProbeSettings:
     timer: str = "device"
     warmups: int = 5
     repeats: int = 10
-    budget_s: float | None = 0.5
+    budget_s: float | None = 1.0
     max_repeats: int = 2000
     flush: bool | None = None
     flush_bytes: int | None = None
     graph: bool = False
     hold: bool = True
     block_s: float = 0.125
-    min_effect: float = 0.02
+    min_effect: float = MIN_EFFECT_DEFAULT
     confidence: float = 0.95
 
     def check(self) -> None:
@@ -255,6 +260,10 @@ class ProbeSettings:
             raise ProbeError("min_effect must lie in [0, 1) and confidence in (0, 1)")
 
 
+MIN_BLOCKS_WANTED = 4
+"""Fewest ABBA blocks per arm the probe aims at: a block holds at most this fraction of an
+arm's calls, however short ``block_s`` makes it, so the comparison's interval can resample
+blocks (:func:`evidence.operator_probe.compare_samples`)."""
 HOLD_MAX_MS = 2.0
 """Longest spin before a call (ms): a call whose issue takes longer is host-bound whatever
 the device does, and the launch-bound note says so."""
@@ -274,6 +283,7 @@ class RankMeasure:
     launch_floor_ms: float | None
     hold_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    block_calls: dict[str, int] = field(default_factory=dict)
 
 
 def repeats_for(estimates_ms: Sequence[float | None], s: ProbeSettings) -> int:
@@ -377,19 +387,21 @@ def _graphed(fn: Callable[[], Any], mod: Any, arm: str) -> Callable[[], Any]:
 def hold_for(host_ms: dict[str, list[float]], device_ms: dict[str, float | None]
              ) -> dict[str, float]:
     """Spin (ms) to run before each call of the arms the host cannot keep ahead of: those
-    whose host latency (90th percentile) is at least half their device time.  The spin
-    is 1.25 times that latency plus 10 us, at most :data:`HOLD_MAX_MS`, so the host has
-    issued the whole call before the device reaches it.  Arms the host keeps ahead of get
-    none: a spin lowers the device's duty cycle, and under power capping a cooler device
-    clocks higher (seen on an H200: docs/probes-and-traces.md)."""
+    whose median host latency is at least half their device time.  The spin is 1.25 times
+    the 90th percentile of that latency plus 10 us, at most :data:`HOLD_MAX_MS`, so the host
+    has issued the whole call before the device reaches it.  The median decides, not the
+    90th percentile: on an H200 a few slow host samples (0.33 ms arm, three launches) once
+    put a hold on one arm of a compute-bound pair, whose lower duty cycle let the device
+    clock higher under its power cap and made that arm 8 % faster
+    (docs/probes-and-traces.md).  Arms the host keeps ahead of get none for that reason."""
     out = {}
     for arm, h in host_ms.items():
         dev = device_ms.get(arm)
         if not h or dev is None:
             continue
-        p90 = sorted(h)[int(0.9 * (len(h) - 1))]
-        if p90 >= 0.5 * dev:
-            out[arm] = min(HOLD_MAX_MS, 1.25 * p90 + 0.01)
+        srt = sorted(h)
+        if srt[(len(srt) - 1) // 2] >= 0.5 * dev:
+            out[arm] = min(HOLD_MAX_MS, 1.25 * srt[int(0.9 * (len(srt) - 1))] + 0.01)
     return out
 
 
@@ -475,9 +487,10 @@ def measure_rank(control: Callable[..., Any], candidate: Callable[..., Any],
                  rank: int = 0, agree: Callable[[int], int] = lambda n: n) -> RankMeasure:
     """Time both arms on this process's device and compare their last outputs.
 
-    ``agree(n)`` returns the number of measured calls every rank uses (under
-    ``torch.distributed``: the largest any rank wants).  Raises :class:`ProbeError` for bad
-    settings, an arm that raises, or a graph/flush the device cannot do."""
+    ``agree(n)`` returns the number of measured calls, and of calls per block, that every
+    rank uses (under ``torch.distributed``: the largest any rank wants).  Raises
+    :class:`ProbeError` for bad settings, an arm that raises, or a graph/flush the device
+    cannot do."""
     from evidence.operator_probe import RankTiming
 
     s = settings or ProbeSettings()
@@ -527,7 +540,10 @@ def measure_rank(control: Callable[..., Any], candidate: Callable[..., Any],
         n = agree(repeats_for(est, s))
         got: dict[str, list[Any]] = {"control": [], "candidate": []}
         last: dict[str, Any] = {}
-        per_block = {arm: (int(s.block_s * 1000 / e) if e else 1)
+        # at most a quarter of the calls per block, so the interval has blocks to resample;
+        # every rank runs the same ABBA order (arms that run collectives stay in step)
+        per_block = {arm: agree(max(1, min(int(s.block_s * 1000 / e) if e else 1,
+                                           math.ceil(n / MIN_BLOCKS_WANTED))))
                      for arm, e in zip(calls, est, strict=True)}
         for arm in block_order(n, per_block):
             d, last[arm] = timer.call(calls[arm], timer.hold_cycles.get(arm, 0))
@@ -540,7 +556,7 @@ def measure_rank(control: Callable[..., Any], candidate: Callable[..., Any],
     return RankMeasure(timings=timings,
                        exactness=compare_outputs(rank, last["control"], last["candidate"]),
                        method=method, flush_bytes=nbytes, launch_floor_ms=floor,
-                       hold_ms=hold, notes=notes)
+                       hold_ms=hold, notes=notes, block_calls=per_block)
 
 
 def _read_first(paths: Sequence[str], key: str) -> str | None:
@@ -664,6 +680,7 @@ def run_probe(
         ProbeTiming,
         RankComparison,
         compare_samples,
+        interval_method,
         launch_bound,
     )
 
@@ -707,17 +724,20 @@ def run_probe(
     comparisons = []
     for r in range(world):
         arms = {t.arm: t for t in all_t if t.rank == r}
+        blocks = (m.block_calls["control"], m.block_calls["candidate"]) \
+            if m.block_calls else None
         ratio, lo, hi, finding = compare_samples(
             arms["control"].samples_ms, arms["candidate"].samples_ms,
-            confidence=s.confidence, min_effect=s.min_effect)
+            confidence=s.confidence, min_effect=s.min_effect, block_calls=blocks)
         host_ok = m.method.endswith("-events")  # host latency apart from device time
         lb: list[Any] = [a for a in ("control", "candidate")
               if m.method != "host" and launch_bound(
                   arms[a].median_ms, arms[a].host_median_ms if host_ok else None, floor)]
         comparisons.append(RankComparison(
             rank=r, ratio=ratio, low=lo, high=hi, confidence=s.confidence,
-            method=f"percentile bootstrap of the ratio of medians (scipy.stats.bootstrap, "
-            f"{RESAMPLES} resamples, seed 0)", finding=finding, launch_bound=lb))
+            method=interval_method(blocks, len(arms["control"].samples_ms),
+                                   len(arms["candidate"].samples_ms), RESAMPLES),
+            finding=finding, launch_bound=lb))
     notes = sorted({n for g in gathered for n in g[5]})
     user_notes = meta.pop("notes", None)
     if user_notes:
@@ -728,7 +748,8 @@ def run_probe(
                          flush_bytes=m.flush_bytes, graph=s.graph,
                          hold_ms=m.hold_ms, budget_s=s.budget_s,
                          min_repeats=s.repeats, max_repeats=s.max_repeats,
-                         launch_floor_ms=floor, min_effect=s.min_effect)
+                         launch_floor_ms=floor, min_effect=s.min_effect,
+                         block_calls=m.block_calls)
     return OperatorProbe(
         probe_id=probe_id, revision=revision,
         control=OperatorArm(operator=control_op, kernels=list(control_kernels), source=csrc),
@@ -794,7 +815,7 @@ def register(app: Any) -> None:
                            ] = 10,
         budget_s: Annotated[float, typer.Option(
             min=0, help="Measured device time to aim at per arm (seconds); 0: exactly "
-            "--repeats calls.")] = 0.5,
+            "--repeats calls.")] = 1.0,
         max_repeats: Annotated[int, typer.Option(min=1, help="Most measured calls per arm.")
                                ] = 2000,
         flush: Annotated[bool | None, typer.Option(
@@ -817,7 +838,7 @@ def register(app: Any) -> None:
             "around a synchronized call (the probe@1 timer).")] = "device",
         min_effect: Annotated[float, typer.Option(
             min=0, max=0.99, help="Ratios within this fraction of 1 are 'no material "
-            "difference'.")] = 0.02,
+            "difference' (the smallest effect size of interest).")] = 0.05,
         control_kernels: Annotated[list[str] | None, typer.Option(
             help="Device kernel names control launches, as the profiler names them "
             "(repeat or comma-separate).")] = None,

@@ -51,6 +51,7 @@ from evidence.models import (
     RequestRecord,
 )
 from evidence.revisions import revision_scope
+from evidence.scope_binding import SCOPE_FILE, redefined_candidates, section_differences
 from evidence.signing import KeyFileError, sha256_file
 from runners import devices
 from runners.client import FilePart, send_request
@@ -173,25 +174,21 @@ def load_scope_file(path: Path) -> CampaignScope:
         raise UsageError("\n".join(lines)) from exc
 
 
-FROZEN_SECTIONS = ("id", "engine", "image_digest", "checkpoint", "pool", "inputs", "workload",
-                   "serving", "tracks", "protocol", "quality_gates")
-"""``campaign.toml`` fields a pull request may not change for its own screen: everything that
-defines the control, the measurement and the judgement.  Only ``[[candidates]]`` (and the
-campaign's prose, budget and requesters, which the runner does not use) come from the PR."""
-
-
-def frozen_scope(opts: ScreenOptions, checkout: CampaignScope) -> tuple[CampaignScope, str]:
+def frozen_scope(opts: ScreenOptions, checkout: CampaignScope
+                 ) -> tuple[CampaignScope, str, bytes]:
     """The scope a screen runs: with ``opts.frozen_scope`` (the default branch's
     ``campaign.toml``, checked out by the workflow), that file, whose git blob SHA must be
     ``opts.frozen_scope_blob`` (pinned by the bot at dispatch), with only the candidates
     taken from the checkout (the pull request); the checkout must not differ from it in any
-    of :data:`FROZEN_SECTIONS`.  Without it, the checkout's own scope (a screen run by hand).
-    Returns ``(scope, blob SHA of the file the control came from)``.  Raises UsageError
-    naming the file and the sections that differ."""
+    of :data:`evidence.scope_binding.FROZEN_SECTIONS`, nor define otherwise a candidate the
+    frozen file defines (it may add candidates).  Without it, the checkout's own scope (a
+    screen run by hand).  Returns ``(scope, blob SHA of the file the control came from, that
+    file's bytes)``.  Raises UsageError naming the file and the sections that differ."""
     own_file = opts.campaign / "campaign.toml"
     if opts.frozen_scope is None:
         try:
-            return checkout, git_blob_sha(own_file.read_bytes())
+            own = own_file.read_bytes()
+            return checkout, git_blob_sha(own), own
         except OSError as exc:
             raise UsageError(f"{own_file}: cannot read: {exc.strerror or exc}") from None
     try:
@@ -206,21 +203,16 @@ def frozen_scope(opts: ScreenOptions, checkout: CampaignScope) -> tuple[Campaign
                          f"screen was dispatched for {want or '(none given)'}: the default "
                          "branch's campaign.toml changed since the dispatch; not running")
     frozen = load_scope_file(opts.frozen_scope)
-    differ = [k for k in FROZEN_SECTIONS
-              if getattr(frozen, _attr(k)) != getattr(checkout, _attr(k))]
+    differ = section_differences(frozen, checkout) + [
+        f"candidate {n}" for n in redefined_candidates(frozen, checkout)]
     if differ:
         raise UsageError(
             f"{own_file}: the pull request changes {', '.join(differ)} of the campaign's "
             "frozen scope (the default branch's campaign.toml defines the control, protocol, "
             "pool and serving settings); a screen runs only a candidate against that control. "
             "Merge the scope change first, or define the change as a candidate "
-            "(add_flags, remove_flags, env)")
-    return frozen.model_copy(update={"candidates": checkout.candidates}), blob
-
-
-def _attr(field_name: str) -> str:
-    return next((n for n, f in CampaignScope.model_fields.items()
-                 if (f.alias or n) == field_name), field_name)
+            "(add_flags, remove_flags, env) under a new name")
+    return frozen.model_copy(update={"candidates": checkout.candidates}), blob, data
 
 
 def resolve_inputs(scope: CampaignScope, campaign_dir: Path) -> Inputs:
@@ -403,7 +395,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     (failed request, unqualified lifecycle, failed gate, interruption, sessions not run);
     2 bad usage or unreadable input (nothing started)."""
     console = console or Console()
-    scope, scope_blob = frozen_scope(opts, load_scope(opts.campaign))
+    scope, scope_blob, scope_data = frozen_scope(opts, load_scope(opts.campaign))
     if opts.control_revision is not None and opts.candidate_revision is None:
         raise UsageError("--control-revision needs --candidate-revision (a revision screen)")
     if opts.candidate_revision is not None:
@@ -472,7 +464,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
                       "device idle gate is recorded as not checked, so no session's lifecycle "
                       "can qualify")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
-                   tool, isolation, scope_blob).run()
+                   tool, isolation, scope_blob, scope_data).run()
 
 
 def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation | None:
@@ -509,9 +501,10 @@ class _Screen:
     def __init__(self, opts: ScreenOptions, console: Console, scope: CampaignScope,
                  track: str, duration_s: float, cand: Candidate | None,
                  plan: list[PlannedSession], inputs: Inputs, key: Any, tool: str,
-                 isolation: Isolation | None = None, scope_blob: str | None = None) -> None:
+                 isolation: Isolation | None = None, scope_blob: str | None = None,
+                 scope_data: bytes | None = None) -> None:
         self.opts, self.console, self.scope = opts, console, scope
-        self.scope_blob = scope_blob
+        self.scope_blob, self.scope_data = scope_blob, scope_data
         self.isolation = isolation
         self.identity: ServerIdentity | None = isolation.identity if isolation else None
         self.scratch: Path | None = None
@@ -859,6 +852,8 @@ class _Screen:
                        "server_account": self.identity.name if self.identity else None},
         }
         (self.data / "screen.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if self.scope_data is not None:  # the file the control came from, for check
+            (self.out / SCOPE_FILE).write_bytes(self.scope_data)
         writer = write_bag(self.out, {"Source-Organization": "campaign-bot screen runner",
                                       "External-Identifier": self.screen_id})
         keep = ("screen_id", "campaign", "track", "candidate", "order", "interrupted")
@@ -871,6 +866,10 @@ class _Screen:
         # whether it was the default branch's pinned at dispatch (--frozen-scope)
         predicate["scope_blob"] = self.scope_blob
         predicate["scope_frozen"] = self.opts.frozen_scope is not None
+        # what the candidate changed, as run (check compares it with the frozen scope's)
+        predicate["candidate_config"] = None if self.cand is None else {
+            "add_flags": self.cand.add_flags, "remove_flags": self.cand.remove_flags,
+            "env": self.cand.env}
         sign_bundle(self.out, self.key, predicate)
         self._print_summary(problems)
         return EXIT_PROBLEMS if problems else EXIT_OK

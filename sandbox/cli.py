@@ -58,6 +58,7 @@ def sandbox_cmd(
     try:
         try:
             page = PageServer(stand, port=port)
+            stand.web_url = page.url  # GitHub's web links (runs, checks, evidence) open here
         except OSError as exc:
             print_error(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another "
                         "with --port (0: any free port)")

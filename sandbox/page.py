@@ -1,8 +1,12 @@
 """The sandbox's web page: write PR comments as a chosen user, watch what the bot does.
 
 One HTML page (``GET /``) that polls ``GET /api/state`` every second and posts comments to
-``POST /api/comment``.  The server is :class:`http.server.ThreadingHTTPServer` on 127.0.0.1
-(standard library: three routes do not need a framework).
+``POST /api/comment``.  The local GitHub's web links (``html_url``: a workflow run, a check
+run, the pull request, the campaign issue, the evidence tree the status header was updated
+from) point here (:attr:`sandbox.stand.Stand.web_url`): each redirects to its section of the
+page (:func:`web_link_target`), so no link the bot writes leaves this machine.  The server is
+:class:`http.server.ThreadingHTTPServer` on 127.0.0.1 (standard library: a few routes do not
+need a framework).
 
 Guards, because any web site the user visits can send requests to 127.0.0.1: ``POST`` needs
 ``Content-Type: application/json`` (a cross-site form cannot send it, and a cross-site
@@ -22,7 +26,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from .stand import ISSUE, PR, USERS, Stand, candidates
+from .stand import ISSUE, PR, REPO, USERS, Stand, candidates
 
 PAGE = Path(__file__).resolve().parent / "page.html"
 """The page: plain HTML, CSS and JavaScript, no build step, nothing fetched from elsewhere."""
@@ -38,6 +42,35 @@ def render_markdown(text: str) -> str:
     (``<!-- ... -->``) and layout tags (``<details>``, ``<summary>``...) are dropped, every
     other raw HTML is shown as text."""
     return _MD.render(_LAYOUT_TAGS.sub("", _HIDDEN.sub("", text or "")))
+
+
+_WEB_LINKS = (
+    (re.compile(r"/actions/runs/(\d+)(?:/.*)?"), "run-{}"),
+    (re.compile(r"/runs/(\d+)(?:/.*)?"), "check-{}"),
+    (re.compile(r"/pull/(\d+)(?:/.*)?"), "pr"),
+    (re.compile(r"/issues/(\d+)(?:/.*)?"), "issue"),
+    (re.compile(r"/(?:tree|blob|commit|commits)/.*"), "committed"),
+)
+
+
+def web_link_target(path: str, repo: str) -> str | None:
+    """The page's section (``/#ID``) for a GitHub web link ``path`` of ``repo``
+    (``/OWNER/NAME/actions/runs/7`` -> ``/#run-7``, ``/OWNER/NAME/runs/3`` (a check run) ->
+    ``/#check-3``, ``pull/N`` -> ``/#pr``, ``issues/N`` -> ``/#issue``, ``tree``, ``blob``,
+    ``commit`` -> ``/#committed``; the repository itself or a person -> ``/``); None for any
+    other path."""
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    prefix = f"/{repo}"
+    if path in (prefix, prefix + "/") or re.fullmatch(r"/[A-Za-z0-9-]+(?:\[bot\])?/?", path):
+        return "/"
+    if not path.startswith(prefix + "/"):
+        return None
+    rest = path[len(prefix):]
+    for pattern, anchor in _WEB_LINKS:
+        m = pattern.fullmatch(rest)
+        if m:
+            return "/#" + anchor.format(*m.groups())
+    return None
 
 
 def page_state(stand: Stand) -> dict[str, Any]:
@@ -116,6 +149,11 @@ def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/api/setup":
                 self._json(200, {"users": USERS, "issue": ISSUE, "pr": PR,
                                  "candidates": candidates()})
+            elif (target := web_link_target(self.path, REPO)) is not None:
+                self.send_response(303)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             else:
                 self._json(404, {"error": "not found"})
 

@@ -122,6 +122,10 @@ class Stand:
 
     work: Path
     log: Callable[[str], None] = print
+    web_url: str | None = None
+    """Where GitHub's web links point (run, check run, pull request, evidence tree), e.g. the
+    sandbox page's URL, which serves them (:mod:`sandbox.page`); None: github.com's, as the
+    double answers by default."""
     double: GitHubDouble | None = None
     bot_url: str = ""
     proc: subprocess.Popen[bytes] | None = None
@@ -148,6 +152,8 @@ class Stand:
             raise StandError(f"campaign-bot keygen failed: {res.stderr.strip()}")
         self.key = key
         d = self.double = GitHubDouble(OpenAPISubset(default_openapi_path()))
+        if self.web_url:
+            d.web_url = self.web_url.rstrip("/")
         d.start()
         self.log(f"local GitHub (the double) at {d.base_url}")
         d.add_repo(REPO, dict(campaign_files(key.with_suffix(".key.pub").read_bytes())))
@@ -178,6 +184,7 @@ class Stand:
             "CAMPAIGN_BOT_RETRY_DELAYS": "1", "CAMPAIGN_BOT_BOT_LOGIN": BOT_LOGIN,
             "CAMPAIGN_BOT_GIT_CACHE_DIR": str(self.work / "git-mirrors"),
             "CAMPAIGN_BOT_PUBLIC_URL": f"http://127.0.0.1:{port}",
+            "CAMPAIGN_BOT_GITHUB_URL": self.double.web_url,
         })
         self.serve_log = self.work / "serve.log"
         with open(self.serve_log, "wb") as log:
@@ -390,7 +397,8 @@ class Stand:
         if started is not None:
             fields["run_started_at"] = _iso(started)
         double.set_run(repo, run["id"], **fields)
-        self.deliver("workflow_run", run_payload(repo, double.repo(repo).runs[run["id"]]))
+        self.deliver("workflow_run", run_payload(repo, double.repo(repo).runs[run["id"]],
+                                                 double.web_url))
 
     def _on_push(self, double: GitHubDouble, repo: str, updates: list[tuple[str, str, str]],
                  login: str) -> None:
@@ -463,8 +471,10 @@ def job_payload(repo: str, run: dict[str, Any], started: datetime) -> dict[str, 
                              "workflow_name": "screen"}}
 
 
-def run_payload(repo: str, run: dict[str, Any]) -> dict[str, Any]:
-    """``workflow_run`` ``completed`` for ``run`` (the double's run record)."""
+def run_payload(repo: str, run: dict[str, Any], web_url: str = "https://github.com"
+                ) -> dict[str, Any]:
+    """``workflow_run`` ``completed`` for ``run`` (the double's run record); its link under
+    ``web_url`` (GitHub's web base)."""
     return {**_base(repo), "action": "completed", "sender": _user("github-actions[bot]"),
             "workflow_run": {
                 "id": run["id"], "name": "screen", "status": "completed",
@@ -474,7 +484,7 @@ def run_payload(repo: str, run: dict[str, Any]) -> dict[str, Any]:
                 "run_attempt": 1, "created_at": run.get("created_at"),
                 "run_started_at": run.get("run_started_at") or run.get("created_at"),
                 "updated_at": run["updated_at"], "pull_requests": [],
-                "html_url": f"https://github.com/{repo}/actions/runs/{run['id']}"}}
+                "html_url": f"{web_url}/{repo}/actions/runs/{run['id']}"}}
 
 
 def push_payload(double: GitHubDouble, repo: str, ref: str, before: str, after: str,

@@ -12,7 +12,8 @@ from github import Auth
 
 from bot.app import compose
 from bot.database import make_engine, migrate
-from bot.github.pygithub import PyGithubPort, make_client, make_retry
+from bot.github.client import make_client, make_retry
+from bot.github.pygithub import PyGithubPort
 from bot.inbox.router import Event
 from bot.metrics import Metrics
 from bot.registry import Registry

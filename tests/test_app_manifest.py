@@ -55,8 +55,8 @@ def test_the_manifest_for_a_public_url() -> None:
         "default_permissions": {"actions": "write", "checks": "write", "contents": "write",
                                 "issues": "write", "metadata": "read",
                                 "pull_requests": "write"},
-        "default_events": ["issue_comment", "issues", "pull_request", "push", "workflow_job",
-                           "workflow_run"],
+        "default_events": ["check_run", "check_suite", "issue_comment", "issues",
+                           "pull_request", "push", "workflow_job", "workflow_run"],
     }
 
 
@@ -175,6 +175,8 @@ def _each_method(d: Any, work: Path) -> dict[str, list[str]]:
     call("list_dir", "campaigns", "main")
     call("get_pull", 2)
     call("list_pull_files", 2)
+    assert call("branch_protected", "main") is False
+    assert [p.number for p in call("list_open_pulls", head="topic")] == [2]
     call("get_permission", "maint")
     call("get_issue", 7)
     call("edit_issue_body", 7, "new body")

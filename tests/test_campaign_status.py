@@ -20,8 +20,9 @@ from bot.features.header import service as cs
 from bot.features.header.block import END, START, current_block
 from bot.features.header.handlers import HeaderHandlers
 from bot.features.screen.campaign_state import campaign_state
+from bot.github.client import make_client
 from bot.github.git import GitMirrors
-from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.pygithub import PyGithubPort
 from bot.inbox.router import Event, Router
 from bot.registry import Registry
 from bot.repo_config import SCREEN_WORKFLOW, RepoConfigs

@@ -70,11 +70,18 @@ class Served:
     base: str
     double: Any
     files: dict[str, bytes]
+    database_url: str = ""
 
 
 @pytest.fixture
 def served(github_double: Any, tmp_path: Path) -> Iterator[Served]:
     plan = write_campaign(tmp_path / "c", screens=6)
+    # findings of three severities, four rules, in several folders (the findings filter)
+    (plan.root / "results").mkdir()
+    (plan.root / "results" / "status.json").write_text('{"state": "screening"}\n')
+    (plan.root / "notes").mkdir()
+    (plan.root / "notes" / "plan.json").write_text('{"schema": "campaign-bot/plan@1"}\n')
+    (plan.root / "notes" / "twice.json").write_text('{"a": 1, "a": 2}\n')
     files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()
              for p in plan.root.rglob("*") if p.is_file()}
     github_double.add_repo(REPO, files)
@@ -97,7 +104,7 @@ def served(github_double: Any, tmp_path: Path) -> Iterator[Served]:
     app = create_app(settings, engine=engine, run_worker=False)
     try:
         with threaded_server(app) as base:
-            yield Served(base, github_double, files)
+            yield Served(base, github_double, files, url)
     finally:
         engine.dispose()
 
@@ -164,6 +171,40 @@ def test_queue_page_flags_the_stuck_screen_only(served: Served) -> None:
     assert "ascend910c-x4" in html and "#317" in html  # running within its estimate
     assert "#318" in html and "tiled-vae" in html  # queued
     assert "Served live by" in html
+
+
+def _status(html: str) -> str:
+    """The overview's status list as text (Current state, Decision needed, Next action)."""
+    import re
+
+    block = html.split('<dl class="status">', 1)[1].split("</dl>", 1)[0]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", block)).strip()
+
+
+def test_overview_states_the_queue_from_the_database(served: Served) -> None:
+    """The live overview's status states the bot's screen queue as it is in the database
+    (it said "Screen queue: unknown"), and follows it when a screen finishes; the JSON API's
+    status says the same."""
+    status = _status(httpx.get(_page(served, ""), timeout=30).text)
+    assert "Screen queue: unknown" not in status
+    assert "2 screen(s) running, 1 queued." in status, status
+    assert "Next action Screen running: fp8-vae on 5s-lossless (PR #321)." in status, status
+    assert "Waits on: the self-hosted runner on pool ascend910b1-x4 (run https://github.com/" \
+           "org/campaigns/actions/runs/77)." in status, status
+    api = httpx.get(f"{served.base}/api/v1/repos/{REPO}/campaigns/{CAMPAIGN}",
+                    timeout=30).json()
+    assert "2 screen(s) running, 1 queued." in api["current_state"], api
+    engine = database.make_engine(served.database_url)
+    try:
+        with Session(engine) as db:
+            for s in db.query(Screen).all():
+                s.state = "completed"
+            db.commit()
+    finally:
+        engine.dispose()
+    status = _status(httpx.get(_page(served, ""), timeout=30).text)
+    assert "Nothing is queued or running." in status, status
+    assert "Screen running" not in status
 
 
 def test_private_unknown_and_hostile_paths_get_one_404(served: Served) -> None:
@@ -262,6 +303,108 @@ def test_every_live_page_loads_in_chromium_without_console_errors(served: Served
             b.close()
 
 
+def _finding_rows(html: str) -> list[tuple[str, str, str]]:
+    """(severity, rule, path) of each row of a findings page's table."""
+    import re
+
+    body = html.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    out = []
+    for row in body.split("<tr>")[1:]:
+        sev = re.search(r'class="sev sev-p\d"[^>]*>(P\d)<', row)
+        if sev is None:
+            continue
+        rule = re.search(r"<td><code>([^<]+)</code></td>", row)
+        path = re.search(r"<code>([^<:]+)(?::\d+)?</code>", row.split("</td>", 1)[1])
+        assert rule and path, row
+        out.append((sev.group(1), rule.group(1), path.group(1)))
+    return out
+
+
+def test_findings_page_filters_by_level_rule_and_file_without_javascript(
+        served: Served) -> None:
+    """The findings page's filter is a plain GET form applied by the server: each query
+    lists exactly the findings the JSON API lists for it, the form shows what is selected,
+    and the unfiltered page still lists them all."""
+    url = _page(served, "findings.html")
+    every = _finding_rows(httpx.get(url, timeout=30).text)
+    assert len({sev for sev, _r, _p in every}) >= 2 and len({r for _s, r, _p in every}) >= 3
+    api = f"{served.base}/api/v1/repos/{REPO}/campaigns/{CAMPAIGN}/findings"
+    level = every[-1][0]
+    rule = every[0][1]
+    path = every[0][2]
+    folder = path.split("/", 1)[0]
+    for params, api_params in [
+        ([("level", level)], {"level": level}),
+        ([("level", "P0"), ("level", "P1")], {"level": "P0,P1"}),
+        ([("rule", rule), ("file", "")], {"rule": rule}),
+        ([("file", folder)], {"file": folder}),
+        ([("level", level), ("rule", rule), ("file", path)],
+         {"level": level, "rule": rule, "file": path}),
+        ([("level", "P9")], {"level": "P9"}),
+    ]:
+        html = httpx.get(url, params=params, timeout=30).text
+        rows = _finding_rows(html)
+        want = [(f["severity"], f["rule"], f["path"])
+                for f in httpx.get(api, params=api_params, timeout=30).json()]
+        assert rows == want, params
+        assert len(rows) < len(every) or not rows or params == [("file", folder)]
+        assert "Show every finding" in html
+        for key, value in params:
+            if value and key == "level" and value != "P9":
+                assert f'value="{value}" checked' in html
+            elif value and key != "level" and value in {r for _s, r, _p in every} | {
+                    p for _s, _r, p in every}:
+                assert f'value="{value}" selected' in html
+    assert not _finding_rows(httpx.get(url, params={"level": "P9"}, timeout=30).text)
+    assert "no finding matches this filter" in httpx.get(
+        url, params={"level": "P9"}, timeout=30).text
+    assert _finding_rows(httpx.get(url, params={"level": "", "rule": ""}, timeout=30).text) \
+        == every  # the form's "any": no condition
+
+
+@pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CAMPAIGN_BOT_REQUIRE_BROWSER"),
+                    reason=f"{CHROMIUM} is not installed")
+def test_findings_filter_in_chromium_without_javascript_and_accessible(
+        served: Served) -> None:
+    """In Chromium with JavaScript off, ticking a severity and choosing a rule then
+    submitting lists only those findings; the filtered page, the overview and the queue
+    page have no axe-core violation of serious or critical impact and no sideways scroll,
+    at 1280x800 and 390x844."""
+    from playwright.sync_api import sync_playwright
+    from test_dashboard_browser import WIDTHS, narrow_problems, serious_axe_violations
+
+    every = _finding_rows(httpx.get(_page(served, "findings.html"), timeout=30).text)
+    level, rule = every[0][0], every[0][1]
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            ctx = b.new_context(java_script_enabled=False)
+            page = ctx.new_page()
+            page.goto(_page(served, "findings.html"))
+            page.get_by_label(f"{level} (").check()
+            page.get_by_label("Rule").select_option(rule)
+            page.get_by_role("button", name="Show these findings").click()
+            page.wait_for_load_state()
+            assert f"level={level}" in page.url and f"rule={rule}" in page.url
+            shown = _finding_rows(page.content())
+            assert shown and all(s == level and r == rule for s, r, _p in shown), shown
+            filtered = page.url
+            ctx.close()
+            problems: list[str] = []
+            for width, height in WIDTHS:
+                page = b.new_page(viewport={"width": width, "height": height})
+                for u in (filtered, _page(served, "findings.html"), _page(served, ""),
+                          _page(served, "queue.html")):
+                    page.goto(u)
+                    problems += [f"{width}px {u}: {v}" for v in serious_axe_violations(page)]
+                    if width < 600:
+                        problems += [f"{width}px {u}: {v}" for v in narrow_problems(page)]
+                page.close()
+            assert problems == []
+        finally:
+            b.close()
+
+
 # ------------------------------------------------- links from the texts the bot writes
 
 PUBLIC = "https://bot.example.org/"
@@ -342,8 +485,9 @@ def test_git_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
         github_double: Any, tmp_path: Path) -> None:
     from github import Auth
 
+    from bot.github.client import make_client
     from bot.github.git import GitMirrors
-    from bot.github.pygithub import PyGithubPort, make_client
+    from bot.github.pygithub import PyGithubPort
 
     plan = write_campaign(tmp_path / "c", screens=2)
     files = {f"{ROOT}/{p.relative_to(plan.root).as_posix()}": p.read_bytes()
@@ -383,4 +527,12 @@ def test_git_loader_caches_by_tree_sha_and_sees_a_push_after_the_recheck(
     assert second != first and (second / "notes.md").read_text() == "new evidence\n"
     with pytest.raises(live.CampaignNotFound):
         dirs(owner, name, "no-such-campaign")
+    # a file named over 255 bytes on the default branch (ENAMETOOLONG if written) is left
+    # out; the campaign is still read, so its pages answer
+    github_double.set_branch(REPO, "main", {f"{ROOT}/{'n' * 300}.json": "{}\n"},
+                             parent="main")
+    now[0] += live.TREE_RECHECK_S + 1
+    third = dirs(owner, name, CAMPAIGN)
+    assert third != second  # the new tree was read, not the old copy kept
+    assert (third / "campaign.toml").is_file() and (third / "notes.md").is_file()
     engine.dispose()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from evidence.hashing import git_blob_sha
+from evidence.scope_binding import SCOPE_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tests" / "data" / "screen-campaign"
@@ -67,6 +68,19 @@ def test_a_pr_that_redefines_its_control_is_refused(tmp_path: Path, edit: tuple[
     assert not (tmp_path / "bundle").exists()
 
 
+def test_the_control_redefinition_pull_request_is_refused(tmp_path: Path) -> None:
+    """The attack as a pull request makes it: a slow-down flag on the control, a fast one on
+    candidate noop (identical to control on the default branch); both are named."""
+    camp = _pr(tmp_path, (FLAGS, FLAGS + ', "--gen-seconds=0.5"'))
+    toml = camp / "campaign.toml"
+    toml.write_text(toml.read_text().replace(
+        'name = "noop"\n', 'name = "noop"\nadd_flags = ["--gen-seconds=0.01"]\n', 1))
+    res = _screen(camp, tmp_path, "--dry-run")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "the pull request changes serving, candidate noop" in res.stderr
+    assert not (tmp_path / "bundle").exists()
+
+
 def test_a_frozen_file_that_is_not_the_pinned_blob_is_refused(tmp_path: Path) -> None:
     res = _screen(_pr(tmp_path), tmp_path, "--dry-run", blob="0" * 40)
     assert res.returncode == 2 and "changed since the dispatch" in res.stderr, res.stderr
@@ -87,3 +101,8 @@ def test_a_new_candidate_runs_against_the_frozen_control(tmp_path: Path) -> None
     control = json.loads((tmp_path / "bundle" / "data" / "receipts" /
                           "session-00-control.json").read_text())
     assert "--gen-seconds" not in control["notes"]  # the control is the frozen one
+    # the bundle keeps the file the control came from, and names the candidate's definition
+    assert (tmp_path / "bundle" / SCOPE_FILE).read_bytes() == (CAMPAIGN / "campaign.toml"
+                                                                ).read_bytes()
+    assert pred["candidate_config"] == {"add_flags": ["--gen-seconds=0.01"],
+                                        "remove_flags": [], "env": {}}

@@ -21,7 +21,8 @@ from bot.github import (
     GitHubValidationError,
     InlineComment,
 )
-from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.client import make_client
+from bot.github.pygithub import PyGithubPort
 from bot.github.recording import RecordingGitHub
 from bot.inbox.router import Event
 from bot.metrics import Metrics

@@ -14,7 +14,8 @@ from webhook_helpers import SECRET, headers_for, post, threaded_server, wait_for
 from bot import database
 from bot.app import create_app
 from bot.features.header.block import START, current_block
-from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.client import make_client
+from bot.github.pygithub import PyGithubPort
 from bot.inbox import store
 from bot.inbox.router import Event
 from bot.settings import load_settings

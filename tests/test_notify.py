@@ -362,3 +362,138 @@ def test_notice_needs_a_link_and_a_known_kind() -> None:
     with pytest.raises(ValueError, match="unknown notice kind 'screen_done'"):
         Notice("screen_done", REPO, "k", "t", "x", "https://github.com/")
     json.dumps(events.KINDS)
+
+
+# ------------------------------------------------------------ the screen flow's notices
+
+
+def test_screen_flow_notices_are_keyed_once_per_happening(engine: Any) -> None:
+    """What the /screen flow emits (:mod:`bot.features.screen.notices`), recorded in the
+    caller's transaction: finished, a changed verdict, budget at 80 % then exhausted (both
+    resources, once per ceiling), a failed screen, a stuck queue; the same calls again (a
+    redelivery, the watchdog) record nothing new."""
+    from screen_scope import make_scope
+
+    from bot.features.screen import budget
+    from bot.features.screen import notices as screen_notices
+    from bot.features.screen import queue as screens
+    from bot.features.screen.queue import Screen
+    from bot.features.screen.runtime import Runtime, ScreenOptions
+
+    bus = Notices()
+    bus.subscribe(lambda db, n: record(db, n))
+    rt = Runtime(engine, ScreenOptions(web_url="https://ghe.example.com/"), emit=bus.emit)
+    scope = make_scope()  # 16 wall-hours, 64 device-hours
+    t0 = _utc("2026-12-02T10:00")
+
+    def screen(db: Session, n: int, verdict: str | None, state: str) -> Screen:
+        s = Screen(request_id=f"req{n}", repo="o/r", pr_number=5, campaign=scope.id,
+                   campaign_path="campaigns/h3", kind="candidate", candidate="cache-dit",
+                   track="5s-lossless", session_order="AB", pool="p", workflow="screen.yml",
+                   device_count=4, head_sha="a" * 40, requested_by="amy",
+                   authorised_as="write", requested_at=t0, state=state, verdict=verdict,
+                   estimate_wall_s=60.0, estimate_device_s=240.0, result_comment_id=100 + n)
+        db.add(s)
+        db.flush()
+        return s
+
+    def keys() -> list[tuple[str, str, str]]:
+        with Session(engine) as db:
+            return [(n.kind, n.title, n.url) for n in
+                    db.scalars(select(store.NoticeRow).order_by(store.NoticeRow.id))]
+
+    with rt.db() as db:
+        a = screen(db, 1, "SUPPORTED", screens.FINISHED)
+        budget.charge_screen(db, a, 3600.0, "success")  # 4 of 64 device-hours
+        screen_notices.screen_done(rt, db, a, scope)
+    assert keys() == [("screen_finished", "Screen S1 finished: SUPPORTED",
+                       "https://ghe.example.com/o/r/pull/5#issuecomment-101")]
+    for _ in range(2):  # the second time: a redelivery of the same completion
+        with rt.db() as db:
+            b = db.get(Screen, 2) or screen(db, 2, "FAILED", screens.FINISHED)
+            if b.charged_device_s is None:
+                budget.charge_screen(db, b, 11.96 * 3600, "success")  # 12.96 h of 16 in all
+            screen_notices.screen_done(rt, db, b, scope)
+    pr = "https://ghe.example.com/o/r/pull/5"
+    assert keys()[1:] == [
+        ("screen_finished", "Screen S2 finished: FAILED", f"{pr}#issuecomment-102"),
+        ("verdict_changed", "Verdict changed: cache-dit on 5s-lossless: SUPPORTED -> FAILED",
+         f"{pr}#issuecomment-102"),
+        ("budget_80", f"Campaign {scope.id}: 81% of device-hours used", pr),
+        ("budget_80", f"Campaign {scope.id}: 81% of wall-hours used", pr),
+    ]
+    with rt.db() as db:
+        c = screen(db, 3, None, screens.FAILED)
+        c.detail = "Watchdog: the run did not report within 2.1 h (estimate 0.0 h)"
+        budget.charge_screen(db, c, 4 * 3600, "watchdog")  # over both ceilings
+        screen_notices.screen_done(rt, db, c, scope)
+        d = screen(db, 4, None, screens.FAILED)
+        screen_notices.queue_stuck(rt, db, d, "no runner started the job within 30 min")
+        screen_notices.queue_stuck(rt, db, d, "no runner started the job within 30 min")
+    assert keys()[5:] == [
+        ("screen_failed", "Screen S3 failed: cache-dit on 5s-lossless",
+         f"{pr}#issuecomment-103"),
+        ("budget_exhausted", f"Campaign {scope.id}: 106% of device-hours used", pr),
+        ("budget_exhausted", f"Campaign {scope.id}: 106% of wall-hours used", pr),
+        ("queue_stuck", "Pool p stuck: screen S4 never started", f"{pr}#issuecomment-104"),
+    ]
+    with Session(engine) as db:
+        texts = {n.kind: n.text for n in db.scalars(select(store.NoticeRow))}
+    assert texts["screen_failed"] == c.detail
+    assert texts["queue_stuck"] == "no runner started the job within 30 min."
+
+
+def test_old_notices_are_forgotten_and_no_targets_means_no_outbox(engine: Any,
+                                                                   receivers: Any) -> None:
+    from bot.app import compose
+    from bot.features.notify.outbox import RETENTION_S
+    from bot.settings import Settings
+
+    clock = Clock(_utc("2026-12-02T12:00"))
+    nt = notifier(engine, receivers, NotifySection(targets=["hook"]), clock)
+    bus = Notices()
+    bus.subscribe(lambda db, n: record(db, n, clock.t))
+    with Session(engine) as db:
+        bus.emit(db, notice(1))
+        db.commit()
+    assert nt.run_pass() == 1
+    clock.t += timedelta(seconds=RETENTION_S + 1)
+    assert nt.run_pass() == 0
+    assert store_states(engine) == {}
+    # a bot without targets records nothing and runs no sending job
+    app = compose(Settings(webhook_secret="s", token="t"), engine,
+                  context=lambda event: (None, None))
+    assert "notify-outbox" not in [j.id for j in app.jobs]
+    assert app.notices.subscribers == []
+
+
+def test_a_failing_notice_never_fails_the_screen(engine: Any,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from bot.features.screen import notices as screen_notices
+    from bot.features.screen import queue as screens
+    from bot.features.screen.queue import Screen
+    from bot.features.screen.runtime import Runtime
+
+    def broken(db: Session, n: Notice) -> None:
+        raise RuntimeError("outbox down")
+
+    bus = Notices()
+    bus.subscribe(broken)
+    bus.subscribe(lambda db, n: record(db, n))  # a later subscriber still gets it
+    rt = Runtime(engine, emit=bus.emit)
+    with rt.db() as db:
+        s = Screen(request_id="r1", repo="o/r", pr_number=5, campaign="c", campaign_path="c",
+                   kind="control", candidate="control", track="t", session_order="AB",
+                   pool="p", workflow="screen.yml", device_count=1, head_sha="a" * 40,
+                   requested_by="amy", authorised_as="write", requested_at=_utc(
+                       "2026-12-02T10:00"), state=screens.FINISHED, verdict="REPEATABLE",
+                   estimate_wall_s=1.0, estimate_device_s=1.0)
+        db.add(s)
+        db.flush()
+        # a scope that is not a campaign's: the budget part fails, and is only logged
+        screen_notices.screen_done(rt, db, s, scope="not a scope")
+    with Session(engine) as db:
+        assert [n.kind for n in db.scalars(select(store.NoticeRow))] == ["screen_finished"]
+        assert db.get(Screen, s.id) is not None  # the screen's transaction committed
+    assert "not recorded by" in caplog.text and "screen notice budget_notices not emitted" in \
+        caplog.text

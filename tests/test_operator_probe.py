@@ -20,8 +20,18 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from evidence.check import check_campaign
-from evidence.operator_probe import OperatorProbe, compare_samples, launch_bound, quartiles
+from evidence.operator_probe import (
+    MIN_EFFECT,
+    OperatorProbe,
+    compare_samples,
+    interval_method,
+    launch_bound,
+    quartiles,
+    split_blocks,
+)
 from runners.probe import (
+    MIN_BLOCKS_WANTED,
+    MIN_EFFECT_DEFAULT,
     ProbeError,
     ProbeSettings,
     block_order,
@@ -351,6 +361,92 @@ def test_interval_containing_one_is_never_faster() -> None:
         compare_samples([0.0, 0.0], [1.0, 1.0])
     with pytest.raises(ValueError):
         compare_samples([], [1.0])
+
+
+def _blocks(levels: list[float], per_block: int, seed: int) -> list[float]:
+    """Calls in blocks at the given levels (a device's clock under power capping moves
+    from block to block), within 0.1 % of their level inside a block."""
+    import random
+
+    rng = random.Random(seed)
+    return [lv * (1 + rng.gauss(0, 0.001)) for lv in levels for _ in range(per_block)]
+
+
+def test_block_interval_holds_the_drift_between_blocks() -> None:
+    # block levels within +-3 % of 1.00 (control) and of 1.035 (candidate)
+    control = _blocks([0.97, 1.03, 1.00, 0.98, 1.02, 1.00], 200, seed=1)
+    candidate = _blocks([1.00, 1.06, 1.00, 1.05, 1.03, 1.04], 200, seed=2)
+    r_calls, lo_calls, hi_calls, f_calls = compare_samples(control, candidate,
+                                                           min_effect=0.02)
+    r_blocks, lo, hi, f_blocks = compare_samples(control, candidate, min_effect=0.02,
+                                                 block_calls=(200, 200))
+    assert r_calls == r_blocks == pytest.approx(1.035, abs=0.002)  # the same medians
+    assert lo_calls is not None and hi_calls is not None and lo is not None and hi is not None
+    # calls of one block are not independent: by calls the interval excludes 1 and the
+    # 3.5 % difference reads "slower"; by blocks the interval holds the drift and reaches 1
+    assert f_calls == "slower" and lo_calls > 1
+    assert lo < 1 < hi and f_blocks == "no material difference"
+    assert (hi - lo) > 5 * (hi_calls - lo_calls)
+    # deterministic: a probe's document is reproducible from its samples
+    assert compare_samples(control, candidate, min_effect=0.02, block_calls=(200, 200)) == (
+        r_blocks, lo, hi, f_blocks)
+    # a steady 10 % gain stays "faster" by blocks
+    steady = [x * 0.9 for x in control]
+    assert compare_samples(control, steady, block_calls=(200, 200))[3] == "faster"
+
+
+def test_block_interval_needs_three_blocks_per_arm() -> None:
+    control = _blocks([0.98, 1.02], 50, seed=3)
+    candidate = _blocks([1.01, 0.99], 50, seed=4)
+    # two blocks per arm: the call-level interval, and the method says so
+    assert compare_samples(control, candidate, block_calls=(50, 50)) == compare_samples(
+        control, candidate)
+    assert "over calls" in interval_method((50, 50), 100, 100)
+    assert "blocks, then calls" in interval_method((25, 25), 100, 100)
+    assert "4 control and 4 candidate blocks" in interval_method((25, 25), 100, 100)
+    assert "over calls" in interval_method(None, 100, 100)
+
+
+def test_split_blocks_follows_block_order() -> None:
+    assert split_blocks([1.0, 2.0, 3.0, 4.0, 5.0], 2) == [[1.0, 2.0], [3.0, 4.0], [5.0]]
+    assert split_blocks([1.0, 2.0], 0) == [[1.0], [2.0]]
+    order = block_order(7, {"control": 3, "candidate": 2})
+    calls = {"control": [], "candidate": []}  # type: dict[str, list[float]]
+    for i, arm in enumerate(order):
+        calls[arm].append(float(i))
+    # every block of an arm is a run of consecutive positions in the order
+    for arm, k in (("control", 3), ("candidate", 2)):
+        for b in split_blocks(calls[arm], k):
+            assert b == [b[0] + j for j in range(len(b))]
+
+
+def test_probe_records_its_blocks_and_uses_them() -> None:
+    doc = run_probe(_mm, torch.matmul, _inputs(), probe_id="blocks", revision="r",
+                    control_op="a", candidate_op="b",
+                    settings=ProbeSettings(warmups=2, repeats=40, budget_s=None,
+                                           block_s=10.0))
+    assert doc.timing is not None
+    bc = doc.timing.block_calls
+    # block_s would put every call in one block; a block holds at most a quarter of them
+    assert bc == {"control": 40 // MIN_BLOCKS_WANTED, "candidate": 40 // MIN_BLOCKS_WANTED}
+    (cmp_,) = doc.comparisons
+    assert "blocks, then calls" in cmp_.method and "4 control and 4 candidate" in cmp_.method
+    c = next(t for t in doc.timings if t.arm == "control").samples_ms
+    k = next(t for t in doc.timings if t.arm == "candidate").samples_ms
+    assert compare_samples(c, k, block_calls=(bc["control"], bc["candidate"]))[:3] == (
+        cmp_.ratio, cmp_.low, cmp_.high)
+    assert doc.timing.min_effect == MIN_EFFECT == MIN_EFFECT_DEFAULT
+    again = OperatorProbe.model_validate_json(doc.model_dump_json(by_alias=True))
+    assert again.timing is not None and again.timing.block_calls == bc
+
+
+def test_hold_is_decided_by_the_median_not_a_few_slow_samples() -> None:
+    # a 0.33 ms arm issued in 0.03 ms, with 6 of 50 host samples slowed to 0.3 ms (host
+    # jitter): its 90th percentile reaches half its device time, its median does not
+    host = {"candidate": [0.03] * 44 + [0.3] * 6}
+    assert hold_for(host, {"candidate": 0.33}) == {}
+    # an arm the host truly cannot keep ahead of is still held
+    assert list(hold_for({"control": [0.05] * 50}, {"control": 0.03})) == ["control"]
 
 
 def test_launch_bound_rule() -> None:

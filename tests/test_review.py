@@ -377,3 +377,23 @@ def test_a_delivery_saves_the_pull_read_and_a_stale_one_is_read_again(campaign_p
     router.dispatch(stale, port(double), RepoConfig())
     assert "pulls/get" in [c.operation for c in double.calls[start:] if not c.is_git]
     assert all(r["head_sha"] == pull.head_sha for r in check_runs(double))
+
+
+def test_an_over_long_name_beside_a_forged_receipt_does_not_stop_the_review(
+        github_double) -> None:
+    """A campaign file whose name is over 255 bytes (ENAMETOOLONG if written) next to an
+    edited status: the review is still posted, the check run completes, and the long name is
+    listed as not written."""
+    long_name = "campaigns/h3/" + "n" * 300 + ".json"
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status(), long_name: "{}\n"},
+                                  user="dave")
+    clear_configs()
+    results = router.dispatch(pr_event(2, pull.head_sha), port(github_double), RepoConfig())
+    assert all(r.ok for r in results), results
+    (run,) = check_runs(github_double)
+    assert (run["status"], run["conclusion"]) == ("completed", "failure")
+    (review,) = github_double.repo(REPO).reviews.values()
+    assert review["commit_id"] == pull.head_sha
+    (summary,) = summaries(github_double)
+    assert "n" * 40 in summary and "over 255 bytes" in summary

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -130,6 +131,25 @@ def test_a_screen_from_the_page_in_chromium(sandbox: Running, tmp_path: Path) ->
             # the page's link to the live pages of the campaign answers
             live = page.locator("a", has_text="live pages").first.get_attribute("href")
             assert live and httpx.get(live, timeout=30).status_code == 200, live
+            # no link the bot wrote leaves the machine: workflow runs, the header's "Updated
+            # from evidence" commit, check runs open the sandbox's page (they were github.com)
+            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+            assert not [h for h in hrefs if urlsplit(h).hostname not in ("127.0.0.1",
+                                                                         "localhost")], hrefs
+            runs = [h for h in hrefs if "/actions/runs/" in h]
+            assert runs, hrefs
+            evidence = page.locator("#header a", has_text=re.compile(r"^[0-9a-f]{8}$"))
+            tree = evidence.first.get_attribute("href")
+            assert tree and tree.startswith(sandbox.url) and "/tree/" in tree, tree
+            for h in {*runs, tree}:
+                r = httpx.get(h, timeout=30)
+                assert r.status_code == 303 and r.headers["location"].startswith("/#"), h
+                assert httpx.get(h, timeout=30, follow_redirects=True).status_code == 200
+            page.goto(runs[0])
+            run_id = runs[0].rsplit("/", 1)[1]
+            expect(page.locator(f"#run-{run_id}")).to_have_class("target", timeout=30_000)
+            page.goto(tree)
+            expect(page.locator("#committed")).to_have_class("target", timeout=30_000)
             page.screenshot(path=str(tmp_path / "sandbox.png"), full_page=True)
             assert not errors, errors
         finally:
@@ -185,3 +205,22 @@ def test_stopping_before_the_page_started_returns(tmp_path: Path) -> None:
     t.start()
     t.join(5)
     assert not t.is_alive()
+
+
+def test_github_web_links_map_to_sections_of_the_page() -> None:
+    """Each kind of GitHub web link the bot writes opens a section of the sandbox page;
+    anything else under the page's address stays 404."""
+    from sandbox.page import web_link_target
+    from sandbox.stand import REPO
+
+    assert web_link_target(f"/{REPO}/actions/runs/7", REPO) == "/#run-7"
+    assert web_link_target(f"/{REPO}/actions/runs/7/job/3", REPO) == "/#run-7"
+    assert web_link_target(f"/{REPO}/runs/12", REPO) == "/#check-12"
+    assert web_link_target(f"/{REPO}/pull/2", REPO) == "/#pr"
+    assert web_link_target(f"/{REPO}/issues/1#issuecomment-5", REPO) == "/#issue"
+    assert web_link_target(f"/{REPO}/tree/{'a' * 40}/campaigns/standin", REPO) == "/#committed"
+    assert web_link_target(f"/{REPO}/commit/{'a' * 40}", REPO) == "/#committed"
+    assert web_link_target(f"/{REPO}", REPO) == "/"
+    assert web_link_target("/maintainer", REPO) == "/"
+    assert web_link_target("/other/repo/pull/2", REPO) is None
+    assert web_link_target(f"/{REPO}/settings", REPO) is None

@@ -21,7 +21,8 @@ from bot.features.screen import queue as screens
 from bot.features.screen.dispatch import dispatch_pool
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import Runtime, ScreenOptions
-from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.client import make_client
+from bot.github.pygithub import PyGithubPort
 
 REPO = "octo/campaign"
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

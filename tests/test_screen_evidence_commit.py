@@ -239,6 +239,47 @@ def test_a_head_on_the_default_or_a_bot_branch_gets_the_bot_branch(
     assert "comes from a fork" not in note
 
 
+@pytest.mark.parametrize("case", ["protected", "head-of-another", "base-of-another"])
+def test_a_shared_head_branch_gets_the_bot_branch(github_double: Any, tmp_path: Path,
+                                                  key: Path, case: str) -> None:
+    """A same-repository PR whose head is a branch not made for it: a protected release
+    branch, the head of another open PR, or the base other PRs build on.  The evidence goes
+    to campaign-bot/screens/PR-7 and the head branch is untouched."""
+    d = github_double
+    d.add_repo(REPO, {f"{CAMP}/campaign.toml": "id = 'h3'\n"})
+    head = "release/1.0"
+    d.set_branch(REPO, head, {f"{CAMP}/RELEASE.md": "r\n"}, parent="main")
+    if case == "protected":
+        d.protect_branch(REPO, head)
+    d.add_pull(REPO, 7, {f"{CAMP}/NOTES.md": "n\n"}, head_ref=head)
+    if case == "head-of-another":
+        d.add_pull(REPO, 8, {f"{CAMP}/OTHER.md": "o\n"}, head_ref=head)
+    elif case == "base-of-another":
+        d.add_pull(REPO, 9, {f"{CAMP}/ON-TOP.md": "t\n"}, head_ref="on-top", base_ref=head)
+    before = d.repo(REPO).refs[head]
+    git = GitMirrors(tmp_path / "cache")
+    out = run(git, port(d), screen(), make_bundle(tmp_path / "b", key, b"x"))
+    assert (out.state, out.branch, out.fork) == ("committed", "campaign-bot/screens/PR-7", True)
+    assert d.repo(REPO).refs[head] == before
+    want = {"protected": f"head branch {head} is protected",
+            "head-of-another": f"head branch {head} is also the head of #8",
+            "base-of-another": f"head branch {head} is the base of #9"}[case]
+    assert want in str(out.own_reason)
+
+
+def test_a_branch_made_for_the_pull_request_takes_its_evidence(
+        setup: tuple[Any, GitMirrors], tmp_path: Path, key: Path) -> None:
+    """The asked reads, and what they find for a PR's own branch: nothing shared."""
+    d, git = setup
+    gh = port(d)
+    assert gh.branch_protected("topic") is False
+    assert [p.number for p in gh.list_open_pulls(head="topic")] == [7]
+    assert gh.list_open_pulls(base="topic") == []
+    out = run(git, gh, screen(), make_bundle(tmp_path / "b", key, b"x"))
+    assert (out.state, out.branch, out.fork, out.own_reason) == ("committed", "topic", False,
+                                                                 None)
+
+
 def test_a_bundle_holding_a_private_key_is_refused(tmp_path: Path, key: Path) -> None:
     """Defence in depth: a signed bundle that carries private-key material (PEM or the DER of
     an ed25519 PKCS#8 key) is refused whatever its signature says."""

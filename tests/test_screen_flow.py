@@ -20,7 +20,8 @@ from bot.features.screen.commands import run_command
 from bot.features.screen.queue import Screen
 from bot.features.screen.results import on_workflow_job
 from bot.features.screen.runtime import CommentContext, Runtime, ScreenOptions
-from bot.github.pygithub import PyGithubPort, make_client
+from bot.github.client import make_client
+from bot.github.pygithub import PyGithubPort
 from evidence.hashing import git_blob_sha
 
 REPO = "octo/campaign"

@@ -102,9 +102,7 @@ def error_message(err: bytes, remote: GitRemote | None) -> str:
     """One sentence from git's standard error ``err`` for a check run: the last ``fatal:``/
     ``error:``/``remote:`` lines (at most 500 characters), the token of ``remote`` replaced by
     ``***``, and a refused token said in words."""
-    text = err.decode("utf-8", "replace").strip()
-    if remote is not None and remote.token:
-        text = text.replace(remote.token, "***")
+    text = _scrubbed(err.decode("utf-8", "replace").strip(), remote)
     if "could not read Username" in text or "Authentication failed" in text:
         # git asks for credentials after a 401 and is not allowed to prompt
         return ("the server refused the token (HTTP 401): the installation may not have "
@@ -112,6 +110,11 @@ def error_message(err: bytes, remote: GitRemote | None) -> str:
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     fatal = [x for x in lines if x.startswith(("fatal:", "error:", "remote:", " !"))]
     return "; ".join((fatal or lines)[-3:])[:500] or "no message"
+
+
+def _scrubbed(text: str, remote: GitRemote | None) -> str:
+    """``text`` with ``remote``'s token (if any) replaced by ``***``."""
+    return text.replace(remote.token, "***") if remote is not None and remote.token else text
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

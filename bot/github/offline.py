@@ -108,6 +108,16 @@ class OfflineGitHub:
         """Empty: webhook payloads carry no diff."""
         return []
 
+    def branch_protected(self, branch: str) -> bool:
+        """True: offline nothing says a branch is unprotected, so it is taken as protected
+        (the bot's own branch is used; offline nothing is pushed anyway)."""
+        return True
+
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]:
+        """Empty: webhook payloads list no other pull requests."""
+        return []
+
     def get_permission(self, login: str) -> str:
         """Inferred from ``author_association`` of the comment, review, issue or PR the
         payload shows ``login`` writing; ``none`` for a login it does not describe."""

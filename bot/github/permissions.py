@@ -42,6 +42,10 @@ PORT_NEEDS: Mapping[str, Need] = MappingProxyType({
     "list_dir": Need("contents", "read", ("repos/get-content",)),
     "get_pull": Need("pull_requests", "read", ("pulls/get",)),
     "list_pull_files": Need("pull_requests", "read", ("pulls/get", "pulls/list-files")),
+    # "Get a branch" is listed under Contents (read) for GitHub Apps; its ``protected``
+    # flag needs no Administration permission (reading the protection rules would)
+    "branch_protected": Need("contents", "read", ("repos/get-branch",)),
+    "list_open_pulls": Need("pull_requests", "read", ("pulls/list",)),
     "get_permission": Need("metadata", "read", ("repos/get-collaborator-permission-level",)),
     "get_issue": Need("issues", "read", ("issues/get",)),
     "edit_issue_body": Need("issues", "write", ("issues/get", "issues/update")),

@@ -11,9 +11,10 @@ PyGithub traps handled here (read in its 2.10.0 source):
 - ``Workflow.create_dispatch`` returns ``False`` on failure unless ``throw=True``: we always
   throw, and ask for ``return_run_details``.
 - PyGithub's default ``GithubRetry`` re-sends POSTs on 5xx: a POST that GitHub performed but
-  answered 502 would post a second comment.  :func:`make_retry` retries only GET/HEAD/OPTIONS;
-  a failed write surfaces as :class:`GitHubRetryableError` and the delivery is retried as a
-  whole, where handlers find their earlier write by its hidden marker instead of repeating it.
+  answered 502 would post a second comment.  :func:`bot.github.client.make_retry` retries only
+  GET/HEAD/OPTIONS; a failed write surfaces as :class:`GitHubRetryableError` and the delivery
+  is retried as a whole, where handlers find their earlier write by its hidden marker instead
+  of repeating it.
 - Secondary rate limits (403/429 with ``Retry-After``): GETs back off (urllib3 honours
   ``Retry-After``; without it PyGithub waits ``secondary_rate_wait``), bounded by
   ``max_rate_limit_wait``; writes raise :class:`GitHubRetryableError` carrying ``retry_after``.
@@ -27,16 +28,14 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import requests
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
 
 from bot.github.artifacts import ArtifactError, ArtifactTooLarge, Limits, download_zip
+from bot.github.client import make_client, map_exception
 from bot.github.port import (
     DEFAULT_MAX_ARTIFACT_BYTES,
     Annotation,
@@ -51,7 +50,6 @@ from bot.github.port import (
     GitHubNotConfigured,
     GitHubNotFound,
     GitHubRetryableError,
-    GitHubValidationError,
     GitRemote,
     InlineComment,
     IssueInfo,
@@ -67,130 +65,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-"""The only methods ever retried by the HTTP layer (writes are never blindly re-sent)."""
-
-
-class BoundedGithubRetry(GithubRetry):
-    """``GithubRetry`` whose ``Retry-After`` sleeps are bounded too.
-
-    PyGithub applies ``max_rate_limit_wait`` to rate-limit resets only; a 403/429 carrying
-    ``Retry-After`` is slept by urllib3 for whatever the header says.  Here a longer wait
-    raises ``RateLimitExceededExceedsMaxWait`` (mapped to :class:`GitHubRetryableError` with
-    ``retry_after``), so the delivery is retried later instead of a worker sleeping.
-    """
-
-    def get_retry_after(self, response: Any) -> float | None:  # type: ignore[override]
-        wait = super().get_retry_after(response)
-        limit = self.max_rate_limit_wait
-        if wait is not None and limit is not None and wait > limit:
-            raise RateLimitExceededExceedsMaxWait(
-                response.status, {"message": "Retry-After exceeds max_rate_limit_wait"},
-                dict(response.headers), wait=wait)
-        return wait
-
-
-def make_retry(
-    *,
-    total: int = 4,
-    backoff_factor: float = 1.0,
-    secondary_rate_wait: float = 60.0,
-    max_rate_limit_wait: float = 120.0,
-) -> GithubRetry:
-    """A :class:`BoundedGithubRetry` that retries reads only.
-
-    ``total`` attempts after the first; ``backoff_factor`` seconds grow exponentially
-    between 5xx retries; a secondary rate limit without ``Retry-After`` waits
-    ``secondary_rate_wait`` s (GitHub: "wait at least one minute", GitHub Docs "Rate limits
-    for the REST API"); a wait longer than ``max_rate_limit_wait`` s raises instead of sleeping
-    (so a webhook worker does not sleep for an hour; the delivery is retried later instead).
-    """
-    return BoundedGithubRetry(
-        total=total,
-        backoff_factor=backoff_factor,
-        allowed_methods=READ_METHODS,
-        secondary_rate_wait=secondary_rate_wait,
-        max_rate_limit_wait=max_rate_limit_wait,
-    )
-
-
-def make_client(
-    base_url: str,
-    auth: Auth.Auth,
-    *,
-    retry: GithubRetry | None = None,
-    throttle: bool = True,
-    timeout: float = 30.0,
-) -> Github:
-    """A PyGithub client: lazy objects, 100 per page, read-only retries.
-
-    ``throttle`` paces requests: 1 s between writes (GitHub's best practices ask for at least
-    1 s between mutating requests: GitHub Docs, "Best practices for using the REST API") and
-    0.05 s between any two requests (PyGithub's default 0.25 s made one review of a 30-file
-    campaign take 18 s, of which 15 s idle; 20 reads/s stays far below the 900 points/min
-    per-endpoint secondary limit).
-    Tests turn it off.
-    """
-    kwargs: dict[str, Any] = {"seconds_between_requests": 0.05, "seconds_between_writes": 1.0}
-    if not throttle:
-        kwargs.update(seconds_between_requests=None, seconds_between_writes=None)
-    return Github(
-        auth=auth,
-        base_url=base_url.rstrip("/"),
-        lazy=True,
-        per_page=100,
-        retry=retry if retry is not None else make_retry(),
-        timeout=int(timeout),
-        **kwargs,
-    )
-
-
-def _retry_after(exc: GithubException) -> float | None:
-    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
-    ra = headers.get("retry-after")
-    if ra is not None:
-        try:
-            return float(ra)
-        except ValueError:
-            return None
-    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
-        try:
-            return max(0.0, float(headers["x-ratelimit-reset"]) - time.time()) + 1.0
-        except ValueError:
-            return None
-    return None
-
-
-def map_exception(exc: BaseException, what: str) -> GitHubError:
-    """Translate a PyGithub / requests exception into this module's error types."""
-    if isinstance(exc, GitHubError):
-        return exc
-    if isinstance(exc, RateLimitExceededExceedsMaxWait):
-        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
-                                    retry_after=getattr(exc, "wait", None))
-    if isinstance(exc, RateLimitExceededException):
-        return GitHubRetryableError(f"{what}: rate limited by GitHub", exc.status,
-                                    retry_after=_retry_after(exc))
-    if isinstance(exc, GithubException):
-        msg = exc.message or (exc.data.get("message") if isinstance(exc.data, dict) else None)
-        errors = exc.data.get("errors") if isinstance(exc.data, dict) else None
-        text = f"{what}: GitHub answered {exc.status}: {msg or ''}".rstrip(": ")
-        if errors:
-            text += f" ({errors})"
-        if exc.status == 429 or (exc.status is not None and exc.status >= 500):
-            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
-        if exc.status == 403 and _retry_after(exc) is not None:
-            return GitHubRetryableError(text, exc.status, retry_after=_retry_after(exc))
-        if exc.status == 404:
-            return GitHubNotFound(text, 404)
-        if exc.status == 422:
-            return GitHubValidationError(text, 422)
-        return GitHubError(text, exc.status)
-    if isinstance(exc, requests.exceptions.RequestException):
-        return GitHubRetryableError(f"{what}: {type(exc).__name__}: {exc}")
-    return GitHubError(f"{what}: {type(exc).__name__}: {exc}")
-
 
 class PyGithubPort:
     """:class:`GitHubPort` on PyGithub for repository ``repo``.
@@ -323,6 +197,37 @@ class PyGithubPort:
             f"list files of PR #{number}", "GET",
             lambda: [FileChange(f.filename, f.status, f.patch)
                for f in self._r().get_pull(number).get_files()], route="pulls")
+
+    def branch_protected(self, branch: str) -> bool:
+        """Whether ``branch`` of the repository is protected (``protected`` of GitHub's "Get
+        a branch", which needs Contents read; no admin rights are needed for the flag)."""
+        return self._call(f"get branch {branch}", "GET",
+                          lambda: bool(self._r().get_branch(branch).protected), route="repos")
+
+    def list_open_pulls(self, *, head: str | None = None,
+                        base: str | None = None) -> list[PullInfo]:
+        """Open PRs of the repository whose head is branch ``head`` of this repository
+        (GitHub's ``head=OWNER:BRANCH`` filter) and/or whose base is ``base``."""
+        owner = self.repo.split("/", 1)[0]
+        kw: dict[str, str] = {"state": "open"}
+        if head is not None:
+            kw["head"] = f"{owner}:{head}"
+        if base is not None:
+            kw["base"] = base
+
+        def fn() -> list[PullInfo]:
+            out = []
+            for p in self._r().get_pulls(**kw):
+                head_repo = p.head.repo.full_name if p.head.repo is not None else None
+                base_repo = p.base.repo.full_name
+                out.append(PullInfo(
+                    number=p.number, title=p.title or "", author=p.user.login, state=p.state,
+                    head_sha=p.head.sha, head_ref=p.head.ref, head_repo=head_repo,
+                    base_ref=p.base.ref, base_sha=p.base.sha, base_repo=base_repo,
+                    is_fork=head_repo != base_repo))
+            return out
+
+        return self._call("list open PRs", "GET", fn, route="pulls")
 
     def get_permission(self, login: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``; a 404 (not a collaborator) is ``none``
@@ -690,8 +595,8 @@ class GitHubClients:
     and a PEM key are given, else ``token``.  Clients are cached per installation (installation
     tokens refresh themselves) for the lifetime of this object.
 
-    ``throttle`` keeps PyGithub's request pacing (:func:`make_client`); ``retry`` overrides the
-    read retries; every request is counted on ``metrics``.
+    ``throttle`` keeps PyGithub's request pacing (:func:`bot.github.client.make_client`);
+    ``retry`` overrides the read retries; every request is counted on ``metrics``.
     """
 
     def __init__(self, *, base_url: str, bot_login: str, app_id: int | None = None,

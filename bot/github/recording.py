@@ -160,6 +160,7 @@ class RecordingGitHub:
 
 _READS = frozenset({
     "get_default_branch", "get_file", "list_dir", "get_pull", "list_pull_files",
+    "branch_protected", "list_open_pulls",
     "get_permission", "get_issue", "list_issue_comments", "list_reviews",
     "list_review_comments", "list_check_runs", "get_workflow_run", "list_workflow_runs",
     "list_run_artifacts",

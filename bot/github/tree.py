@@ -81,6 +81,14 @@ def unsafe_path(path: str, *, max_path_bytes: int = 4096) -> str | None:
     formatting character, a component over 255 bytes or a path over 4,096 bytes: Linux
     ``NAME_MAX``/``PATH_MAX``; ``max_path_bytes`` lower when the path is written under a
     folder, whose own name counts), or None."""
+    whole = _unsafe_whole(path, max_path_bytes)
+    if whole is not None:
+        return whole
+    return next((why for why in map(_unsafe_component, path.split("/")) if why), None)
+
+
+def _unsafe_whole(path: str, max_path_bytes: int) -> str | None:
+    """What :func:`unsafe_path` finds wrong with ``path`` as a whole, or None."""
     if not path or path.startswith("/") or "\0" in path:
         return "absolute or empty path"
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
@@ -89,13 +97,17 @@ def unsafe_path(path: str, *, max_path_bytes: int = 4096) -> str | None:
         return "a bidirectional formatting character in the name"
     if len(os.fsencode(path)) > max_path_bytes:
         return f"path over {max_path_bytes:,} bytes"
-    for part in path.split("/"):
-        if part in ("", ".", ".."):
-            return f"path component {part!r}"
-        if part.casefold() == ".git":
-            return "path component .git"
-        if len(os.fsencode(part)) > 255:
-            return "path component over 255 bytes"
+    return None
+
+
+def _unsafe_component(part: str) -> str | None:
+    """What :func:`unsafe_path` finds wrong with one ``/``-separated component, or None."""
+    if part in ("", ".", ".."):
+        return f"path component {part!r}"
+    if part.casefold() == ".git":
+        return "path component .git"
+    if len(os.fsencode(part)) > 255:
+        return "path component over 255 bytes"
     return None
 
 

@@ -167,92 +167,167 @@ def recover_missed(engine: Engine, hooks: WebhookLog, *, now: dt.datetime | None
     rep = RecoveryReport()
     scan = _load_scan(engine)
     cursor = scan.cursor if scan is not None else None
-    floor = scan.floor_id if scan is not None else None
-    top = scan.top_id if (scan is not None and cursor is not None) else None
+    rd = _Reading.resuming(scan)
     rep.resumed = cursor is not None
-    attempts: dict[str, list[dict[str, Any]]] = {}
-    last: Any = None
     try:
-        for page in hooks.pages(100, cursor):
-            rep.pages += 1
-            ids = [x["id"] for x in page.items if isinstance(x.get("id"), int)]
-            if top is None and ids:
-                top = max(ids)
-            end = bool(page.last)
-            for item in page.items:
-                t = parse_timestamp(item.get("delivered_at"))
-                guid = item.get("guid")
-                if t is None or not isinstance(guid, str) or not isinstance(item.get("id"), int):
-                    continue
-                if t < horizon or (floor is not None and item["id"] <= floor):
-                    end = True  # older than the window, or covered by the last scan
-                    continue
-                rep.scanned += 1
-                attempts.setdefault(guid, []).append({**item, "_at": t})
-            last = page
-            if page.rate_remaining is not None and page.rate_remaining < min_rate_remaining:
-                rep.stopped = f"rate limit: {page.rate_remaining} requests left"
-                return rep
-            if end:
-                rep.scan_complete = True
-                break
-            if rep.pages >= max_pages:
-                rep.stopped = f"read {max_pages} pages of the webhook log (resumed next run)"
-                break
+        if not _read_log(hooks, cursor, horizon, rd, rep, max_pages, min_rate_remaining):
+            return rep
     except GitHubError as exc:
-        if cursor is not None and rep.pages == 0 and not isinstance(exc, GitHubRetryableError):
-            _save_scan(engine, cursor=None, top_id=None, floor_id=floor, started_at=None,
-                       pages=0)
-            rep.stopped = (f"reading the webhook log at the saved position: {exc}; "
-                           "the next run starts from the newest entry")
-        else:
-            rep.stopped = f"reading the webhook log: {exc}"
-        log.warning("recovery of missed deliveries: %s", rep.stopped)
+        _log_unreadable(engine, exc, cursor, rd.floor, rep)
         return rep
-    failed = {g: a for g, a in attempts.items() if not any(_ok(x.get("status_code")) for x in a)}
+    failed = rd.failed()
     rep.failed = len(failed)
     todo = _todo(engine, failed, horizon)
     rep.missing = len(todo)
-    cut = False
+    cut = _ask_for(engine, hooks, todo, rep, max_requests, min_rate_remaining)
+    if cut or rd.last is None:
+        return rep  # the same pages are read again next run
+    _advance(engine, scan, rd, rep, now)
+    return rep
+
+
+@dataclass
+class _Reading:
+    """What one run read of the webhook log: ``top`` (the newest entry id of the scan),
+    ``floor`` (the newest id the last completed scan covered), the delivery ``attempts``
+    per GUID in the window, and the ``last`` page read."""
+
+    floor: int | None
+    top: int | None
+    attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    last: Any = None
+
+    @classmethod
+    def resuming(cls, scan: Any) -> _Reading:
+        """The start of a run after the saved ``scan`` (None: none saved): its floor, and
+        its top when it stopped midway (a cursor saved)."""
+        if scan is None:
+            return cls(floor=None, top=None)
+        return cls(floor=scan.floor_id, top=scan.top_id if scan.cursor is not None else None)
+
+    def failed(self) -> dict[str, list[dict[str, Any]]]:
+        """The GUIDs none of whose attempts GitHub delivered with a 2xx answer."""
+        return {g: a for g, a in self.attempts.items()
+                if not any(_ok(x.get("status_code")) for x in a)}
+
+
+def _read_log(hooks: WebhookLog, cursor: str | None, horizon: dt.datetime, rd: _Reading,
+              rep: RecoveryReport, max_pages: int, min_rate_remaining: int) -> bool:
+    """Read pages of the log from ``cursor`` into ``rd`` (see :func:`recover_missed`); False
+    when a rate limit ended the run (nothing more may be asked for)."""
+    for page in hooks.pages(100, cursor):
+        rep.pages += 1
+        end = _take_page(page.items, horizon, rd, rep) or bool(page.last)
+        rd.last = page
+        if page.rate_remaining is not None and page.rate_remaining < min_rate_remaining:
+            rep.stopped = f"rate limit: {page.rate_remaining} requests left"
+            return False
+        if end:
+            rep.scan_complete = True
+            break
+        if rep.pages >= max_pages:
+            rep.stopped = f"read {max_pages} pages of the webhook log (resumed next run)"
+            break
+    return True
+
+
+def _take_page(items: list[dict[str, Any]], horizon: dt.datetime, rd: _Reading,
+               rep: RecoveryReport) -> bool:
+    """Add a page's delivery attempts within the window to ``rd``; True when the page
+    reaches entries older than the window or covered by the last scan (the scan's end).
+    The first page read sets the scan's ``top``."""
+    ids = [x["id"] for x in items if isinstance(x.get("id"), int)]
+    if rd.top is None and ids:
+        rd.top = max(ids)
+    end = False
+    for item in items:
+        where, t = _placed(item, horizon, rd.floor)
+        if where == "end":
+            end = True  # older than the window, or covered by the last scan
+        elif where == "window":
+            rep.scanned += 1
+            rd.attempts.setdefault(item["guid"], []).append({**item, "_at": t})
+    return end
+
+
+def _placed(item: dict[str, Any], horizon: dt.datetime, floor: int | None
+            ) -> tuple[str, dt.datetime | None]:
+    """Where a log entry lies: ``("window", time)``, ``("end", time)`` (older than
+    ``horizon`` or at most ``floor``, the last scan's newest id) or ``("skip", None)`` (no
+    time, GUID or id)."""
+    t = parse_timestamp(item.get("delivered_at"))
+    if t is None or not isinstance(item.get("guid"), str) or not isinstance(item.get("id"), int):
+        return "skip", None
+    if t < horizon or (floor is not None and item["id"] <= floor):
+        return "end", t
+    return "window", t
+
+
+def _log_unreadable(engine: Engine, exc: GitHubError, cursor: str | None, floor: int | None,
+                    rep: RecoveryReport) -> None:
+    """Say why the log could not be read; a saved position GitHub refused (4xx, before any
+    page) is dropped, so the next scan starts from the newest entry."""
+    if cursor is not None and rep.pages == 0 and not isinstance(exc, GitHubRetryableError):
+        _save_scan(engine, cursor=None, top_id=None, floor_id=floor, started_at=None, pages=0)
+        rep.stopped = (f"reading the webhook log at the saved position: {exc}; "
+                       "the next run starts from the newest entry")
+    else:
+        rep.stopped = f"reading the webhook log: {exc}"
+    log.warning("recovery of missed deliveries: %s", rep.stopped)
+
+
+def _ask_for(engine: Engine, hooks: WebhookLog, todo: list[tuple[str, dict[str, Any],
+             dict[str, Any], Any]], rep: RecoveryReport, max_requests: int,
+             min_rate_remaining: int) -> bool:
+    """Ask for the redelivery of each of ``todo``, recording each answer; True when the run
+    stopped before asking for all of them (the request bound or a rate limit)."""
     for n, (guid, first, newest, prev) in enumerate(todo):
         if n >= max_requests:
             rep.stopped = f"asked for {max_requests} redeliveries (the per-run bound)"
-            cut = True
-            break
-        outcome, err, remaining = "requested", None, None
-        status: int | None = 202
-        try:
-            remaining = hooks.redeliver(int(newest["id"]))
-        except GitHubRetryableError as exc:
-            outcome, status, err = "error", exc.status, str(exc)
-        except GitHubError as exc:
-            outcome, status, err = "refused", exc.status, str(exc)
+            return True
+        outcome, status, err, remaining = _redeliver(hooks, newest)
         _record(engine, guid, first, newest, outcome, status, err, prev=prev)
         rep.outcomes[outcome] = rep.outcomes.get(outcome, 0) + 1
         log.info("redelivery of %s (%s) %s%s", guid, first.get("event"), outcome,
                  f": {err}" if err else "")
         if outcome == "error" and status in (403, 429):
             rep.stopped = f"rate limit: {err}"
-            cut = n + 1 < len(todo)
-            break
+            return n + 1 < len(todo)
         if remaining is not None and remaining < min_rate_remaining:
             rep.stopped = f"rate limit: {remaining} requests left"
-            cut = n + 1 < len(todo)
-            break
-    if cut or last is None:
-        return rep  # the same pages are read again next run
+            return n + 1 < len(todo)
+    return False
+
+
+def _redeliver(hooks: WebhookLog, newest: dict[str, Any]
+               ) -> tuple[str, int | None, str | None, int | None]:
+    """Ask GitHub to redeliver log entry ``newest``: ``(outcome, HTTP status, error,
+    requests left)`` with outcome ``requested``, ``error`` (worth asking again) or
+    ``refused``."""
+    try:
+        return "requested", 202, None, hooks.redeliver(int(newest["id"]))
+    except GitHubRetryableError as exc:
+        return "error", exc.status, str(exc), None
+    except GitHubError as exc:
+        return "refused", exc.status, str(exc), None
+
+
+def _advance(engine: Engine, scan: Any, rd: _Reading, rep: RecoveryReport,
+             now: dt.datetime) -> None:
+    """Move the saved scan on past the pages read: a completed scan becomes the floor of
+    the next; an unfinished one resumes at the next page's cursor."""
     if rep.scan_complete:
-        _save_scan(engine, cursor=None, top_id=None, floor_id=top if top is not None else floor,
-                   started_at=None, pages=0)
-    elif last.next_cursor is None:
+        _save_scan(engine, cursor=None, top_id=None,
+                   floor_id=rd.top if rd.top is not None else rd.floor, started_at=None,
+                   pages=0)
+    elif rd.last.next_cursor is None:
         log.warning("recovery of missed deliveries: the webhook log's next page has no "
                     "cursor; the next run starts from the newest entry")
     else:
-        started = scan.started_at if (scan is not None and rep.resumed) else None
-        _save_scan(engine, cursor=last.next_cursor, top_id=top, floor_id=floor,
-                   started_at=started or now,
-                   pages=(scan.pages if (scan is not None and rep.resumed) else 0) + rep.pages)
-    return rep
+        resumed = scan is not None and rep.resumed
+        _save_scan(engine, cursor=rd.last.next_cursor, top_id=rd.top, floor_id=rd.floor,
+                   started_at=(scan.started_at if resumed else None) or now,
+                   pages=(scan.pages if resumed else 0) + rep.pages)
 
 
 def _todo(engine: Engine, failed: dict[str, list[dict[str, Any]]],

@@ -73,7 +73,9 @@ class OpenAPISubset:
         """Every operation of the subset, concrete paths before templated ones."""
         ops = []
         for p, item in self.doc["paths"].items():
-            pat = re.escape(p).replace(r"\{path\}", ".+")  # contents paths contain slashes
+            # contents paths contain slashes, and so may branch names ("Get a branch" of
+            # release/1.0: PyGithub sends the name with its slash, as GitHub accepts it)
+            pat = re.escape(p).replace(r"\{path\}", ".+").replace(r"\{branch\}", ".+")
             rx = re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", pat) + "$")
             for m, op in item.items():
                 if isinstance(op, dict) and "operationId" in op:

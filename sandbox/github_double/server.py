@@ -221,6 +221,8 @@ class RepoState:
     refs: dict[str, str] = field(default_factory=dict)
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)
+    protected: set[str] = field(default_factory=set)
+    """Names of protected branches (``protect_branch``)."""
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -255,6 +257,8 @@ ROUTES: list[tuple[str, str, str]] = [
     ("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", "edit_issue"),
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "list_comments"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "create_comment"),
+    ("GET", "/repos/{owner}/{repo}/branches/{branch}", "get_branch"),
+    ("GET", "/repos/{owner}/{repo}/pulls", "list_pulls"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", "get_pull"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "list_files"),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "list_reviews"),
@@ -288,7 +292,8 @@ def _compile(template: str) -> re.Pattern[str]:
     for part in re.split(r"(\{[^}]+\})", template):
         if part.startswith("{"):
             name = part[1:-1]
-            rx += f"(?P<{name}>.+)" if name == "path" else f"(?P<{name}>[^/]+)"
+            # a file path and a branch name (release/1.0) may hold slashes
+            rx += f"(?P<{name}>.+)" if name in ("path", "branch") else f"(?P<{name}>[^/]+)"
         else:
             rx += re.escape(part)
     return re.compile(f"^{rx}$")
@@ -313,6 +318,9 @@ class GitHubDouble:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.base_url = ""
+        self.web_url = "https://github.com"
+        """Base of the web (``html_url``) links in answers, GitHub's own by default; the
+        sandbox points it at its page, which serves those links itself."""
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle
@@ -444,6 +452,11 @@ class GitHubDouble:
             repo.refs[branch] = sha
             return sha
 
+    def protect_branch(self, full_name: str, branch: str) -> None:
+        """Mark ``branch`` protected (what "Get a branch" answers in ``protected``)."""
+        with self._lock:
+            self.repos[full_name].protected.add(branch)
+
     def set_permission(self, full_name: str, login: str, permission: str) -> None:
         """Give ``login`` a legacy base role (admin, write, read, none) on the repository."""
         with self._lock:
@@ -469,12 +482,14 @@ class GitHubDouble:
         title: str = "Candidate",
         body: str = "",
         fork: str | None = None,
+        base_ref: str | None = None,
     ) -> Pull:
-        """Open PR ``number`` whose head is the default branch plus ``changes``
-        (None deletes a file); its file list and patches are computed with difflib."""
+        """Open PR ``number`` whose head is its base (``base_ref``, default: the default
+        branch) plus ``changes`` (None deletes a file); its file list and patches are
+        computed with difflib."""
         with self._lock:
             repo = self.repos[full_name]
-            base_ref = repo.default_branch
+            base_ref = base_ref or repo.default_branch
             base_sha = repo.refs[base_ref]
             head_sha = self.set_branch(full_name, head_ref, changes, parent=base_ref)
             pull = Pull(number, title, body, user, base_ref, base_sha, head_ref, head_sha,
@@ -840,7 +855,7 @@ class GitHubDouble:
         u = self.ex("issue")["user"]
         uid = int(hashlib.sha1(login.encode()).hexdigest()[:6], 16)
         u.update(login=login, id=uid, type=user_type,
-                 url=f"{API}/users/{login}", html_url=f"https://github.com/{login}",
+                 url=f"{API}/users/{login}", html_url=f"{self.web_url}/{login}",
                  node_id=f"U_{uid}")
         for k in list(u):
             if k.endswith("_url") and k not in ("avatar_url", "html_url"):
@@ -854,7 +869,7 @@ class GitHubDouble:
         r = json.loads(json.dumps(r).replace(f"{API}/repos/octocat/Hello-World", prefix))
         r.update(id=repo.id, name=name, full_name=repo.full_name, private=repo.private,
                  default_branch=repo.default_branch, url=prefix, language=None,
-                 html_url=f"https://github.com/{repo.full_name}")
+                 html_url=f"{self.web_url}/{repo.full_name}")
         r["owner"] = self._user(owner)
         for k in ("source", "parent", "organization", "template_repository"):
             r.pop(k, None)
@@ -870,7 +885,7 @@ class GitHubDouble:
                  comments_url=f"{prefix}/issues/{n}/comments",
                  events_url=f"{prefix}/issues/{n}/events",
                  labels_url=f"{prefix}/issues/{n}/labels{{/name}}",
-                 html_url=f"https://github.com/{repo.full_name}/issues/{n}",
+                 html_url=f"{self.web_url}/{repo.full_name}/issues/{n}",
                  assignee=None, assignees=[], milestone=None, closed_by=None,
                  labels=[self._label_body(repo, repo.labels[n.lower()])
                          for n in issue.get("labels", []) if n.lower() in repo.labels],
@@ -878,9 +893,9 @@ class GitHubDouble:
         if issue["pull"]:
             b["pull_request"] = {
                 "url": f"{prefix}/pulls/{n}", "merged_at": None,
-                "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
-                "diff_url": f"https://github.com/{repo.full_name}/pull/{n}.diff",
-                "patch_url": f"https://github.com/{repo.full_name}/pull/{n}.patch"}
+                "html_url": f"{self.web_url}/{repo.full_name}/pull/{n}",
+                "diff_url": f"{self.web_url}/{repo.full_name}/pull/{n}.diff",
+                "patch_url": f"{self.web_url}/{repo.full_name}/pull/{n}.patch"}
         else:
             b.pop("pull_request", None)
         return b
@@ -891,7 +906,7 @@ class GitHubDouble:
         b.update(id=c["id"], body=c["body"], user=self._user(c["user"], c["user_type"]),
                  url=f"{prefix}/issues/comments/{c['id']}",
                  issue_url=f"{prefix}/issues/{c['issue']}",
-                 html_url=f"https://github.com/{repo.full_name}/issues/{c['issue']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/issues/{c['issue']}"
                           f"#issuecomment-{c['id']}",
                  created_at=c["created_at"], updated_at=c["updated_at"],
                  author_association="NONE")
@@ -903,7 +918,7 @@ class GitHubDouble:
         base_repo = self._repo_body(repo)
         b.update(number=p.number, id=repo.issues[p.number]["id"], title=p.title, body=p.body,
                  state=p.state, user=self._user(p.user), url=f"{prefix}/pulls/{p.number}",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{p.number}",
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{p.number}",
                  issue_url=f"{prefix}/issues/{p.number}",
                  comments_url=f"{prefix}/issues/{p.number}/comments",
                  review_comments_url=f"{prefix}/pulls/{p.number}/comments",
@@ -936,7 +951,7 @@ class GitHubDouble:
         prefix = f"{API}/repos/{repo.full_name}"
         b.update(id=r["id"], body=r["body"], state=r["state"], commit_id=r["commit_id"],
                  user=self._user(r["user"], r["user_type"]), author_association="NONE",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{r['pull']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{r['pull']}"
                           f"#pullrequestreview-{r['id']}",
                  pull_request_url=f"{prefix}/pulls/{r['pull']}", submitted_at=r["submitted_at"])
         b["_links"] = {"html": {"href": b["html_url"]},
@@ -955,7 +970,7 @@ class GitHubDouble:
                  user=self._user(c["user"], c["user_type"]), author_association="NONE",
                  url=f"{prefix}/pulls/comments/{c['id']}",
                  pull_request_url=f"{prefix}/pulls/{c['pull']}",
-                 html_url=f"https://github.com/{repo.full_name}/pull/{c['pull']}"
+                 html_url=f"{self.web_url}/{repo.full_name}/pull/{c['pull']}"
                           f"#discussion_r{c['id']}", subject_type="line")
         b.pop("in_reply_to_id", None)
         b["_links"] = {"self": {"href": b["url"]}, "html": {"href": b["html_url"]},
@@ -976,7 +991,7 @@ class GitHubDouble:
                  conclusion=r["conclusion"], external_id=r.get("external_id") or "",
                  details_url=r.get("details_url"), started_at=r["started_at"],
                  completed_at=r.get("completed_at"), url=f"{prefix}/check-runs/{r['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/runs/{r['id']}",
+                 html_url=f"{self.web_url}/{repo.full_name}/runs/{r['id']}",
                  pull_requests=[], node_id=f"CR_{r['id']}")
         out = r.get("output") or {}
         b["output"] = {"title": out.get("title"), "summary": out.get("summary"),
@@ -996,7 +1011,7 @@ class GitHubDouble:
                  run_attempt=run["run_attempt"], workflow_id=wf["id"], name=wf["name"],
                  path=f".github/workflows/{run['workflow']}", pull_requests=[],
                  url=f"{prefix}/actions/runs/{run['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/actions/runs/{run['id']}",
+                 html_url=f"{self.web_url}/{repo.full_name}/actions/runs/{run['id']}",
                  artifacts_url=f"{prefix}/actions/runs/{run['id']}/artifacts",
                  jobs_url=f"{prefix}/actions/runs/{run['id']}/jobs",
                  workflow_url=f"{prefix}/actions/workflows/{wf['id']}")
@@ -1100,7 +1115,7 @@ class GitHubDouble:
         b = self.ex("integration-from-manifest")
         b.update(id=app["id"], slug=app["slug"], name=app["name"], client_id=app["client_id"],
                  client_secret=app["client_secret"], webhook_secret=app["webhook_secret"],
-                 pem=app["pem"], html_url=f"https://github.com/apps/{app['slug']}",
+                 pem=app["pem"], html_url=f"{self.web_url}/apps/{app['slug']}",
                  permissions=app["permissions"], events=app["events"],
                  description=app["manifest"].get("description") or "",
                  external_url=app["manifest"].get("url") or "https://example.com",
@@ -1404,10 +1419,10 @@ class GitHubDouble:
                     "name": p.rsplit("/", 1)[-1], "path": p,
                     "sha": object_sha("blob", data or b"") if kind == "file" else tree_sha(p),
                     "url": f"{prefix}/{p}?ref={ref}", "git_url": None,
-                    "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{p}",
+                    "html_url": f"{self.web_url}/{repo.full_name}/blob/{ref}/{p}",
                     "download_url": None,
                     "_links": {"self": f"{prefix}/{p}?ref={ref}", "git": None,
-                               "html": f"https://github.com/{repo.full_name}/blob/{ref}/{p}"}}
+                               "html": f"{self.web_url}/{repo.full_name}/blob/{ref}/{p}"}}
 
         if path in tree:
             data = tree[path]
@@ -1531,13 +1546,50 @@ class GitHubDouble:
             raise HTTPError(404, "Not Found")
         return p
 
+    def _op_get_branch(self, req: Request, repo: RepoState, branch: str) -> tuple[int, Any]:
+        name = branch  # the request path is already percent-decoded
+        sha = repo.refs.get(name)
+        if sha is None:
+            raise HTTPError(404, "Branch not found")
+        b = self.ex("branch-get")
+        prefix = f"{API}/repos/{repo.full_name}"
+        b.update(name=name, protected=name in repo.protected,
+                 protection_url=f"{prefix}/branches/{branch}/protection")
+        b["commit"].update(sha=sha, url=f"{prefix}/commits/{sha}")
+        b["_links"] = {"html": f"https://github.com/{repo.full_name}/tree/{name}",
+                       "self": f"{prefix}/branches/{branch}"}
+        if name not in repo.protected:
+            b["protection"] = {"enabled": False, "required_status_checks": {
+                "enforcement_level": "off", "contexts": [], "checks": []}}
+        return 200, b
+
+    def _op_list_pulls(self, req: Request, repo: RepoState) -> tuple[int, Any, dict[str, str]]:
+        """``state`` (open, closed, all), ``head`` (``OWNER:BRANCH``) and ``base`` filters,
+        newest first (GitHub's default sort is ``created``, ``desc``), each item a
+        ``pull-request-simple`` (the full pull request's fields that schema lists)."""
+        state = req.query.get("state", "open")
+        head, base = req.query.get("head"), req.query.get("base")
+        keys = self.openapi.doc["components"]["schemas"]["pull-request-simple"]["properties"]
+        items = []
+        for p in sorted(repo.pulls.values(), key=lambda x: -x.number):
+            if state != "all" and p.state != state:
+                continue
+            owner = (p.head_repo or "").split("/", 1)[0]
+            if head is not None and head != f"{owner}:{p.head_ref}":
+                continue
+            if base is not None and base != p.base_ref:
+                continue
+            full = self._pull_body(repo, p)
+            items.append({k: v for k, v in full.items() if k in keys})
+        return self._paginate(req, items)
+
     def _op_get_pull(self, req: Request, repo: RepoState, pull_number: str) -> tuple[int, Any]:
         return 200, self._pull_body(repo, self._get_pull(repo, pull_number))
 
     def _op_list_files(self, req: Request, repo: RepoState,
                        pull_number: str) -> tuple[int, Any, dict[str, str]]:
         p = self._get_pull(repo, pull_number)
-        prefix = f"https://github.com/{repo.full_name}"
+        prefix = f"{self.web_url}/{repo.full_name}"
         items = [{**f, "changes": f["additions"] + f["deletions"],
                   "blob_url": f"{prefix}/blob/{p.head_sha}/{f['filename']}",
                   "raw_url": f"{prefix}/raw/{p.head_sha}/{f['filename']}",
@@ -1773,9 +1825,9 @@ class GitHubDouble:
         prefix = f"{API}/repos/{repo.full_name}"
         b.update(id=wf["id"], name=wf["name"], path=f".github/workflows/{wf['file']}",
                  state="active", url=f"{prefix}/actions/workflows/{wf['id']}",
-                 html_url=f"https://github.com/{repo.full_name}/blob/{repo.default_branch}/"
+                 html_url=f"{self.web_url}/{repo.full_name}/blob/{repo.default_branch}/"
                           f".github/workflows/{wf['file']}",
-                 badge_url=f"https://github.com/{repo.full_name}/workflows/{wf['name']}/badge.svg")
+                 badge_url=f"{self.web_url}/{repo.full_name}/workflows/{wf['name']}/badge.svg")
         return b
 
     def _op_get_workflow(self, req: Request, repo: RepoState, workflow_id: str) -> tuple[int, Any]:
@@ -1802,7 +1854,7 @@ class GitHubDouble:
             prefix = f"{API}/repos/{repo.full_name}"
             return 200, {"workflow_run_id": run["id"],
                          "run_url": f"{prefix}/actions/runs/{run['id']}",
-                         "html_url": f"https://github.com/{repo.full_name}/actions/runs/"
+                         "html_url": f"{self.web_url}/{repo.full_name}/actions/runs/"
                                      f"{run['id']}"}
         return 204, None
 

@@ -329,12 +329,9 @@ def findings(site: Site, links: pages.Links, level: str | None, rule: str | None
              file: str | None) -> list[FindingOut]:
     """The review's findings, most severe first, filtered by ``level`` (``P0``..``P3``,
     comma-separated allowed), ``rule`` (exact) and ``file`` (path or path prefix)."""
-    levels = {x.strip().upper() for x in level.split(",")} if level else None
+    only = pages.FindingsFilter.from_query([level] if level else [], rule, file)
     link = pages.source_link(site, links)
-    return [finding_out(f, link) for f in site.findings
-            if (levels is None or str(f.severity) in levels)
-            and (rule is None or f.rule == rule)
-            and (file is None or f.path == file or f.path.startswith(file.rstrip("/") + "/"))]
+    return [finding_out(f, link) for f in site.findings if only.keeps(f)]
 
 
 def budget_out(site: Site) -> BudgetOut:

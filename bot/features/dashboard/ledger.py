@@ -166,7 +166,8 @@ def read_ledger_from(engine: Engine, campaign: str, repo: str | None = None, *,
                     estimate_wall_h=_h(r.estimate_wall_s) or 0.0,
                     estimate_device_h=_h(r.estimate_device_s) or 0.0,
                     charged_device_h=_h(r.charged_device_s),
-                    charged_wall_h=_h(r.charged_wall_s), run_url=r.run_url)
+                    charged_wall_h=_h(r.charged_wall_s), run_url=r.run_url,
+                    pr_number=r.pr_number, pool=r.pool)
                 for r in db.execute(select(SCREENS).where(*scond).order_by(SCREENS.c.id))]
     except LedgerError:
         raise

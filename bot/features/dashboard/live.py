@@ -53,11 +53,17 @@ from sqlalchemy.engine import Engine
 from bot import links as link_scheme
 from bot.features.dashboard import pages
 from bot.features.dashboard.ledger import SCREENS, LedgerError, read_ledger_from
-from bot.features.dashboard.model import CampaignUnreadable, budget_view, build_site
+from bot.features.dashboard.model import (
+    CampaignUnreadable,
+    budget_view,
+    build_site,
+    campaign_status,
+)
 from bot.features.dashboard.signin import LOGOUT_PATH, SignIn, signin_router
-from bot.features.dashboard.views import Site, slug
+from bot.features.dashboard.views import LedgerScreen, Site, slug
 from bot.github.git import GitError, GitMirrors
 from bot.github.port import GitHubError
+from evidence.header import QueueItem
 
 LoadCampaignDir = Callable[[str, str, str], Path]
 """``(owner, repo, campaign id) -> campaign directory``; raises :class:`CampaignNotFound`."""
@@ -260,6 +266,41 @@ def read_queue(engine: Engine, repo: str, campaign: str, now: datetime) -> list[
     return [pools[k] for k in sorted(pools)]
 
 
+FILTER_VALUE_CHARS = 500
+"""Longest ``rule`` or ``file`` value a findings query may carry (longer ones are no
+condition: no finding's path or rule is that long)."""
+
+
+def findings_filter(request: Request) -> pages.FindingsFilter:
+    """The findings page's filter from ``request``'s query: ``level`` (repeated, or
+    comma-separated: ``P0``..``P3``), ``rule`` and ``file`` (:class:`pages.FindingsFilter`);
+    every other parameter is ignored."""
+    q = request.query_params
+
+    def one(key: str) -> str | None:
+        v = q.get(key)
+        return v if v and len(v) <= FILTER_VALUE_CHARS else None
+
+    return pages.FindingsFilter.from_query(q.getlist("level"), one("rule"), one("file"))
+
+
+def queue_items(screens: list[LedgerScreen]) -> list[QueueItem]:
+    """The campaign's screen queue as the status header states it, from the bot's
+    ``screens`` rows (oldest first): running screens (dispatched, running, cancelling) and
+    queued ones, in request order; an empty list when nothing is queued or running."""
+    items = []
+    for s in screens:
+        if s.state in ACTIVE:
+            run = f" (run {s.run_url})" if s.run_url else ""
+            items.append(QueueItem(s.candidate, s.track, "running", pr=s.pr_number,
+                                   pool=s.pool, waits_on=f"the self-hosted runner on pool "
+                                                         f"{s.pool}{run}"))
+        elif s.state in QUEUED:
+            items.append(QueueItem(s.candidate, s.track, "queued", pr=s.pr_number,
+                                   pool=s.pool, waits_on=f"pool {s.pool}"))
+    return items
+
+
 class LiveDashboard:
     """The live pages: :meth:`page` renders one (used by the routes of :meth:`router`).
 
@@ -347,8 +388,11 @@ class LiveDashboard:
             hit = self._budgeted.get(key)
             if hit is not None and hit[0] == fp:
                 return hit[1], root, fp
-        budgeted = dataclasses.replace(site, budget=budget_view(site.scope, site.screens,
-                                                                ledger))
+        budget = budget_view(site.scope, site.screens, ledger)
+        status = site.status if site.status_source is None else campaign_status(
+            site.scope, site.status_source, budget, site.as_of, site.source_url,
+            queue=queue_items(ledger.screens))
+        budgeted = dataclasses.replace(site, budget=budget, status=status)
         with self._lock:
             self._budgeted[key] = (fp, budgeted)
             while len(self._budgeted) > SITE_CACHE_ENTRIES:
@@ -392,6 +436,13 @@ class LiveDashboard:
             log.warning("live page %s/%s/%s: %s", owner, repo, campaign, exc)
             return PlainTextResponse("The bot's database cannot be read now.\n", 503)
         name = name or "index.html"
+        if name == "findings.html" and request is not None:
+            only = findings_filter(request)
+            if only.active:  # rendered for each query, never kept (findings are few)
+                links = pages.Links(f"{PREFIX}/{owner}/{repo}/{campaign}/", live=True)
+                body = pages.render_findings(site, links, only).encode()
+                return self._respond(body, "text/html; charset=utf-8", private,
+                                     self._login(request, private))
         cache_key = (fp, name)
         with self._lock:
             hit = self._pages.get(cache_key)

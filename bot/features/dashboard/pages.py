@@ -22,7 +22,8 @@ import os
 import queue
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,7 @@ from markupsafe import Markup
 from bot.features.dashboard import charts
 from bot.features.dashboard.drift import change_points
 from bot.features.dashboard.views import (
+    SEVERITIES,
     SEVERITY_TEXT,
     ControlPoint,
     DocumentFile,
@@ -46,6 +48,7 @@ from bot.features.dashboard.views import (
     TrackRow,
     slug,
 )
+from evidence.models import Finding
 from templates import TEMPLATE_DIR
 
 DASHBOARD_TEMPLATES = TEMPLATE_DIR / "dashboard"
@@ -292,10 +295,52 @@ def render_budget(site: Site, links: Links) -> str:
     return _page("budget.html.j2", site, links, charts=chart_list, screens=screens)
 
 
-def render_findings(site: Site, links: Links) -> str:
+@dataclass(frozen=True)
+class FindingsFilter:
+    """Which findings a findings page or the JSON API lists: severities ``levels`` (empty:
+    every one), one ``rule`` id (None: any) and one ``file`` (a path, or a folder of paths;
+    None: any).  Built from a request's query by :meth:`from_query`."""
+
+    levels: frozenset[str] = frozenset()
+    rule: str | None = None
+    file: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when it leaves some finding out of the list."""
+        return bool(self.levels) or self.rule is not None or self.file is not None
+
+    def keeps(self, f: Finding) -> bool:
+        """Whether finding ``f`` is listed."""
+        return ((not self.levels or str(f.severity) in self.levels)
+                and (self.rule is None or f.rule == self.rule)
+                and (self.file is None or f.path == self.file
+                     or f.path.startswith(self.file.rstrip("/") + "/")))
+
+    @classmethod
+    def from_query(cls, levels: Sequence[str] = (), rule: str | None = None,
+                   file: str | None = None) -> FindingsFilter:
+        """A filter from query parameters: each ``level`` value may list several severities
+        (``P0,P1``; case ignored; a value that is no severity matches no finding); an
+        empty ``rule`` or ``file`` (a form's "any") is no condition."""
+        wanted = {x.strip().upper() for v in levels for x in v.split(",")} - {""}
+        return cls(frozenset(wanted), rule or None, file or None)
+
+
+def render_findings(site: Site, links: Links,
+                    only: FindingsFilter | None = None) -> str:
     """Every finding of the review (as ``campaign-bot check`` lists them) with severity,
-    rule, file:line (linked to the document when the site holds it), field and message."""
-    return _page("findings.html.j2", site, links, source_link=source_link(site, links))
+    rule, file:line (linked to the document when the site holds it), field and message;
+    with ``only``, the findings it keeps.  On the live pages (``links.live``) the page
+    carries the filter form: a plain GET form whose query the server applies
+    (:class:`FindingsFilter`), so it works without JavaScript."""
+    only = only or FindingsFilter()
+    shown = [f for f in site.findings if only.keeps(f)]
+    return _page("findings.html.j2", site, links, source_link=source_link(site, links),
+                 shown=shown, only=only,
+                 rules=sorted(Counter(f.rule for f in site.findings).items()),
+                 files=sorted(Counter(f.path for f in site.findings).items()),
+                 severities=SEVERITIES)
 
 
 def render_page(name: str, site: Site, links: Links, **ctx: Any) -> str:

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from evidence.check import CheckReport
-from evidence.header import HeaderContent
+from evidence.header import EvidenceSource, HeaderContent
 from evidence.models import CampaignScope, Finding, Track
 from evidence.screening import ScreeningDecision
 from evidence.verdicts import Reason, TrackVerdict
@@ -321,6 +321,8 @@ class LedgerScreen:
     charged_device_h: float | None
     charged_wall_h: float | None
     run_url: str | None
+    pr_number: int | None = None
+    pool: str | None = None
 
 
 @dataclass
@@ -362,10 +364,14 @@ class Site:
     status: HeaderContent | None = None
     """The campaign status as the issue's status header states it (Current state, Decision
     needed, Next action: :func:`evidence.header.build_header`, the same sentences), from this
-    evidence and budget; the queue is not known to the static site."""
+    evidence and budget; the queue is not known to the static site (the live pages state it
+    from the bot's database)."""
     source_url: str | None = None
     """Base URL of the campaign directory in a repository browser (``.../blob/SHA/path``);
     findings link to ``{source_url}/{path}#L{line}``."""
+    status_source: EvidenceSource | None = field(default=None, repr=False)
+    """The evidence :attr:`status` is computed from, kept so that the live pages can state
+    the status again with the bot's budget ledger and screen queue."""
 
     @property
     def findings_by_severity(self) -> dict[str, int]:

@@ -35,7 +35,8 @@ def register(app: Registry, queue: QueueProvider | None = None,
     from bot.scheduler import Job
 
     svc = service if service is not None else HeaderService(app.engine, bot_login=app.bot_login,
-                                                            public_url=app.public_url)
+                                                            public_url=app.public_url,
+                                                            html_base=app.web_url.rstrip("/"))
     if svc.git is None:
         svc.git = app.git
     if queue is not None:

@@ -38,19 +38,23 @@ def summarise_change(old: str | None, new: str) -> str:
     if old is None:
         return "header inserted"
     o, n = old.splitlines(), new.splitlines()
-    parts = []
-    for key in _KEY_LINES:
-        ol = next((x for x in o if x.startswith(key)), "")
-        nl = next((x for x in n if x.startswith(key)), "")
-        if ol != nl:
-            label = key.strip("*:")
-            if key == "**Decision needed:**":
-                parts.append(f"{label} now: {nl[len(key):].strip()[:160]}")
-            else:
-                parts.append(f"{label} changed")
+    parts = [p for key in _KEY_LINES if (p := _key_line_change(key, o, n))]
     rest_o = [x for x in o if not x.startswith(_KEY_LINES)]
     rest_n = [x for x in n if not x.startswith(_KEY_LINES)]
     if rest_o != rest_n:
         changed = len(set(rest_n) - set(rest_o))
         parts.append(f"{changed} board/table line(s) changed")
     return "; ".join(parts) or "whitespace only"
+
+
+def _key_line_change(key: str, old: list[str], new: list[str]) -> str | None:
+    """How the line starting with ``key`` changed between the ``old`` and ``new`` headers'
+    lines (the new Decision needed in full, at most 160 characters), or None."""
+    ol = next((x for x in old if x.startswith(key)), "")
+    nl = next((x for x in new if x.startswith(key)), "")
+    if ol == nl:
+        return None
+    label = key.strip("*:")
+    if key == "**Decision needed:**":
+        return f"{label} now: {nl[len(key):].strip()[:160]}"
+    return f"{label} changed"

@@ -91,12 +91,7 @@ class HeaderHandlers:
         svc = self.service
         if repo is None or event.payload.get("ref") != f"refs/heads/{branch}":
             return
-        files = [
-            f
-            for c in event.payload.get("commits") or []
-            for f in (*(c.get("added") or []), *(c.get("modified") or []))
-        ]
-        if any(posixpath.basename(f) == CAMPAIGN_FILE for f in files) or not svc.campaigns(repo):
+        if _scope_changed(event.payload) or not svc.campaigns(repo):
             svc.discover(gh, config, branch)
         touched = svc.record_push(repo, event.payload)
         after = str(event.payload.get("after", ""))[:8]
@@ -135,18 +130,13 @@ class HeaderHandlers:
           .from``), the bot puts the human's version back with the current header (one read,
           one write; nothing otherwise).
         """
-        repo = event.repo_full_name
-        issue = event.payload.get("issue") or {}
         svc = self.service
-        if repo is None or event.sender_is_bot or event.sender_login == svc.bot_login:
+        edit = _human_edit(event, svc.bot_login)
+        if edit is None:
             return
-        number = issue.get("number")
-        if not isinstance(number, int):
-            return
-        before = ((event.payload.get("changes") or {}).get("body") or {}).get("from")
-        after = issue.get("body") or ""
+        repo, number, before, after = edit
         campaigns = svc.campaigns_of_issue(repo, number)
-        if before is None or not campaigns:
+        if not campaigns:
             return
         if (locate(before).state is BlockState.PRESENT
                 and locate(after).state is not BlockState.PRESENT):
@@ -209,3 +199,23 @@ class HeaderHandlers:
             }
             for r in rows
         ])
+
+
+def _scope_changed(push: dict[str, Any]) -> bool:
+    """Whether a commit of ``push`` added or changed a ``campaign.toml``."""
+    return any(posixpath.basename(f) == CAMPAIGN_FILE
+               for c in push.get("commits") or []
+               for f in (*(c.get("added") or []), *(c.get("modified") or [])))
+
+
+def _human_edit(event: Event, bot_login: str) -> tuple[str, int, str, str] | None:
+    """``(repo, issue number, body before, body after)`` of an ``issues.edited`` event whose
+    body a human changed; None for the bot's own edit, a title edit, or a payload without
+    them."""
+    issue = event.payload.get("issue") or {}
+    number = issue.get("number")
+    before = ((event.payload.get("changes") or {}).get("body") or {}).get("from")
+    if event.repo_full_name is None or event.sender_is_bot or \
+            event.sender_login == bot_login or not isinstance(number, int) or before is None:
+        return None
+    return event.repo_full_name, number, before, issue.get("body") or ""

@@ -83,12 +83,13 @@ from bot.features.header.sources import (
     config_or_default,
     default_evaluator,
     default_loader,
+    last_commit_touching,
     no_queue,
     parse_scope,
+    pull_fields,
     scope_of,
     state_digest,
     touches_evidence,
-    under,
 )
 from bot.features.header.store import CampaignHeader, CandidatePR, HeaderChange
 from bot.github import parse_timestamp
@@ -268,15 +269,7 @@ class HeaderService:
         touched: list[CampaignHeader] = []
         commits = payload.get("commits") or []
         for c in self.campaigns(repo):
-            last = None
-            for commit in commits:
-                files = [
-                    *(commit.get("added") or []),
-                    *(commit.get("modified") or []),
-                    *(commit.get("removed") or []),
-                ]
-                if any(under(f, c.path) for f in files):
-                    last = commit
+            last = last_commit_touching(commits, c.path)
             if last is None:
                 continue
             when = parse_timestamp(last.get("timestamp"))
@@ -298,24 +291,16 @@ class HeaderService:
         repo = gh.repo
         if not self.campaigns(repo):
             return []  # no campaign registered here: nothing to track, no read
-        number = int(pr["number"])
-        head = str((pr.get("head") or {}).get("sha") or "")
-        state = "open" if pr.get("state") == "open" else "closed"
-        title = str(pr.get("title") or "")[:500]
+        number, head, state, title = pull_fields(pr)
         with self.sessions() as db:
             row = db.scalar(
                 select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
             )
-            before = list(row.touches) if row is not None else []
-            known_sha = row.files_sha if row is not None else None
+            before, known_sha = (list(row.touches), row.files_sha) if row else ([], None)
         touches = before
         if state == "open" and head and head != known_sha:
-            files = [f.filename for f in gh.list_pull_files(number)]
-            touches = sorted(
-                c.path
-                for c in self.campaigns(repo)
-                if any(touches_evidence(f, c, also) for f in files)
-            )
+            touches = self._touched(repo, [f.filename for f in gh.list_pull_files(number)],
+                                    also)
         with self.sessions.begin() as db:
             row = db.scalar(
                 select(CandidatePR).where(CandidatePR.repo == repo, CandidatePR.number == number)
@@ -327,6 +312,11 @@ class HeaderService:
             row.touches, row.files_sha, row.updated_at = touches, head, utcnow()
         paths = set(touches) | set(before)
         return [c for c in self.campaigns(repo) if c.path in paths]
+
+    def _touched(self, repo: str, files: Sequence[str], also: Sequence[str]) -> list[str]:
+        """Paths of ``repo``'s campaigns whose evidence (or ``also``) one of ``files`` is in."""
+        return sorted(c.path for c in self.campaigns(repo)
+                      if any(touches_evidence(f, c, also) for f in files))
 
     def candidate_prs(self, repo: str, path: str) -> list[CandidatePR]:
         """Open PRs whose files touch the campaign at ``path``, by number."""
@@ -375,41 +365,18 @@ class HeaderService:
         with self.sessions() as db:
             row = db.get(CampaignHeader, campaign.id)
             assert row is not None, f"campaign {campaign.path} is not registered"
-        repo, path, ref = row.repo, row.path, row.default_branch
+        repo, path = row.repo, row.path
         if getattr(gh, "repo", repo) != repo:
             raise ValueError(f"port is for {gh.repo}, campaign {path} is in {repo}")
-        # one git round trip: the default branch's tip, then the campaign's tree SHA from the
-        # mirror (no REST call)
-        tip = (self._fetch(port, repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
-        tree = self._git().tree_sha(repo, tip, path)
+        tip, tree = self._tip_and_tree(port, row)
         if tree is None:
-            log.warning("campaign directory %s not found in %s at %s", path, repo, ref)
             return RefreshResult("campaign-missing", port.reads, port.writes,
                                  fetches=port.fetches)
         if row.evidence_tree is None or row.evidence_tree != tree:
-            with self.sessions.begin() as db:
-                r = db.get(CampaignHeader, row.id)
-                assert r is not None
-                if r.evidence_tree is not None or r.evidence_sha is None:
-                    # the tree changed without a push we saw (or no push seen yet): the
-                    # tree SHA identifies the evidence, dated when the bot first read it
-                    r.evidence_sha, r.evidence_at = None, utcnow()
-                r.evidence_tree = tree
-                row = _detached(r, db)
+            row = self._note_tree(row, tree)
         prs = self.candidate_prs(repo, path)
-        scope_for_queue = None
-        key_parts: dict[str, Any] = {
-            "tree": tree,
-            "evidence": [row.evidence_sha, _iso(row.evidence_at)],
-            "prs": [[p.number, p.head_sha, p.title] for p in prs],
-            "template": self.template_digest,
-            "dashboard": campaign_page(self.public_url, repo, row.campaign_id),
-        }
-        cached_scope = self._scopes.get((repo, path, tree))
-        if cached_scope is not None:
-            scope_for_queue = cached_scope
-            key_parts["queue"] = self._queue_digest(repo, cached_scope)
-        key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+        key_parts = self._key_parts(row, tree, prs)
+        key = self._input_key(key_parts, repo, self._scopes.get((repo, path, tree)))
         if row.input_key == key and row.header_text is not None:
             if skip_if_unchanged:
                 return RefreshResult("skipped", port.reads, port.writes, row.header_text,
@@ -419,10 +386,7 @@ class HeaderService:
             content = self._compute(port, row, tree, tip, prs)
             header = render_header(
                 content, dashboard=campaign_page(self.public_url, repo, row.campaign_id))
-            scope_for_queue = self._scopes.get((repo, path, tree))
-            if scope_for_queue is not None:
-                key_parts["queue"] = self._queue_digest(repo, scope_for_queue)
-                key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+            key = self._input_key(key_parts, repo, self._scopes.get((repo, path, tree)))
         with self.sessions.begin() as db:
             r = db.get(CampaignHeader, row.id)
             assert r is not None
@@ -500,6 +464,43 @@ class HeaderService:
             )
         return RefreshResult("notice-posted", port.reads, port.writes, fetches=port.fetches)
 
+    def _tip_and_tree(self, port: _Counting, row: CampaignHeader) -> tuple[str, str | None]:
+        """One git round trip: the default branch's tip, then the campaign directory's tree
+        SHA from the mirror (no REST call); None for a directory not there (logged)."""
+        ref = row.default_branch
+        tip = (self._fetch(port, row.repo, [f"refs/heads/{ref}"]))[f"refs/heads/{ref}"]
+        tree = self._git().tree_sha(row.repo, tip, row.path)
+        if tree is None:
+            log.warning("campaign directory %s not found in %s at %s", row.path, row.repo, ref)
+        return tip, tree
+
+    def _note_tree(self, row: CampaignHeader, tree: str) -> CampaignHeader:
+        """Record that the campaign's directory is git tree ``tree`` now; returns the row."""
+        with self.sessions.begin() as db:
+            r = db.get(CampaignHeader, row.id)
+            assert r is not None
+            if r.evidence_tree is not None or r.evidence_sha is None:
+                # the tree changed without a push we saw (or no push seen yet): the
+                # tree SHA identifies the evidence, dated when the bot first read it
+                r.evidence_sha, r.evidence_at = None, utcnow()
+            r.evidence_tree = tree
+            return _detached(r, db)
+
+    def _key_parts(self, row: CampaignHeader, tree: str, prs: Sequence[CandidatePR]
+                   ) -> dict[str, Any]:
+        """What the header reads, but the queue: see :meth:`_input_key`."""
+        return {"tree": tree, "evidence": [row.evidence_sha, _iso(row.evidence_at)],
+                "prs": [[p.number, p.head_sha, p.title] for p in prs],
+                "template": self.template_digest,
+                "dashboard": campaign_page(self.public_url, row.repo, row.campaign_id)}
+
+    def _input_key(self, parts: dict[str, Any], repo: str, scope: CampaignScope | None) -> str:
+        """Content hash of everything the header reads: ``parts``, and the bot's queue state
+        when the campaign's ``scope`` is known (sets ``parts["queue"]``)."""
+        if scope is not None:
+            parts["queue"] = self._queue_digest(repo, scope)
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
     def _queue_digest(self, repo: str, scope: CampaignScope) -> str:
         with self.sessions() as db:
             return state_digest(self.queue(db, repo, scope))
@@ -530,7 +531,22 @@ class HeaderService:
         base_sha = row.evidence_sha or tree
         scope, base = self._source(port, path, tip, (tree, base_sha), None)
         self._scopes[(repo, path, tree)] = scope
-        sources = [base]
+        sources = [base, *self._pull_sources(port, repo, path, prs)]
+        with self.sessions() as db:
+            state = self.queue(db, repo, scope)
+        at = _aware(row.evidence_at) or utcnow()
+        # a commit seen in a push is linked by its SHA; a tree read without one, by branch
+        sha, ref = (row.evidence_sha, row.evidence_sha) if row.evidence_sha else (
+            tree, row.default_branch)
+        ev = EvidenceRef(sha, at, f"{self.html_base}/{repo}/tree/{ref}/{path}")
+        return build_header(
+            scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
+        )
+
+    def _pull_sources(self, port: _Counting, repo: str, path: str,
+                      prs: Sequence[CandidatePR]) -> list[EvidenceSource]:
+        """The judged evidence of each candidate PR's head; a PR that cannot be read is
+        logged and left out (it never hides the base or the others)."""
         # candidate PR heads not judged yet and not in the mirror: one fetch for all of them
         need = [pr for pr in prs if (repo, path, pr.number, pr.head_sha) not in self.source_cache
                 and not self._git().has_commit(repo, pr.head_sha)]
@@ -539,6 +555,7 @@ class HeaderService:
                 self._fetch(port, repo, [f"refs/pull/{pr.number}/head" for pr in need])
             except GitError as exc:  # one unreadable PR never hides the base or the others
                 log.warning("candidate PR heads of %s not fetched: %s", repo, exc)
+        sources = []
         for pr in prs:
             try:
                 _, src = self._source(port, path, pr.head_sha, (pr.head_sha,), pr.number)
@@ -547,20 +564,7 @@ class HeaderService:
                 continue
             src.pr_title = pr.title
             sources.append(src)
-        with self.sessions() as db:
-            state = self.queue(db, repo, scope)
-        at = _aware(row.evidence_at) or utcnow()
-        if row.evidence_sha:
-            ev = EvidenceRef(
-                row.evidence_sha, at, f"{self.html_base}/{repo}/tree/{row.evidence_sha}/{path}"
-            )
-        else:
-            ev = EvidenceRef(
-                tree, at, f"{self.html_base}/{repo}/tree/{row.default_branch}/{path}"
-            )
-        return build_header(
-            scope, sources, ev, budget=state.budget, queue=state.queue, finished=state.finished
-        )
+        return sources
 
     def _source(
         self, port: _Counting, path: str, ref: str, ident: tuple[str, ...], pr: int | None

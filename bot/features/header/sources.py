@@ -146,3 +146,23 @@ def config_or_default(config: RepoConfig | None) -> RepoConfig:
 def campaign_roots(config: RepoConfig | None) -> list[str]:
     """The ``[campaigns] paths`` globs of the repo config (defaults when None)."""
     return list(config_or_default(config).campaigns.paths)
+
+
+def pull_fields(pr: dict[str, Any]) -> tuple[int, str, str, str]:
+    """``(number, head SHA, "open" or "closed", title cut at 500 characters)`` of a
+    ``pull_request`` payload's PR."""
+    return (int(pr["number"]), str((pr.get("head") or {}).get("sha") or ""),
+            "open" if pr.get("state") == "open" else "closed", str(pr.get("title") or "")[:500])
+
+
+def last_commit_touching(commits: Sequence[dict[str, Any]], path: str
+                          ) -> dict[str, Any] | None:
+    """The last of a push's ``commits`` that added, changed or removed a file under
+    ``path``, or None."""
+    last = None
+    for commit in commits:
+        files = [*(commit.get("added") or []), *(commit.get("modified") or []),
+                 *(commit.get("removed") or [])]
+        if any(under(f, path) for f in files):
+            last = commit
+    return last

@@ -29,13 +29,18 @@ if TYPE_CHECKING:
 JOB_ID = "notify-outbox"
 
 
-def register(app: Registry, settings: NotifySettings) -> Notifier:
+def register(app: Registry, settings: NotifySettings) -> Notifier | None:
     """Subscribe the outbox to ``app``'s notices and add the ``notify-outbox`` job (every
     ``settings.interval_s`` seconds: route new notices, send due ones).  Returns the
-    notifier."""
+    notifier; None, with nothing subscribed nor scheduled, when ``settings`` define no
+    target (no repository could name one; nothing is recorded to be sent later, when
+    targets appear, as stale news)."""
     from bot.features.notify.outbox import Notifier, record
     from bot.repo_config import NotifySection
     from bot.scheduler import Job
+
+    if not settings.targets:
+        return None
 
     def section_for(repo: str) -> NotifySection | None:
         loaded = app.configs.load(app.port_for(repo))

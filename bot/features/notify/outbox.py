@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -53,6 +53,10 @@ RATE_WINDOW_S = 3600.0
 ROUTE_ATTEMPTS = 10
 """Passes that may fail to read a repository's config before its notice is skipped."""
 BATCH = 100
+RETENTION_S = 30 * 24 * 3600.0
+"""Notices (and their sends) older than this (30 days) are deleted: their keys only need to
+outlive a redelivery (GitHub keeps deliveries redeliverable for 3 days) and the watchdog's
+recovery of a lost completion (hours)."""
 
 
 def utcnow() -> datetime:
@@ -139,9 +143,25 @@ class Notifier:
         return send(target, m, timeout_s=self.settings.timeout_s)
 
     def run_pass(self) -> int:
-        """Route new notices, then send what is due; returns the number sent."""
+        """Route new notices, then send what is due, then forget notices older than
+        :data:`RETENTION_S`; returns the number sent."""
         self.route()
-        return self.deliver()
+        sent = self.deliver()
+        self.prune()
+        return sent
+
+    def prune(self) -> int:
+        """Delete notices created more than :data:`RETENTION_S` ago, and their sends;
+        returns the notices deleted."""
+        cutoff = self.now() - timedelta(seconds=RETENTION_S)
+        with Session(self.engine) as db:
+            old = list(db.scalars(select(NoticeRow.id).where(NoticeRow.created_at < cutoff)
+                                  .limit(1000)))
+            if old:
+                db.execute(delete(SendRow).where(SendRow.notice_id.in_(old)))
+                db.execute(delete(NoticeRow).where(NoticeRow.id.in_(old)))
+                db.commit()
+        return len(old)
 
     def route(self) -> int:
         """One ``notify_sends`` row per target of each new notice's repository config that
@@ -235,11 +255,11 @@ class Notifier:
         assert notice is not None
         m = Message(delivery=f"{notice.key}#{row.target}", kind=notice.kind, repo=notice.repo,
                     campaign=notice.campaign, title=f"[{notice.repo}] {notice.title}",
-                    text=notice.text, url=notice.url, sent_at=now)
+                    text=notice.text, url=notice.url, sent_at=self.now())
         out = self._send(target, m)
         db.refresh(row)
         if out.ok:
-            row.state, row.sent_at, row.detail = store.SENT, self.now(), None
+            row.state, row.sent_at, row.detail = store.SENT, m.sent_at, None
             self.sent.append(m.delivery)
             log.info("notification %s (%s) sent to %s", row.id, notice.kind, row.target)
         elif out.retry and row.attempts < self.settings.max_attempts:

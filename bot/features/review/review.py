@@ -69,6 +69,7 @@ from bot.links import campaign_page
 from bot.render import marker, render
 from bot.repo_config import RepoConfig
 from evidence.models import Finding
+from evidence.scope_binding import FrozenScope
 
 log = logging.getLogger(__name__)
 
@@ -251,30 +252,22 @@ def annotations_digest(annotations: list[Annotation]) -> str:
 
 def analyse_directory(root: Path, *, external_files: dict[str, Any] | None = None,
                       trusted_keys: dict[str, Any] | None = None,
+                      frozen_scope: FrozenScope | None = None,
                       ) -> tuple[int, list[Finding], list[VerdictRow]]:
     """Run the foundation check and the verdict/findings rules on a campaign directory:
     ``(hashes checked, findings, verdict rows)``.  ``external_files`` (root-relative path ->
     :class:`evidence.manifest.ExternalFile`) are files kept outside ``root``; with
-    ``trusted_keys`` signed bundles are verified.  Synchronous and CPU-bound."""
+    ``trusted_keys`` signed bundles are verified, and held against ``frozen_scope`` (the
+    default branch's campaign.toml; see :func:`evidence.check.check_campaign`): the verdicts
+    are the check's own, so a refused bundle, or one that redefined its control, gives none.
+    Synchronous and CPU-bound."""
     from evidence.check import check_campaign
 
-    rep = check_campaign(root, external_files=external_files, trusted_keys=trusted_keys)
-    findings = list(rep.findings)
-    rows: list[VerdictRow] = []
-    try:
-        from evidence.bundle import load_campaign
-        from evidence.review import review
-    except ImportError:  # verdict engine not installed: checks only
-        return rep.hashes_checked, findings, rows
-    loaded = load_campaign(root)
-    if loaded.scope is not None:
-        verdicts, more = review(loaded, extra_findings=rep.findings)
-        findings += more
-        for v in verdicts:
-            reasons = "; ".join(r.text for r in v.reasons) or "-"
-            rows.append(VerdictRow(loaded.scope.model.id, v.track, v.candidate or "-",
-                                   v.shown, reasons))
-    return rep.hashes_checked, findings, rows
+    rep = check_campaign(root, external_files=external_files, trusted_keys=trusted_keys,
+                         frozen_scope=frozen_scope)
+    rows = [VerdictRow(rep.campaign or "-", v.track, v.candidate or "-", v.shown,
+                       "; ".join(r.text for r in v.reasons) or "-") for v in rep.verdicts]
+    return rep.hashes_checked, list(rep.findings), rows
 
 
 def _trusted_keys(pem: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -305,11 +298,18 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
         root = Path(tmp) / "campaign"
         try:
             mat = git.materialise(repo, commit, directory, root)
-            pem = None
+            pem, frozen = None, None
             if keys_commit is not None:
                 kf = TRUSTED_KEYS_FILE if directory in (".", "") else \
                     f"{directory}/{TRUSTED_KEYS_FILE}"
                 pem = git.read_file(repo, keys_commit, kf)
+                # the frozen scope: the control, protocol and pool every bundle must have
+                # run under come from the default branch's campaign.toml
+                toml = _repo_path(directory, "campaign.toml")
+                scope_bytes = git.read_file(repo, keys_commit, toml, max_bytes=1 << 20)
+                if scope_bytes is not None:
+                    frozen = FrozenScope(label=f"campaign.toml at {keys_commit[:12]}, the "
+                                         "default branch", data=scope_bytes)
         except GitError as exc:
             out.error = str(exc)
             return out
@@ -321,7 +321,7 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
         keys, key_problem = _trusted_keys(pem)
         try:
             hashes, findings, rows = analyse_directory(root, external_files=external,
-                                                       trusted_keys=keys)
+                                                       trusted_keys=keys, frozen_scope=frozen)
         except Exception:  # noqa: BLE001 - logged; the PR gets a short note, not a traceback
             log.exception("evidence check failed on %s@%s", directory, commit)
             out.error = "the evidence checker failed on this directory (logged for the "\
@@ -411,7 +411,20 @@ def _post_review(gh: GitHubPort, number: int, sha: str, new: list[PlacedFinding]
     return len(inline), len(body)
 
 
-def _check_run(gh: GitHubPort, sha: str) -> Any:
+def pull_external_id(number: int) -> str:
+    """The ``external_id`` of the evidence check run of PR ``number``: GitHub's Re-run link
+    (``check_run.rerequested``) and "Re-run all checks" (``check_suite.rerequested``) name
+    only the commit, and a fork PR's payloads list no pull request."""
+    return f"pull/{number}"
+
+
+def pull_of_check_run(external_id: str | None) -> int | None:
+    """The PR number an evidence check run's ``external_id`` names; None for any other."""
+    m = re.fullmatch(r"pull/(\d+)", external_id or "")
+    return int(m.group(1)) if m else None
+
+
+def _check_run(gh: GitHubPort, sha: str, number: int) -> Any:
     """The ``campaign-bot/evidence`` run on ``sha`` (found, or created in progress); None when
     GitHub refuses check runs to these credentials (only Apps with checks:write may create
     them; a token gets 403), so the review still happens without one."""
@@ -420,6 +433,7 @@ def _check_run(gh: GitHubPort, sha: str) -> Any:
         return max(runs, key=lambda r: r.id)  # the newest: the one GitHub shows
     try:
         return gh.create_check_run(CHECK_NAME, sha, status="in_progress",
+                                   external_id=pull_external_id(number),
                                    title="Checking campaign evidence",
                                    summary="campaign-bot is checking the evidence files.")
     except GitHubError as exc:
@@ -481,7 +495,7 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         log.info("PR #%s (%s) touches no campaign under %s", number, trigger,
                  config.campaigns.paths)
         return outcome
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
@@ -550,14 +564,7 @@ def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
     if run.status == "completed" and run.conclusion == conclusion and run.title == title \
             and run.summary == final:
         return
-    m = ANNOTATIONS_MARKER.search(run.summary or "")
-    sent = 0
-    if m is not None:
-        if m.group(1) == digest:
-            sent = min(int(m.group(2)), len(annotations))
-        elif int(m.group(2)) > 0 and sha is not None:
-            run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
-                                      summary="campaign-bot is checking the evidence files.")
+    run, sent = _resume(gh, run, digest, len(annotations), title, sha)
     left = annotations[sent:]
     while len(left) > ANNOTATIONS_PER_REQUEST:
         batch, left = left[:ANNOTATIONS_PER_REQUEST], left[ANNOTATIONS_PER_REQUEST:]
@@ -570,12 +577,29 @@ def _complete(gh: GitHubPort, run: Any, conclusion: str, title: str, text: str,
                         title=title, summary=final, annotations=left or None)
 
 
+def _resume(gh: GitHubPort, run: Any, digest: str, total: int, title: str,
+            sha: str | None) -> tuple[Any, int]:
+    """Where :func:`_complete` goes on: ``(run, annotations already sent)`` from the marker in
+    ``run``'s summary: the count sent when it is for the same list (``digest``, at most
+    ``total``); a new run on ``sha`` and 0 when ``run`` holds annotations of another list."""
+    m = ANNOTATIONS_MARKER.search(run.summary or "")
+    if m is None:
+        return run, 0
+    if m.group(1) == digest:
+        return run, min(int(m.group(2)), total)
+    if int(m.group(2)) > 0 and sha is not None:
+        run = gh.create_check_run(CHECK_NAME, sha, status="in_progress", title=title,
+                                  external_id=run.external_id,
+                                  summary="campaign-bot is checking the evidence files.")
+    return run, 0
+
+
 def _report_unread(gh: GitHubPort, config: RepoConfig, number: int, sha: str,
                    why: str) -> ReviewOutcome:
     """The evidence of PR ``number`` could not be read through git: say so in the check run
     (``failure``: nothing was verified) and the summary comment."""
     outcome = ReviewOutcome(sha, [], conclusion="failure", unread=why)
-    run = _check_run(gh, sha) if config.review.check_run else None
+    run = _check_run(gh, sha, number) if config.review.check_run else None
     counts = dict.fromkeys(SEVERITY_ORDER, 0)
     summary = render(
         "summary.md.j2", marker_text=marker("summary", pr=number), sha=sha, analyses=[],

@@ -14,6 +14,8 @@ campaign's budget.  The flow, module by module in the order a screen lives it:
    charge, fetch and verify the bundle (:mod:`.bundle`), judge it, commit it as evidence
    (:mod:`.evidence`), post the result (:mod:`.report`), dispatch the pool's next screen.
 4. :mod:`.watchdog`: dispatches that never started and runs that never reported.
+5. :mod:`.clicks`: the buttons of a screen's check run (Cancel, Re-run, Approve head:
+   :mod:`.buttons`) and GitHub's Re-run link, each the command it stands for.
 
 What all steps share (options, runtime, the repository's settings, the requester's errors):
 :mod:`.runtime`.  Parts: command grammar (:mod:`.grammar`), tables
@@ -70,5 +72,6 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     app.router.on("pull_request", "closed")(h.handle_closed)
     app.router.on("workflow_job")(h.handle_job)
     app.router.on("workflow_run", "completed")(h.handle_run)
+    app.router.on("check_run", "requested_action", "rerequested")(h.handle_check_run)
     app.jobs.extend(jobs.jobs(rt, watchdog_interval_s=settings.watchdog_interval_s,
                               flush_interval_s=settings.flush_interval_s))

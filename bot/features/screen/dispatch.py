@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from bot.commands import UserError
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
+from bot.features.screen.buttons import CANCEL, approval_check_run
 from bot.features.screen.campaign import load_campaign, recheck, runner_labels
 from bot.features.screen.grammar import FULL_SHA_RE
 from bot.features.screen.queue import Screen
@@ -240,6 +241,7 @@ def ensure_check_run(rt: Runtime, gh: GitHubPort, screen_id: int, now: datetime)
                     gh.create_check_run(
                         name, sha, status="in_progress", external_id=rid, details_url=url,
                         started_at=datetime.now(UTC), title=f"{s.label} dispatched",
+                        actions=[CANCEL],
                         summary=f"{s.label}: `{s.name}` on `{s.track}`, order "
                         f"`{s.session_order}`, pool `{s.pool}`.")), lookup).id
             except GitHubError:
@@ -259,6 +261,9 @@ def on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
       the repository, and the request was for the PR, not for one commit (the status comment
       says so).
 
+    A fork's cancelled screen gets a check run on the new head with the **Approve head**
+    button (:func:`bot.features.screen.buttons.approval_check_run`).
+
     Screens already dispatched keep the head they run.  Blocking."""
     pr = payload.get("pull_request") or {}
     head = (pr.get("head") or {}).get("sha") if isinstance(pr, dict) else None
@@ -274,6 +279,7 @@ def on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
                 screens.cancel_queued(db, s, "campaign-bot", now)
                 s.detail = (f"Cancelled: the fork PR got a new head {head[:12]}; "
                             "a new push needs a new approval.")
+                approval_check_run(gh, s, head)
             else:
                 s.detail = (f"Re-pinned to the new head {head[:12]} pushed while queued "
                             f"(was {s.head_sha[:12]}).")

@@ -8,7 +8,8 @@ in one commit whose message names the screen, the track and the verdict:
 
 * a pull request from this repository: on the PR's head branch, over its current tip, unless
   that branch is the default branch, the PR's base or a ``campaign-bot/`` branch
-  (:func:`own_branch_reason`): then as for a fork;
+  (:func:`own_branch_reason`), or a protected branch, another open PR's head or an open
+  PR's base (:func:`shared_branch_reason`): then as for a fork;
 * a pull request from a fork: the bot cannot push to a fork, so on the bot's own branch
   ``campaign-bot/screens/PR-N`` of this repository, made from the base branch (never from the
   fork's commits: a branch of this repository holding a fork's code would run that code's
@@ -171,6 +172,34 @@ def own_branch_reason(pr: PullInfo, default_branch: str) -> str | None:
     return None
 
 
+def shared_branch_reason(gh: GitHubPort, pr: PullInfo) -> str | None:
+    """Why a same-repository PR's head branch, which :func:`own_branch_reason` allows, is
+    still not one the bot commits to, asked of GitHub; None when it may take the evidence.
+
+    The bot commits to a head branch only when it is that PR's own working branch: not a
+    protected branch (a release branch: GitHub's "Get a branch" ``protected`` flag), not
+    the head of another open PR of this repository (someone else's work), not the base of
+    an open PR (a branch others build on).  Anyone who can open a PR can name such a branch
+    as its head; the evidence then goes to ``campaign-bot/screens/PR-N`` as for a fork.
+    When GitHub cannot answer, the bot's own branch is used (never the doubtful one)."""
+    branch = pr.head_ref
+    try:
+        if gh.branch_protected(branch):
+            return f"the pull request's head branch {branch} is protected"
+        others = sorted(p.number for p in gh.list_open_pulls(head=branch)
+                        if p.number != pr.number and not p.is_fork)
+        if others:
+            return (f"the pull request's head branch {branch} is also the head of "
+                    + ", ".join(f"#{n}" for n in others))
+        based = sorted(p.number for p in gh.list_open_pulls(base=branch))
+        if based:
+            return (f"the pull request's head branch {branch} is the base of "
+                    + ", ".join(f"#{n}" for n in based))
+    except Exception as exc:  # noqa: BLE001 - doubt means the bot's own branch
+        return f"whether the head branch {branch} is shared could not be read ({exc})"
+    return None
+
+
 def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict: str, *,
                   pr: PullInfo, evidence_path: str, max_file_bytes: int, run_url: str,
                   artifact: str | None, max_files: int = DEFAULT_MAX_COMMITTED_FILES,
@@ -185,7 +214,7 @@ def commit_screen(git: GitMirrors, gh: GitHubPort, s: Any, bundle: Path, verdict
         default = gh.get_default_branch()
     except Exception as exc:  # noqa: BLE001 - reported, the artifact stays
         return CommitOutcome("failed", f"the default branch cannot be read: {exc}", path)
-    why_own = own_branch_reason(pr, default)
+    why_own = own_branch_reason(pr, default) or shared_branch_reason(gh, pr)
     fork = why_own is not None
     branch = FORK_BRANCH.format(number=pr.number) if fork else pr.head_ref
     out = CommitOutcome("failed", "", path, branch, fork=fork, own_reason=why_own)

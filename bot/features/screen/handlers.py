@@ -4,8 +4,10 @@ Commands (grammar in :mod:`bot.features.screen.grammar` and :mod:`bot.features.s
 ``/screen candidate|control|status|cancel ...`` and ``/campaign budget extend ...``.  Events:
 ``pull_request`` synchronize (a fork's new head cancels its queued screens, a same-repository
 PR's re-pins them), ``pull_request`` closed (its queued screens are cancelled),
-``workflow_job`` (the run started on a runner) and ``workflow_run`` completed (report the
-screen).  Each blocks (GitHub, git, the database): the worker runs it on its thread pool.
+``workflow_job`` (the run started on a runner), ``workflow_run`` completed (report the
+screen), and ``check_run`` requested_action / rerequested (the check run's buttons:
+:mod:`bot.features.screen.clicks`).  Each blocks (GitHub, git, the database): the worker
+runs it on its thread pool.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from bot.commands import CommandContext, CommandSpec, Who
 from bot.features.screen.bisect import BISECT_USAGE, COMPARE_USAGE, run_bisect, run_compare
 from bot.features.screen.budget import EXTEND_USAGE
+from bot.features.screen.clicks import on_check_run
 from bot.features.screen.commands import run_from_command, run_revisions
 from bot.features.screen.dispatch import on_pr_closed, on_push
 from bot.features.screen.grammar import USAGE
@@ -138,6 +141,14 @@ class ScreenHandlers:
         if gh is None:
             return
         on_workflow_job(self.rt, gh, event.payload)
+
+    def handle_check_run(self, event: Event, gh: GitHubPort | None,
+                         config: RepoConfig | None) -> None:
+        """``check_run`` requested_action (a button of a screen's check run) and
+        rerequested (GitHub's Re-run link): :func:`bot.features.screen.clicks.on_check_run`."""
+        if gh is None:
+            return
+        on_check_run(self.rt, gh, event.payload, config)
 
     def handle_run(self, event: Event, gh: GitHubPort | None,
                    config: RepoConfig | None) -> None:

@@ -9,6 +9,11 @@ Every notice links to where its result is: the screen's result comment, else its
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,6 +23,9 @@ from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import Runtime
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., None])
 
 BUDGET_WARN_FRACTION = 0.8
 """A campaign's charged wall- or device-hours at this share of the ceiling is notified once
@@ -35,11 +43,25 @@ def result_url(rt: Runtime, s: Screen) -> str:
     return f"{url}#issuecomment-{s.result_comment_id}" if s.result_comment_id else url
 
 
+def _quiet(fn: F) -> F:
+    """Log, never raise: a notice is never worth failing the change it reports."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kw: Any) -> None:
+        try:
+            fn(*args, **kw)
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.exception("screen notice %s not emitted", fn.__name__)
+
+    return run  # type: ignore[return-value]
+
+
 def _emit(rt: Runtime, db: Session, notice: Notice) -> None:
     if rt.emit is not None:
         rt.emit(db, notice)
 
 
+@_quiet
 def screen_done(rt: Runtime, db: Session, s: Screen, scope: object | None) -> None:
     """After :func:`.results.finish_screen`: ``screen_finished`` or ``screen_failed``;
     ``verdict_changed`` when the previous finished screen of the same candidate (or control)
@@ -69,6 +91,7 @@ def screen_done(rt: Runtime, db: Session, s: Screen, scope: object | None) -> No
         budget_notices(rt, db, s, scope)
 
 
+@_quiet
 def screen_failed(rt: Runtime, db: Session, s: Screen) -> None:
     """``screen_failed`` for ``s`` (its ``detail`` says why)."""
     _emit(rt, db, Notice(
@@ -77,6 +100,7 @@ def screen_failed(rt: Runtime, db: Session, s: Screen) -> None:
         (s.detail or s.conclusion or "failed")[:500], result_url(rt, s), s.campaign))
 
 
+@_quiet
 def queue_stuck(rt: Runtime, db: Session, s: Screen, what: str) -> None:
     """``queue_stuck``: ``s`` was dispatched to its pool and no runner took it (``what``)."""
     _emit(rt, db, Notice(
@@ -85,6 +109,7 @@ def queue_stuck(rt: Runtime, db: Session, s: Screen, what: str) -> None:
         result_url(rt, s), s.campaign))
 
 
+@_quiet
 def budget_notices(rt: Runtime, db: Session, s: Screen, scope: object) -> None:
     """``budget_exhausted`` when the campaign's charged wall- or device-hours reach the
     ceiling, else ``budget_80`` at :data:`BUDGET_WARN_FRACTION`; once per resource and
@@ -106,6 +131,7 @@ def budget_notices(rt: Runtime, db: Session, s: Screen, scope: object) -> None:
             pr_url(rt, s.repo, s.pr_number), s.campaign))
 
 
+@_quiet
 def fork_awaiting_approval(rt: Runtime, repo: str, number: int, head_sha: str,
                            campaign: str | None) -> None:
     """``fork_awaiting_approval``: a screen was asked for on fork PR ``number`` whose head

@@ -246,6 +246,15 @@ def by_label(db: Session, repo: str, screen_id: int) -> Screen | None:
     return s if s is not None and s.repo == repo else None
 
 
+def by_request_id(db: Session, repo: str, request_id: str) -> Screen | None:
+    """The screen with request id ``request_id`` (its check run's ``external_id``) in
+    ``repo``; None for any other."""
+    if not request_id:
+        return None
+    return db.scalars(select(Screen).where(Screen.repo == repo,
+                                           Screen.request_id == request_id)).first()
+
+
 def by_run(db: Session, repo: str, run_id: int | None) -> Screen | None:
     """The screen whose recorded workflow run (from the dispatch's run details, or found by
     its request id) is ``run_id`` in ``repo``; None for any other run."""

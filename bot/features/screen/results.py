@@ -34,6 +34,7 @@ from bot.features.screen.bundle import (
     scope_problems,
     verify_bundle,
 )
+from bot.features.screen.buttons import RERUN
 from bot.features.screen.campaign import Campaign, load_campaign
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, is_screen_run
 from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
@@ -269,7 +270,7 @@ def finish_screen(
         write_once(rt.options, f"complete check run {check_id}", lambda: gh.update_check_run(
             check_id, conclusion=check_conclusion(conclusion, verdict),
             title=f"{s.label}: {verdict}", summary="; ".join(reasons)[:60000] or verdict,
-            text=how[:60000] or None,
+            text=how[:60000] or None, actions=[RERUN],
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
     notices.screen_done(rt, db, s, camp.scope if camp is not None else None)

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.bisect import advance_all
+from bot.features.screen.buttons import RERUN
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
 from bot.features.screen.queue import Screen
 from bot.features.screen.results import finish_screen, get_run
@@ -94,7 +95,8 @@ def watchdog_pass(rt: Runtime) -> list[str]:
             s.detail = f"Watchdog: {what}; the run was cancelled and reported here."
             if s.check_run_id is not None:
                 gh.update_check_run(s.check_run_id, conclusion="timed_out",
-                                          title=f"{s.label}: timed out", summary=s.detail)
+                                    title=f"{s.label}: timed out", summary=s.detail,
+                                    actions=[RERUN])
             refresh_status(db, gh, s, now, rt.options, force=True)
             if s.started_at is None:
                 notices.queue_stuck(rt, db, s, what)
