@@ -913,7 +913,7 @@ def test_reproduce_commands_run_as_printed(service: Env, tmp_path: Path) -> None
     # offline: the committed bundle verifies and is judged to the same verdict
     (tmp_path / "offline").mkdir()
     out = run_printed(check_lines, tmp_path / "offline", env)[-2]
-    assert "integrity: checked 13 hashes in 2 manifests, 0 errors" in out, out
+    assert re.search(r"integrity: checked \d+ hashes in 2 manifests, 0 errors;", out), out
     assert "signatures: 1 verified, 0 refused, 0 unsigned bundle(s)" in out, out
     assert re.search(rf"^1s-lossless +noop +{s1.verdict} ", out, re.M), out
     # on a runner: the same screen again, a new signed bundle
