@@ -102,6 +102,7 @@ def main() -> None:
         "pool": [f"pool-{slug(p)}.html" for p in sorted({"ascend910b1-x4"})],
         "budget": ["budget.html"],
         "findings": ["findings.html"],
+        "findings, filtered (form's query, never kept)": ["findings.html?level=P1&level=P2"],
         "queue": ["queue.html"],
         "track": [f"track-{slug(t)}.html" for t in TRACKS],
         "API: campaign status": [API],

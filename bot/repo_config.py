@@ -163,6 +163,30 @@ class ScreenSection(_Strict):
         return v
 
 
+LABEL_NAME_RE = r"^[^,]{0,50}$"
+"""A label name GitHub accepts (at most 50 characters); "" turns that label off.  Commas are
+refused: GitHub's label lists are comma-separated in its search syntax."""
+
+
+class LabelsSection(_Strict):
+    """Labels the bot keeps on a pull request from its screens: each is created in the
+    repository the first time it is used, set while it holds and removed when it no longer
+    does.  An empty name turns that label off."""
+
+    enabled: bool = Field(default=True, description="Keep the labels below on pull requests.")
+    supported: str = Field(default="screen:supported", pattern=LABEL_NAME_RE, description=(
+        "The latest judged screen of a candidate on a track is SUPPORTED (or EQUIVALENT)."))
+    inconclusive: str = Field(default="screen:inconclusive", pattern=LABEL_NAME_RE,
+                              description=(
+        "The latest judged screen of a candidate on a track is INCONCLUSIVE."))
+    failed: str = Field(default="screen:failed", pattern=LABEL_NAME_RE,
+                        description=(
+        "The latest judged screen of a candidate on a track is FAILED or REJECTED."))
+    awaiting_approval: str = Field(default="awaiting-approval", pattern=LABEL_NAME_RE,
+                                   description=(
+        "A fork pushed after its screen was approved; the new head awaits an approval."))
+
+
 class ReviewSection(_Strict):
     """PR review of evidence."""
 
@@ -257,6 +281,7 @@ class RepoConfig(_Strict):
     screen: ScreenSection = Field(default_factory=ScreenSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
     notify: NotifySection = Field(default_factory=NotifySection)
+    labels: LabelsSection = Field(default_factory=LabelsSection)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def sandbox_cmd(
             print_error(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another "
                         "with --port (0: any free port)")
             raise typer.Exit(EXIT_START_FAILED) from None
-        say("starting (about 10 s)...")
+        say("starting (a few seconds; up to 20 s on a busy machine)...")
         t0 = time.monotonic()
         try:
             stand.start()

@@ -198,3 +198,11 @@ def test_no_command_prints_errors_its_own_way() -> None:
                 if own.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_init_help_names_force_once() -> None:
+    """``init --help`` named ``--force`` twice (its description and the option's own);
+    the option is listed once, with what it replaces."""
+    res = run("init", "--help")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("--force") == 1, res.stdout

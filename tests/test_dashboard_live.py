@@ -360,6 +360,11 @@ def test_findings_page_filters_by_level_rule_and_file_without_javascript(
         url, params={"level": "P9"}, timeout=30).text
     assert _finding_rows(httpx.get(url, params={"level": "", "rule": ""}, timeout=30).text) \
         == every  # the form's "any": no condition
+    hostile = httpx.get(url, params={"level": "<script>alert(1)</script>", "rule": '"><img>',
+                                     "file": "x" * 600}, timeout=30)
+    assert hostile.status_code == 200
+    assert "<script>alert" not in hostile.text.lower() and '"><img>' not in hostile.text
+    assert "no finding matches this filter" in hostile.text
 
 
 @pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CAMPAIGN_BOT_REQUIRE_BROWSER"),

@@ -497,3 +497,29 @@ def test_a_failing_notice_never_fails_the_screen(engine: Any,
         assert db.get(Screen, s.id) is not None  # the screen's transaction committed
     assert "not recorded by" in caplog.text and "screen notice budget_notices not emitted" in \
         caplog.text
+
+
+def test_config_read_again_at_send_time(engine: Any, receivers: Any) -> None:
+    """A target the config stopped naming after routing is not sent to; a retry that falls
+    into quiet hours waits for their end."""
+    r = receivers
+    clock = Clock(_utc("2026-12-02T12:00"))
+    current = {"sec": NotifySection(targets=["hook", "slack"], quiet_hours="12:01-13:00")}
+    settings = NotifySettings.model_validate({"targets": targets(r), "timeout_s": 5})
+    nt = Notifier(engine, settings, lambda repo: current["sec"], now=clock)
+    emit(engine, notice(1))
+    nt.route()
+    current["sec"] = NotifySection(targets=["slack"], quiet_hours="12:01-13:00")
+    r.chat.set_failing(503)
+    assert nt.deliver() == 0
+    assert r.signed.received == [] and len(r.chat.received) == 1  # slack tried, refused
+    r.chat.set_failing(None)
+    clock.t = _utc("2026-12-02T12:01")  # the retry is due, but the quiet hours began
+    assert nt.deliver() == 0 and len(r.chat.received) == 1
+    clock.t = _utc("2026-12-02T13:00")
+    assert nt.deliver() == 1 and len(r.chat.received) == 2
+    with Session(engine) as db:
+        rows = {x.target: (x.state, x.detail) for x in db.scalars(select(store.SendRow))}
+    assert rows == {"hook": ("failed", "the repository config no longer names this target "
+                                       "for this event"),
+                    "slack": ("sent", None)}

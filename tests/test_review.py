@@ -397,3 +397,33 @@ def test_an_over_long_name_beside_a_forged_receipt_does_not_stop_the_review(
     assert review["commit_id"] == pull.head_sha
     (summary,) = summaries(github_double)
     assert "n" * 40 in summary and "over 255 bytes" in summary
+
+
+def _stored_bytes(mirror: Path) -> int:
+    return sum(p.stat().st_size for p in (mirror / "objects").rglob("*") if p.is_file())
+
+
+def test_a_huge_file_beside_a_campaign_change_is_never_fetched(github_double) -> None:
+    """A fork's PR edits a campaign file and adds 8 MiB of random bytes outside every
+    campaign: the head comes without file contents (a partial fetch through real git and
+    ``git http-backend``), only the campaign folder's contents are fetched, the huge file is
+    listed and never fetched nor diffed, and the review of the campaign still runs."""
+    import os
+    import subprocess
+
+    huge = os.urandom(8 << 20)
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status(), "blob/huge.bin": huge},
+                                  fork="evil/Hello-World")
+    mirror = GIT.path(REPO)
+    before = _stored_bytes(mirror) if mirror.is_dir() else 0
+    outcome = review_pull(port(github_double), RepoConfig(), 2, git=GIT)
+    assert outcome.head_sha == pull.head_sha and outcome.campaigns == ["campaigns/h3"]
+    assert outcome.problem_count >= 1  # the edited status was read and checked
+    oid = subprocess.run(["git", "hash-object", "--stdin"], input=huge, capture_output=True,
+                         check=True).stdout.decode().strip()
+    listed = subprocess.run(["git", "-C", str(mirror), "rev-list", "--objects",
+                             "--missing=print", pull.head_sha], capture_output=True,
+                            check=True).stdout.decode().split()
+    assert f"?{oid}" in listed  # known by name, left on the server
+    assert _stored_bytes(mirror) - before < 1 << 20

@@ -224,3 +224,16 @@ def test_github_web_links_map_to_sections_of_the_page() -> None:
     assert web_link_target("/maintainer", REPO) == "/"
     assert web_link_target("/other/repo/pull/2", REPO) is None
     assert web_link_target(f"/{REPO}/settings", REPO) is None
+
+
+def test_the_double_writes_no_fixed_github_web_address() -> None:
+    """Every web link the local GitHub gives is under its ``web_url`` (the sandbox points it
+    at its page): no answer of the double's spells github.com itself."""
+    import re as _re
+
+    from sandbox import github_double
+
+    src = (Path(github_double.__file__).parent / "server.py").read_text(encoding="utf-8")
+    fixed = [ln.strip() for ln in src.splitlines()
+             if _re.search(r"""f?["']https://github\.com/""", ln)]
+    assert fixed == [], fixed

@@ -241,7 +241,8 @@ def test_approve_head_button_on_a_fork(env) -> None:
     # the queued screen is cancelled (the approval was for the old head), and the new head
     # gets a check run that asks for an approval, with the button
     approval = check_run(d, head=h1)
-    assert [w[0] for w in d.write_summary()[n:]] == ["checks/create", "issues/update-comment"]
+    assert [w[0] for w in d.write_summary()[n:]] == [
+        "checks/create", "issues/update-comment", "issues/create-label", "issues/add-labels"]
     assert (approval["name"], approval["status"], approval["conclusion"], labels(approval),
             approval["external_id"]) == (
         "campaign-bot/screen: teacache", "completed", "action_required", [APPROVE.label],
@@ -272,7 +273,8 @@ def test_approve_head_button_on_a_fork(env) -> None:
     s4 = screen_row(rt, 4)
     assert (s4.state, s4.head_sha, s4.candidate, s4.from_fork, s4.requested_by) == (
         "queued", h3, "teacache", True, "maint")
-    assert [w[0] for w in d.write_summary()[n:]] == ["issues/create-comment", "checks/update"]
+    assert [w[0] for w in d.write_summary()[n:]] == [
+        "issues/create-comment", "issues/remove-label", "checks/update"]
     assert (approval["conclusion"], labels(approval)) == ("success", [])
     assert approval["output"]["text"].startswith(f"**Approve head** by @maint at `{h3}`: "
                                                  "queued as S4")

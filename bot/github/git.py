@@ -266,19 +266,46 @@ class GitMirrors:
     # ------------------------------------------------------------------- fetching
 
     def fetch(self, remote: GitRemote, repo: str, refs: Sequence[str],
-              shas: Sequence[str] = ()) -> dict[str, str]:
+              shas: Sequence[str] = (), *, blobs: bool = True) -> dict[str, str]:
         """Fetch remote ``refs`` (full names: ``refs/heads/main``, ``refs/pull/7/head``) and
         commits ``shas`` into ``repo``'s mirror in one ``git fetch``; returns ``ref -> commit
-        SHA`` as fetched.  Raises :class:`GitError` naming what failed (a ref that does not
-        exist, authentication, the network) or :class:`GitTimeout`."""
+        SHA`` as fetched.  With ``blobs=False`` only commits and trees come (a partial fetch,
+        ``--filter=blob:none``): a pull request's files stay on the server until
+        :meth:`fetch_blobs` asks for those of its campaign folders, so a huge file beside them
+        costs no transfer (a server without filter support sends everything, as git does).
+        Raises :class:`GitError` naming what failed (a ref that does not exist,
+        authentication, the network) or :class:`GitTimeout`."""
         specs = [f"+{r}:{_local(r)}" for r in refs] + list(shas)
         with self.locked(repo) as path:
             if specs:
                 self._run(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
-                           "--no-write-fetch-head", "--no-auto-gc", remote.url, *specs],
+                           "--no-write-fetch-head", "--no-auto-gc",
+                           *([] if blobs else ["--filter=blob:none"]), remote.url, *specs],
                           cwd=path, remote=remote)
                 self._maybe_repack(path)
             return self._local_refs(path, refs)
+
+    def fetch_blobs(self, remote: GitRemote, repo: str, commit: str,
+                    directories: Sequence[str]) -> int:
+        """Fetch the file contents under ``directories`` at ``commit`` that a partial
+        :meth:`fetch` (``blobs=False``) left on the server, by object id in one ``git fetch
+        --stdin`` (what git's own partial-clone backfill asks; GitHub serves it); returns the
+        number of blobs named.  Nothing else of the commit is fetched.  Raises
+        :class:`GitError` or :class:`GitTimeout`."""
+        if not directories:
+            return 0
+        with self.locked(repo) as path:
+            listing = self._run(["ls-tree", "-r", "-z", commit, "--", *directories],
+                                cwd=path).stdout
+            oids = sorted({meta.split()[2].decode() for rec in listing.split(b"\0") if rec
+                           for meta in [rec.partition(b"\t")[0]]
+                           if meta.split()[1:2] == [b"blob"]})
+            if oids:
+                self._run(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
+                           "--no-write-fetch-head", "--no-auto-gc", "--filter=blob:none",
+                           "--stdin", remote.url], cwd=path, remote=remote,
+                          stdin=("\n".join(oids) + "\n").encode())
+        return len(oids)
 
     def forget_pull(self, repo: str, number: int) -> bool:
         """Drop closed PR ``number``'s head from ``repo``'s mirror: its ref
@@ -295,16 +322,38 @@ class GitMirrors:
                          cwd=path).stdout.strip() == b"":
                 return False
             self._run(["update-ref", "-d", ref], cwd=path)
-            self._run(["repack", "-a", "-d", "-q"], cwd=path)
+            if any((path / "objects" / "pack").glob("*.promisor")):
+                self._repack_reachable(path)
+            else:
+                self._run(["repack", "-a", "-d", "-q", "--no-write-bitmap-index"], cwd=path)
             self._run(["prune", "--expire=now"], cwd=path)
         return True
+
+    def _repack_reachable(self, path: Path) -> None:
+        """One pack of exactly the objects the mirror's refs reach, replacing every pack: what
+        ``repack -a -d`` does, for a mirror holding partial fetches (``git repack`` keeps
+        every object of a promisor pack, reachable or not, so a closed PR's head would stay).
+        The new pack is marked a promisor pack: objects in it may name file contents that
+        were left on the server."""
+        pack_dir = path / "objects" / "pack"
+        old = [p for p in pack_dir.iterdir() if p.name.startswith("pack-")]
+        listing = self._run(["rev-list", "--objects", "--all", "--missing=allow-promisor"],
+                            cwd=path).stdout
+        oids = b"".join(line.split(b" ", 1)[0] + b"\n" for line in listing.splitlines()
+                        if line)
+        name = self._run(["pack-objects", "-q", "--missing=allow-promisor",
+                          str(pack_dir / "pack")], cwd=path, stdin=oids).stdout.decode().strip()
+        (pack_dir / f"pack-{name}.promisor").write_bytes(b"")
+        for p in old:
+            if not p.name.startswith(f"pack-{name}."):
+                p.unlink(missing_ok=True)
 
     def _maybe_repack(self, path: Path) -> None:
         """Every fetch leaves a pack; past :data:`MAX_PACKS` they are merged into one
         (``git repack -a -d``; automatic gc is off, so this is the mirror's only upkeep)."""
         packs = list((path / "objects" / "pack").glob("*.pack"))
         if len(packs) > MAX_PACKS:
-            self._run(["repack", "-a", "-d", "-q"], cwd=path)
+            self._run(["repack", "-a", "-d", "-q", "--no-write-bitmap-index"], cwd=path)
 
     def _local_refs(self, path: Path, refs: Sequence[str]) -> dict[str, str]:
         out = self._run(["for-each-ref", "--format=%(refname) %(objectname)", LOCAL_PREFIX],
@@ -526,11 +575,14 @@ class GitMirrors:
             res = self._run(["cat-file", "blob", f"{commit}:{path}"], cwd=mirror, check=False)
         return res.stdout if res.returncode == 0 else None
 
-    def changed_files(self, repo: str, base: str, head: str) -> list[FileChange]:
+    def changed_files(self, repo: str, base: str, head: str,
+                      patch_dirs: Sequence[str] | None = None) -> list[FileChange]:
         """The files a pull request changes, as GitHub shows them: the diff from the merge
         base of ``base`` and ``head`` to ``head`` (``git diff --no-renames``, 3 lines of
         context, no external diff or textconv driver), with each file's hunks as ``patch``
-        (None for a binary file)."""
+        (None for a binary file).  With ``patch_dirs`` only files under those folders get a
+        patch (the list of names reads trees only, so a file whose content a partial fetch
+        left on the server is listed, never fetched)."""
         with self.locked(repo) as path:
             mb = self._run(["merge-base", base, head], cwd=path, check=False)
             start = mb.stdout.decode().strip() if mb.returncode == 0 else base
@@ -543,8 +595,9 @@ class GitMirrors:
                 code, name = names[i].decode(), os.fsdecode(names[i + 1])
                 statuses.append((name, {"A": "added", "D": "removed"}.get(code[:1],
                                                                           "modified")))
-            diff = self._run([*common, "--unified=3"], cwd=path).stdout.decode("utf-8",
-                                                                                "replace")
+            only = [] if patch_dirs is None else ["--", *patch_dirs]
+            diff = "" if patch_dirs is not None and not patch_dirs else self._run(
+                [*common, "--unified=3", *only], cwd=path).stdout.decode("utf-8", "replace")
         patches = _split_patches(diff)
         return [FileChange(name, status, patches.get(name) if status != "removed" else None)
                 for name, status in statuses]

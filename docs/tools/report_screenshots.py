@@ -10,7 +10,8 @@ docs/images/dashboard-screen.png (the resident-layers screen: 173.211 s control 
 365.884 s candidate, rejected after its first pair) at 1280x800, and
 docs/images/dashboard-TYPE-WIDTH.png for TYPE index, track, screen, pool, budget, findings
 and queue.  The queue page is the live service's; it is drawn here with two illustrative
-rows (a running screen and a queued one), since the example has no bot database.
+rows (a running screen and a queued one), since the example has no bot database.  The
+findings page is drawn as the live service serves it, with its filter form.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ def _queue_page(site: object, out: Path) -> None:
     (out / "queue.html").write_text(html, encoding="utf-8")
 
 
+def _live_findings_page(site: object, out: Path) -> None:
+    """The live findings page (its filter form above the table), as ``out/findings.html``."""
+    from bot.features.dashboard.pages import Links, render_findings
+
+    html = render_findings(site, Links(live=True))  # type: ignore[arg-type]
+    (out / "findings.html").write_text(html, encoding="utf-8")
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -73,6 +82,7 @@ def main() -> int:
         site = build_site(EXAMPLE)
         write_site(site, site_dir, EXAMPLE)
         _queue_page(site, site_dir)
+        _live_findings_page(site, site_dir)
         IMAGES.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

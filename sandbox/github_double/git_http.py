@@ -205,6 +205,8 @@ class GitHTTP:
                            capture_output=True, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
             _git(st.path, "config", "http.receivepack", "true")
             _git(st.path, "config", "uploadpack.allowAnySHA1InWant", "true")
+            # partial fetches (--filter=blob:none), as github.com serves them
+            _git(st.path, "config", "uploadpack.allowFilter", "true")
             _git(st.path, "config", "receive.denyNonFastForwards", "false")
             st.created = True
         fresh = 0

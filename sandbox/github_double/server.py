@@ -1556,7 +1556,7 @@ class GitHubDouble:
         b.update(name=name, protected=name in repo.protected,
                  protection_url=f"{prefix}/branches/{branch}/protection")
         b["commit"].update(sha=sha, url=f"{prefix}/commits/{sha}")
-        b["_links"] = {"html": f"https://github.com/{repo.full_name}/tree/{name}",
+        b["_links"] = {"html": f"{self.web_url}/{repo.full_name}/tree/{name}",
                        "self": f"{prefix}/branches/{branch}"}
         if name not in repo.protected:
             b["protection"] = {"enabled": False, "required_status_checks": {

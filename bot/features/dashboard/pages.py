@@ -231,10 +231,14 @@ def drift_charts(site: Site, track: str | None = None, pool: PoolView | None = N
         for tr in p.tracks:
             if track is not None and tr != track:
                 continue
-            pts = [x for x in p.points if x.track == tr]
-            cps = change_points([x.median_s for x in pts])
-            out.append((p, tr, [pts[k] for k in cps], Markup(charts.drift_chart(  # noqa: S704
-                p, tr, f"drift-{p.slug}-{slug(tr)}", cps))))
+            key = ("drift", p.name, tr)
+            hit: Any = site.charts.get(key)
+            if hit is None:  # drawn once per site: the pool's page and the track's show it
+                pts = [x for x in p.points if x.track == tr]
+                cps = change_points([x.median_s for x in pts])
+                hit = site.charts[key] = ([pts[k] for k in cps], Markup(  # noqa: S704
+                    charts.drift_chart(p, tr, f"drift-{p.slug}-{slug(tr)}", cps)))
+            out.append((p, tr, hit[0], hit[1]))
     return out
 
 

@@ -372,6 +372,12 @@ class Site:
     status_source: EvidenceSource | None = field(default=None, repr=False)
     """The evidence :attr:`status` is computed from, kept so that the live pages can state
     the status again with the bot's budget ledger and screen queue."""
+    charts: dict[tuple[str, ...], object] = field(default_factory=dict, repr=False,
+                                                  compare=False)
+    """Charts already drawn for this evidence, by kind and subject (a pool's drift chart of
+    one track is on the pool's page and on the track's: drawn once).  A copy of the site
+    with another budget (:func:`dataclasses.replace`) shares it: no chart here shows the
+    budget."""
 
     @property
     def findings_by_severity(self) -> dict[str, int]:

@@ -9,7 +9,9 @@ each at most once, outside quiet hours and within the rate limit.
 2. :meth:`Notifier.route` reads the repository's ``[notify]`` section (default branch) and
    adds one ``notify_sends`` row per named target that hears the kind; a target the config
    does not name never gets a row, so it never hears of the repository.
-3. :meth:`Notifier.deliver` sends due rows.  Quiet hours *defer* (``not_before`` = the end of
+3. :meth:`Notifier.deliver` sends due rows, reading the ``[notify]`` section again first: a
+   target the config no longer names for the kind is not sent to (``failed``).  Quiet hours
+   *defer* (``not_before`` = the end of
    the quiet hours; nothing is dropped: a budget exhausted at 3 a.m. is still news at 7).  The
    rate limit (``max_per_hour`` per repository and target, any 60 minutes) also defers, to
    the moment the oldest send of the window is an hour old.  Each row is claimed with a
@@ -215,10 +217,33 @@ class Notifier:
                     log.warning("notification %s to %s: outcome unknown, not sent again",
                                 row.id, row.target)
             db.commit()
-            due = list(db.scalars(select(SendRow).where(
+            due = list(db.execute(select(SendRow, NoticeRow.kind).join(
+                NoticeRow, NoticeRow.id == SendRow.notice_id).where(
                 SendRow.state == store.PENDING, SendRow.not_before <= now)
-                .order_by(SendRow.id).limit(BATCH)))
-            for row in due:
+                .order_by(SendRow.id).limit(BATCH)).all())
+            sections: dict[str, NotifySection | None | Exception] = {}
+            for row, kind in due:
+                if row.repo not in sections:
+                    try:
+                        sections[row.repo] = self.section_for(row.repo)
+                    except Exception as exc:  # noqa: BLE001 - GitHub down: next pass
+                        sections[row.repo] = exc
+                sec = sections[row.repo]
+                if isinstance(sec, Exception):
+                    continue
+                if sec is None or not sec.hears(row.target, kind):
+                    # the config changed since routing: it names this target no more
+                    row.state = store.FAILED
+                    row.detail = ("the repository config is broken" if sec is None else
+                                  "the repository config no longer names this target for "
+                                  "this event")
+                    db.commit()
+                    continue
+                until = quiet_until(now, sec.quiet_hours, sec.timezone)
+                if until is not None:  # deferred by a retry or the rate limit into them
+                    row.not_before, row.detail = until, "quiet hours"
+                    db.commit()
+                    continue
                 if self._deliver_one(db, row, now):
                     n_sent += 1
         return n_sent

@@ -340,20 +340,28 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
     return out
 
 
-def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo) -> tuple[
-        str, list[FileChange]]:
-    """Fetch PR ``pr``'s head and base branch into the mirror (one ``git fetch``); returns
-    ``(base branch tip, changed files)``.  Raises :class:`bot.github.git.GitError`."""
+def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo,
+              patterns: Any) -> tuple[str, list[FileChange]]:
+    """Fetch PR ``pr``'s base branch, then its head without file contents (a partial fetch:
+    commits and trees); list the changed files from the trees, and fetch the contents of
+    the campaign folders (``[campaigns] paths`` ``patterns``) among them only.  A file the
+    PR changes outside every campaign (a huge one, say) is listed, never fetched or diffed.
+    Returns ``(base branch tip, changed files)``, with patches for campaign files only.
+    Raises :class:`bot.github.git.GitError`."""
     remote = gh.git_remote()
     if remote is None:
         raise GitError("no git access for this repository")
     head_ref, base_ref = f"refs/pull/{pr.number}/head", f"refs/heads/{pr.base_ref}"
-    refs = git.fetch(remote, gh.repo, [head_ref, base_ref])
+    refs = git.fetch(remote, gh.repo, [base_ref])
+    refs.update(git.fetch(remote, gh.repo, [head_ref], blobs=False))
     if pr.head_sha != refs.get(head_ref) and not git.has_commit(gh.repo, pr.head_sha):
         # the PR moved between the REST read and the fetch: fetch the SHA GitHub named
-        git.fetch(remote, gh.repo, [], [pr.head_sha])
+        git.fetch(remote, gh.repo, [], [pr.head_sha], blobs=False)
     base = refs.get(base_ref) or pr.base_sha
-    files = git.changed_files(gh.repo, base, pr.head_sha)
+    names = git.changed_files(gh.repo, base, pr.head_sha, patch_dirs=[])
+    dirs = _campaign_dirs(names, patterns)
+    git.fetch_blobs(remote, gh.repo, pr.head_sha, dirs)
+    files = git.changed_files(gh.repo, base, pr.head_sha, patch_dirs=dirs) if dirs else names
     return base, files
 
 
@@ -479,12 +487,12 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         return ReviewOutcome(pr.head_sha, [])
     try:
         try:
-            base, files = read_pull(git, gh, pr)
+            base, files = read_pull(git, gh, pr, config.campaigns.paths)
         except GitError:
             if pull is None:
                 raise
             pr = gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
-            base, files = read_pull(git, gh, pr)
+            base, files = read_pull(git, gh, pr, config.campaigns.paths)
     except GitError as exc:
         log.warning("PR #%s: evidence not read through git: %s", number, exc)
         return _report_unread(gh, config, number, pr.head_sha, str(exc))

@@ -61,6 +61,13 @@ ANSWER_MARK = marker("click-answer")
 """Separates the answer to the last click from the text the screen wrote in its check run."""
 
 
+def click_source(check_run_id: int) -> int:
+    """Where a click is recorded in place of a comment id (the command table, the screens'
+    ``source_comment_id``): the check run id, negated, so it never meets a comment's id
+    (GitHub numbers comments and check runs separately; both are positive)."""
+    return -int(check_run_id)
+
+
 def _screen_config(gh: GitHubPort, config: RepoConfig) -> ScreenConfig:
     ref = gh.get_default_branch()
     return ScreenConfig(tuple(find_campaign_dirs(gh, config, ref)), config.screen)
@@ -108,12 +115,14 @@ def on_check_run(rt: Runtime, gh: GitHubPort, payload: dict[str, Any],
     rid = str(run.get("external_id") or "")
     with rt.db() as db:
         s = screens.by_request_id(db, repo, rid)
-        seen = screens.command_seen(db, repo, run["id"], click_key(run["id"], identifier))
+        seen = screens.command_seen(db, repo, click_source(run["id"]),
+                                    click_key(run["id"], identifier))
     if s is None:
         return "ignored"  # not a screen's run (a user cannot make check runs of this App)
     if seen:
         # a redelivered or repeated click: finish what a failed first attempt left, no more
-        ctx = CommentContext(repo, s.pr_number, login, run["id"], s.installation_id, True)
+        ctx = CommentContext(repo, s.pr_number, login, click_source(run["id"]),
+                             s.installation_id, True)
         resume_command(rt, gh, ctx)
         return "seen"
     try:
@@ -139,7 +148,8 @@ def _cancel(rt: Runtime, gh: GitHubPort, run: dict[str, Any], s: Screen, login: 
     ctx = CommentContext(s.repo, s.pr_number, login, None, s.installation_id, True)
     cancel_screen(rt, gh, ctx, ScreenCancel(s.id))
     with rt.db() as db:
-        screens.claim_command(db, s.repo, run["id"], click_key(run["id"], "cancel"), rt.now())
+        screens.claim_command(db, s.repo, click_source(run["id"]),
+                              click_key(run["id"], "cancel"), rt.now())
     _answer(gh, run, f"**Cancel** by @{login}: {s.label} is being cancelled; the check run "
             "completes when its workflow run has stopped.", actions=[])
     return f"done: cancel {s.label}"
@@ -160,7 +170,8 @@ def _request(rt: Runtime, gh: GitHubPort, run: dict[str, Any], s: Screen, login:
         raise UserError(f"@{login} may not screen on this repository ({decision.reason})")
     req = ScreenRequest("control" if s.kind == "control" else "candidate", s.candidate,
                         (s.track,), len(s.session_order), campaign=s.campaign, sha=head)
-    ctx = CommentContext(s.repo, s.pr_number, login, run["id"], s.installation_id, True)
+    ctx = CommentContext(s.repo, s.pr_number, login, click_source(run["id"]),
+                         s.installation_id, True)
 
     def say(kind: str, **kw: Any) -> None:  # only a dry run replies; a button never is one
         log.info("check run %s: %s", run["id"], kind)

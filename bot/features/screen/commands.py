@@ -35,6 +35,7 @@ from bot.features.screen.grammar import (
     check_against_scope,
     parse_screen,
 )
+from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import (
     WRITE_PERMISSIONS,
@@ -158,6 +159,7 @@ def request_screens(
             cur = db.get(Screen, q.id)
             if cur is not None and cur.status_comment_id is None:
                 refresh_status(db, gh, cur, now, rt.options, force=True)
+    sync_labels(rt, gh, ctx.number)  # a new request ends awaiting-approval
     dispatch_pool(rt, pool, default_gh=gh)
     return queued
 

@@ -25,6 +25,7 @@ from bot.features.screen import queue as screens
 from bot.features.screen.buttons import CANCEL, approval_check_run
 from bot.features.screen.campaign import load_campaign, recheck, runner_labels
 from bot.features.screen.grammar import FULL_SHA_RE
+from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import CAMPAIGN_FILE, CHECK_PREFIX, Runtime, refusal_text
 from bot.features.screen.writes import refresh_pool, refresh_status, write_once
@@ -271,11 +272,13 @@ def on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
     if not isinstance(head, str) or not FULL_SHA_RE.match(head.lower()):
         return
     now = rt.now()
+    forks = 0
     with rt.db() as db:
         for s in screens.open_screens(db, repo, int(pr.get("number") or 0)):
             if s.state != screens.QUEUED or s.head_sha == head:
                 continue
             if s.from_fork:
+                forks += 1
                 screens.cancel_queued(db, s, "campaign-bot", now)
                 s.detail = (f"Cancelled: the fork PR got a new head {head[:12]}; "
                             "a new push needs a new approval.")
@@ -285,6 +288,8 @@ def on_push(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:
                             f"(was {s.head_sha[:12]}).")
                 s.head_sha = head
             refresh_status(db, gh, s, now, rt.options, force=True)
+    if forks:
+        sync_labels(rt, gh, int(pr.get("number") or 0))  # awaiting-approval
 
 
 def on_pr_closed(rt: Runtime, gh: GitHubPort, payload: dict[str, Any]) -> None:

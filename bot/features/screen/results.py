@@ -39,6 +39,7 @@ from bot.features.screen.campaign import Campaign, load_campaign
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, is_screen_run
 from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
 from bot.features.screen.grammar import USAGE
+from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
 from bot.features.screen.report import Decision, build_result
 from bot.features.screen.reproduce import recipe, reproduce_block
@@ -148,6 +149,7 @@ def on_workflow_run_completed(
         pool = s.pool
         finish_screen(rt, db, gh, s, run, section)
         step_of = s.bisection_id
+    sync_labels(rt, gh, s.pr_number)
     if step_of is not None:  # a /bisect step: the bisection reads it, queues the next one
         advance(rt, gh, s.id)
     dispatch_pool(rt, pool, default_gh=gh)

@@ -21,11 +21,12 @@ from bot.features.screen import queue as screens
 from bot.features.screen.bisect import advance_all
 from bot.features.screen.buttons import RERUN
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
+from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
 from bot.features.screen.results import finish_screen, get_run
 from bot.features.screen.runtime import Runtime
 from bot.features.screen.writes import refresh_status
-from bot.github import GitHubError, WorkflowRunInfo
+from bot.github import GitHubError, GitHubPort, WorkflowRunInfo
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def watchdog_pass(rt: Runtime) -> list[str]:
     now = rt.now()
     actions: list[str] = []
     pools: set[str] = set()
+    ended: list[tuple[GitHubPort, int]] = []  # PRs whose labels follow, once committed
     with rt.db() as db:
         stuck = list(db.scalars(select(Screen).where(Screen.state.in_(screens.ACTIVE_STATES))))
         for s in stuck:
@@ -73,6 +75,7 @@ def watchdog_pass(rt: Runtime) -> list[str]:
                     log.exception("watchdog could not read the config of %s", s.repo)
                     continue
                 finish_screen(rt, db, gh, s, run_fields(info), section)
+                ended.append((gh, s.pr_number))
                 actions.append(f"{s.label}: completion recovered from GitHub ({info.conclusion})")
                 pools.add(s.pool)
                 continue
@@ -106,6 +109,8 @@ def watchdog_pass(rt: Runtime) -> list[str]:
             pools.add(s.pool)
         queued_pools = {q.pool for q in db.scalars(
             select(Screen).where(Screen.state == screens.QUEUED))}
+    for port, number in ended:
+        sync_labels(rt, port, number)
     actions += advance_all(rt)  # bisections whose step ended here (or whose advance was lost)
     for p in sorted(pools | queued_pools):
         if dispatch_pool(rt, p) is not None:
