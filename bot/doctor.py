@@ -9,7 +9,9 @@ Checks, each with a fix when it fails (:class:`evidence.doctor.Check`), reading 
 * database: reachable, and migrated to this version's newest revision (``campaign-bot
   migrate`` does that; the doctor never changes it);
 * public URL: ``CAMPAIGN_BOT_PUBLIC_URL/healthz`` answers 200 ``{"status": "ok"}`` (GitHub
-  delivers to ``PUBLIC_URL/webhook``, through the same proxy).
+  delivers to ``PUBLIC_URL/webhook``, through the same proxy);
+* notification targets (only when ``CAMPAIGN_BOT_NOTIFY_TARGETS`` names any): each alias's URL
+  is one Apprise can send to, or a signed webhook's http(s) URL; nothing is sent.
 """
 
 from __future__ import annotations
@@ -141,7 +143,36 @@ def check_public_url(settings: Settings, client: Any = None) -> Check:
     return Check("public URL", "ok", f"{url}: 200 ok")
 
 
+def check_notify(settings: Settings) -> Check | None:
+    """The notification targets: each alias's URL parsed by Apprise (the plugin it selects
+    is named), or a signed webhook; None when no target is configured.  Sends nothing, and
+    never shows a URL (they hold tokens)."""
+    targets = settings.notify.targets
+    if not targets:
+        return None
+    import apprise
+
+    seen, bad = [], []
+    for alias, t in sorted(targets.items()):
+        if t.signed:
+            seen.append(f"{alias} (signed webhook)")
+            continue
+        plugin = apprise.Apprise.instantiate(t.url.get_secret_value())
+        if plugin is None:
+            bad.append(alias)
+        else:
+            seen.append(f"{alias} ({getattr(plugin, 'service_name', type(plugin).__name__)})")
+    if bad:
+        return Check("notification targets", "fail", f"not an Apprise URL: {', '.join(bad)}",
+                     f"fix those aliases in {ENV_PREFIX}NOTIFY_TARGETS (URL forms: "
+                     "https://github.com/caronc/apprise/wiki)")
+    return Check("notification targets", "ok", ", ".join(seen))
+
+
 def run_checks(settings: Settings, repo: str | None) -> list[Check]:
-    """Every bot check, in table order."""
-    return [check_credentials(settings, repo), check_secret(settings),
-            check_database(settings), check_public_url(settings)]
+    """Every bot check, in table order (the notification targets' only when any is
+    configured)."""
+    checks = [check_credentials(settings, repo), check_secret(settings),
+              check_database(settings), check_public_url(settings)]
+    notify = check_notify(settings)
+    return checks + ([notify] if notify is not None else [])

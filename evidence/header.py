@@ -226,6 +226,10 @@ class HeaderContent:
     queue: list[QueueItem] | None
     evidence: EvidenceRef
     problems: list[str]
+    awaiting_confirmation: list[str] = field(default_factory=list)
+    """``CANDIDATE on TRACK (PR #N)`` of every SUPPORTED still provisional: the confirmation
+    screen against the original control (``/screen confirm CANDIDATE``) is still to run
+    (docs/verdict-statistics.md, campaign-level error control)."""
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -504,6 +508,7 @@ def build_header(
 
     # ---- next action
     next_action = _next_action(scope, board, queue, baseline_problems, srcs, exhausted)
+    awaiting = awaiting_confirmation(srcs)
 
     return HeaderContent(
         campaign_id=scope.id,
@@ -518,6 +523,7 @@ def build_header(
         queue=list(queue) if queue is not None else None,
         evidence=evidence,
         problems=problems,
+        awaiting_confirmation=awaiting,
     )
 
 
@@ -601,6 +607,18 @@ def _queue_sentence(queue: Sequence[QueueItem] | None) -> str:
     return " Nothing is queued or running."
 
 
+def awaiting_confirmation(srcs: Sequence[EvidenceSource]) -> list[str]:
+    """``CANDIDATE on TRACK (PR #N)`` for each SUPPORTED (provisional) verdict of the
+    sources, in track then candidate order, once each (the newest source's row wins)."""
+    seen: dict[tuple[str, str], str] = {}
+    for src in srcs:
+        for v in src.verdicts:
+            if v.verdict == "SUPPORTED" and v.confirmation == "provisional":
+                pr = f" (PR #{src.pr})" if src.pr else ""
+                seen.setdefault((v.track, v.candidate), f"{v.candidate} on {v.track}{pr}")
+    return [seen[k] for k in sorted(seen)]
+
+
 def _next_action(
     scope: CampaignScope,
     board: Sequence[BoardRow],
@@ -647,6 +665,13 @@ def _next_action(
             + _mention(scope.requesters)
             + "."
         )
+    provisional = [r for r in board if r.verdict == "SUPPORTED (provisional)" and r.candidate]
+    if provisional:
+        r = provisional[0]
+        pr = f" on PR #{r.pr}" if r.pr else ""
+        return (f"Confirm {r.candidate} on {r.track}: `/screen confirm {r.candidate}`{pr} "
+                "runs the confirmation screen against the original control (its SUPPORTED "
+                "is provisional until then). Waits on: the campaign owner.")
     open_tracks = [r.track for r in board
                    if r.verdict not in ("SUPPORTED (confirmed)", "EQUIVALENT")]
     if open_tracks:

@@ -824,7 +824,7 @@ def decide(control: Sequence[float], candidate: Sequence[float], theta0: float,
         verdict: VerdictValue = "INCONCLUSIVE"
         reasons.append(Reason(
             code="UNDERPOWERED", gate="decision",
-            text=f"{m} vs {n} sessions can never reach one-sided alpha {alpha}: best possible "
+            text=f"{m} vs {n} sessions can never reach one-sided alpha {alpha:.4g}: best possible "
             f"confidence {best:.1%}"
             + (f"; {more} more balanced pair(s) needed" if more is not None else "")))
     else:
@@ -1375,7 +1375,7 @@ def judge(ev: Evidence, *, prior_noise: bool = False,
             if v.followup is not None:
                 f = v.followup
                 cost = ("" if f.device_hours is None
-                        else f", about {f.device_hours:.1f} device-hours")
+                        else f", about {f.device_hours:.2f} device-hours")
                 v.reasons.append(Reason(
                     code="FOLLOW_UP", gate="decision",
                     text=f"{f.sessions_per_arm} more session(s) per arm (look {f.look}: a "

@@ -87,6 +87,10 @@ def screen_cmd(
         help="Stop once the first control/candidate pair shows candidate/control above the "
              "protocol's futility_ratio (the rest of the order is recorded as not run).")
     ] = False,
+    follow_up: Annotated[str | None, typer.Option(
+        help="LOOK:SCREEN_ID: this screen is look LOOK of the group-sequential series begun "
+             "by screen SCREEN_ID ([protocol.sequential]); its receipts say so, signed.")
+    ] = None,
 ) -> None:
     """Run one A/B screen of a candidate against control on one track and write a signed
     bundle.  Host-specific values (signing key, LPIPS weights, media device, device tool,
@@ -115,7 +119,7 @@ def screen_cmd(
         sessions=sessions, control_only=control_only, host=host, port=port,
         health_poll_s=health_poll_s, idle_timeout_s=idle_timeout_s,
         request_estimate_s=request_estimate_s, futility_stop=futility_stop,
-        frozen_scope=frozen_scope, frozen_scope_blob=frozen_scope_blob,
+        frozen_scope=frozen_scope, frozen_scope_blob=frozen_scope_blob, follow_up=follow_up,
         control_revision=control_revision, candidate_revision=candidate_revision, **host_opts)
     try:
         code = run_screen(opts, Console(highlight=False))

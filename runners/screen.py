@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -116,6 +117,7 @@ class ScreenOptions:
     futility_stop: bool = False
     frozen_scope: Path | None = None
     frozen_scope_blob: str | None = None
+    follow_up: str | None = None
     server_user: str | None = None
     server_pass_env: list[str] = field(default_factory=list)
     server_env: dict[str, str] = field(default_factory=dict)
@@ -389,6 +391,38 @@ def check_out_dir(out: Path) -> None:
         raise UsageError(f"--out {out}: {parent} is not writable")
 
 
+FOLLOW_UP_RE = re.compile(r"^([2-9]):([A-Za-z0-9._-]{1,200})$")
+"""``--follow-up LOOK:SCREEN_ID``: the look this screen adds and the first look's screen id."""
+
+
+def parse_follow_up(text: str | None, scope: CampaignScope, *, control_only: bool = False,
+                    ) -> tuple[int, str] | None:
+    """``(look, first screen id)`` of ``--follow-up LOOK:SCREEN_ID``; None without it.
+
+    A follow-up screen adds look ``LOOK`` to the group-sequential series that began with
+    screen ``SCREEN_ID`` (its receipts say so, signed: ``look`` and ``continues``;
+    :mod:`evidence.sequential`).  Raises :class:`UsageError` for a malformed value, a
+    control-only screen, a protocol without ``[protocol.sequential]`` (follow-ups need the
+    design declared before the first look) or a look beyond the design's ``looks``."""
+    if text is None or text == "":
+        return None
+    m = FOLLOW_UP_RE.match(text)
+    if m is None:
+        raise UsageError(f"--follow-up {text!r}: use LOOK:SCREEN_ID, e.g. 2:camp.5s.cand."
+                         "20261202T101500Z (LOOK 2-9; SCREEN_ID of A-Z a-z 0-9 . _ -)")
+    if control_only:
+        raise UsageError("--follow-up: a control-vs-control screen has no series to continue")
+    seq = scope.protocol.sequential
+    if seq is None:
+        raise UsageError("--follow-up: the campaign's protocol declares no [protocol."
+                         "sequential] design, so a screen cannot be a further look")
+    look = int(m.group(1))
+    if look > seq.looks:
+        raise UsageError(f"--follow-up: look {look}, but [protocol.sequential] allows at most "
+                         f"{seq.looks}")
+    return look, m.group(2)
+
+
 def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     """Run (or with ``dry_run`` only plan) one screen; returns the exit code: 0 every session
     ran with HTTP 200 requests, clean lifecycles and passing media gates; 1 problems found
@@ -416,6 +450,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
             raise UsageError("--candidate is required unless --control-only")
     except KeyError as exc:
         raise UsageError(f"{opts.campaign / 'campaign.toml'}: {exc.args[0]}") from exc
+    follow = parse_follow_up(opts.follow_up, scope, control_only=opts.control_only)
     try:
         plan = make_plan(scope.protocol, sessions=opts.sessions, control_only=opts.control_only)
     except ValueError as exc:
@@ -464,7 +499,7 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
                       "device idle gate is recorded as not checked, so no session's lifecycle "
                       "can qualify")
     return _Screen(opts, console, scope, track.id, track.duration_s, cand, plan, inputs, key,
-                   tool, isolation, scope_blob, scope_data).run()
+                   tool, isolation, scope_blob, scope_data, follow).run()
 
 
 def isolate(opts: ScreenOptions, key_path: Path, console: Console) -> Isolation | None:
@@ -502,9 +537,11 @@ class _Screen:
                  track: str, duration_s: float, cand: Candidate | None,
                  plan: list[PlannedSession], inputs: Inputs, key: Any, tool: str,
                  isolation: Isolation | None = None, scope_blob: str | None = None,
-                 scope_data: bytes | None = None) -> None:
+                 scope_data: bytes | None = None,
+                 follow_up: tuple[int, str] | None = None) -> None:
         self.opts, self.console, self.scope = opts, console, scope
         self.scope_blob, self.scope_data = scope_blob, scope_data
+        self.follow_up = follow_up
         self.isolation = isolation
         self.identity: ServerIdentity | None = isolation.identity if isolation else None
         self.scratch: Path | None = None
@@ -756,6 +793,8 @@ class _Screen:
             pool=self.scope.pool.name, devices=[str(d) for d in self.scope.pool.device_ids],
             started_at=started, ready_at=ready_at, stopped_at=datetime.now(UTC),
             requests=records, lifecycle=life,
+            look=self.follow_up[0] if self.follow_up else None,
+            continues=self.follow_up[1] if self.follow_up else None,
             server_log=f"data/logs/{tag}.log" if srv.log_path.exists() else None,
             notes="; ".join(notes + [f"server argv: {json.dumps(argv)}",
                                      f"env changes: {json.dumps(env, sort_keys=True)}"]))

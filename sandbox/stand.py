@@ -364,6 +364,8 @@ class Stand:
             args += ["--candidate", str(inputs["candidate"])]
         if inputs.get("sessions"):
             args += ["--sessions", str(inputs["sessions"])]
+        if inputs.get("follow_up"):
+            args += ["--follow-up", str(inputs["follow_up"])]
         env = _clean_env()
         env.update({"CAMPAIGN_BOT_SERVER_CMD": f"{sys.executable} -m runners.standin",
                     "COLUMNS": "100"})

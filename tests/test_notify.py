@@ -523,3 +523,36 @@ def test_config_read_again_at_send_time(engine: Any, receivers: Any) -> None:
     assert rows == {"hook": ("failed", "the repository config no longer names this target "
                                        "for this event"),
                     "slack": ("sent", None)}
+
+
+def test_migration_matches_the_tables(engine: Any) -> None:
+    """Revision 0013_notify creates exactly what :mod:`bot.features.notify.store` declares
+    (Alembic's autogenerate comparison finds nothing for the notify tables)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from bot.database import Base
+
+    with engine.connect() as conn:
+        mc = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = [d for d in compare_metadata(mc, Base.metadata) if "notify_" in repr(d)]
+    assert diff == []
+
+
+def test_doctor_names_each_target_and_never_its_url() -> None:
+    from bot.doctor import check_notify
+    from bot.settings import Settings
+
+    def settings(t: dict[str, Any]) -> Settings:
+        return Settings(notify=NotifySettings.model_validate({"targets": t}))
+
+    assert check_notify(settings({})) is None
+    ok = check_notify(settings({"chat": "slack://T1/B1/secrettoken",
+                                "ding": "dingtalk://dingtoken1/",
+                                "hook": {"url": "https://h.example/x", "signing_secret": "k"}}))
+    assert ok is not None and (ok.name, ok.status) == ("notification targets", "ok")
+    assert ok.detail == "chat (Slack), ding (DingTalk), hook (signed webhook)"
+    bad = check_notify(settings({"chat": "slack://T1/B1/secrettoken",
+                                 "typo": "slakc://T1/B1/othersecret"}))
+    assert bad is not None and (bad.status, bad.detail) == ("fail", "not an Apprise URL: typo")
+    assert "secret" not in bad.detail + str(bad.fix) + ok.detail

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from screen_scope import make_scope
 
 from bot.features.screen.grammar import (
     ScreenCancel,
+    ScreenContinue,
     ScreenRequest,
     ScreenStatus,
     ScreenUsageError,
@@ -45,8 +48,10 @@ def test_parse_valid(text: str, expected: object) -> None:
 @pytest.mark.parametrize(
     "text,message,valid",
     [
-        ("", "missing sub-command", ["candidate", "control", "status", "cancel"]),
-        ("launch x", "unknown sub-command 'launch'", ["candidate", "control", "status", "cancel"]),
+        ("", "missing sub-command",
+         ["candidate", "control", "status", "cancel", "continue", "confirm"]),
+        ("launch x", "unknown sub-command 'launch'",
+         ["candidate", "control", "status", "cancel", "continue", "confirm"]),
         ("candidate", "needs a candidate NAME", []),
         ("candidate track=a", "needs a candidate NAME", []),
         ("candidate a/b", "bad candidate name 'a/b'", ["letters, digits, '.', '_', '-'"]),
@@ -99,3 +104,27 @@ def test_scope_check_errors(text: str, message: str, valid: list[str]) -> None:
         check_against_scope(parse_screen(text), make_scope())
     assert message in ei.value.message
     assert ei.value.valid == valid
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("continue S12", ScreenContinue(12)),
+    ("continue 3 sessions=4 sha=" + "a" * 40, ScreenContinue(3, 4, "a" * 40)),
+    ("confirm cache-dit", ScreenRequest("candidate", "cache-dit", confirm=True)),
+    ("confirm cache-dit track=5s sessions=8",
+     ScreenRequest("candidate", "cache-dit", ("5s",), 8, confirm=True)),
+], ids=["continue", "continue-options", "confirm", "confirm-options"])
+def test_follow_up_and_confirm_parse(text: str, expected: object) -> None:
+    assert parse_screen(text) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("continue", "'/screen continue' needs the screen id first"),
+    ("continue x", "'/screen continue' needs the screen id first"),
+    ("continue S1 track=a", "unknown argument 'track=a' for '/screen continue'"),
+    ("continue S1 sessions=3", "sessions=3 is out of range"),
+    ("confirm", "'/screen confirm' needs a candidate NAME first"),
+    ("confirm x dry-run", "unknown argument 'dry-run' for '/screen confirm'"),
+], ids=["no-id", "bad-id", "track", "odd-sessions", "no-name", "dry-run"])
+def test_follow_up_and_confirm_errors(text: str, message: str) -> None:
+    with pytest.raises(ScreenUsageError, match=re.escape(message)):
+        parse_screen(text)

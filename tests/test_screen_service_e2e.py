@@ -36,7 +36,7 @@ import time
 import tomllib
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -181,6 +181,8 @@ class Runner:
             args += ["--candidate", inputs["candidate"]]
         if inputs.get("sessions"):
             args += ["--sessions", inputs["sessions"]]
+        if inputs.get("follow_up"):
+            args += ["--follow-up", inputs["follow_up"]]
         env = runner_env(self.work, self.server_args)
         proc = subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -416,11 +418,15 @@ ISSUE = 3
 
 
 def campaign_files(budget: dict[str, float], pub: bytes, *, screen_toml: str = "",
-                   issue: int | None = None) -> dict[str, bytes | str]:
+                   issue: int | None = None,
+                   scope_update: Callable[[dict[str, Any]], None] | None = None,
+                   ) -> dict[str, bytes | str]:
     scope = tomllib.loads((CAMPAIGN_SRC / "campaign.toml").read_text())
     scope["budget"].update(budget)
     if issue is not None:
         scope["issue"] = issue
+    if scope_update is not None:  # a test's own campaign: protocol, serving, candidates
+        scope_update(scope)
     return {
         ".github/campaign-bot.toml": (
             '[campaigns]\npaths = ["campaigns/*"]\n\n[screen]\nworkflow = "screen.yml"\n'
@@ -435,9 +441,10 @@ def campaign_files(budget: dict[str, float], pub: bytes, *, screen_toml: str = "
 
 def start_service(double: Any, tmp: Path, keys: tuple[Path, Path],
                   budget: dict[str, float], *, screen_toml: str = "", issue: int | None = None,
-                  fork: str | None = None) -> Env:
+                  fork: str | None = None,
+                  scope_update: Callable[[dict[str, Any]], None] | None = None) -> Env:
     double.add_repo(REPO, campaign_files(budget, keys[1].read_bytes(), screen_toml=screen_toml,
-                                         issue=issue))
+                                         issue=issue, scope_update=scope_update))
     double.add_workflow(REPO, "screen.yml")
     if issue is not None:
         double.add_issue(REPO, issue, "Campaign: stand-in screen", "Human text.\r\n")

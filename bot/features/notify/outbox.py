@@ -176,10 +176,7 @@ class Notifier:
             sections: dict[str, NotifySection | None | Exception] = {}
             for n in rows:
                 if n.repo not in sections:
-                    try:
-                        sections[n.repo] = self.section_for(n.repo)
-                    except Exception as exc:  # noqa: BLE001 - GitHub down: try next pass
-                        sections[n.repo] = exc
+                    sections[n.repo] = self._section(n.repo)
                 sec = sections[n.repo]
                 if isinstance(sec, Exception):
                     n.attempts += 1
@@ -209,14 +206,7 @@ class Notifier:
         now = self.now()
         n_sent = 0
         with Session(self.engine, expire_on_commit=False) as db:
-            stale = now - timedelta(seconds=STALE_SENDING_S)
-            for row in db.scalars(select(SendRow).where(SendRow.state == store.SENDING)):
-                if (aware(row.claimed_at) or now) < stale:
-                    row.state = store.UNKNOWN
-                    row.detail = "the process died while sending: not sent again"
-                    log.warning("notification %s to %s: outcome unknown, not sent again",
-                                row.id, row.target)
-            db.commit()
+            self._mark_stale(db, now)
             due = list(db.execute(select(SendRow, NoticeRow.kind).join(
                 NoticeRow, NoticeRow.id == SendRow.notice_id).where(
                 SendRow.state == store.PENDING, SendRow.not_before <= now)
@@ -224,29 +214,51 @@ class Notifier:
             sections: dict[str, NotifySection | None | Exception] = {}
             for row, kind in due:
                 if row.repo not in sections:
-                    try:
-                        sections[row.repo] = self.section_for(row.repo)
-                    except Exception as exc:  # noqa: BLE001 - GitHub down: next pass
-                        sections[row.repo] = exc
-                sec = sections[row.repo]
-                if isinstance(sec, Exception):
-                    continue
-                if sec is None or not sec.hears(row.target, kind):
-                    # the config changed since routing: it names this target no more
-                    row.state = store.FAILED
-                    row.detail = ("the repository config is broken" if sec is None else
-                                  "the repository config no longer names this target for "
-                                  "this event")
-                    db.commit()
-                    continue
-                until = quiet_until(now, sec.quiet_hours, sec.timezone)
-                if until is not None:  # deferred by a retry or the rate limit into them
-                    row.not_before, row.detail = until, "quiet hours"
-                    db.commit()
-                    continue
-                if self._deliver_one(db, row, now):
+                    sections[row.repo] = self._section(row.repo)
+                if self._still_wanted(db, row, kind, sections[row.repo], now) and \
+                        self._deliver_one(db, row, now):
                     n_sent += 1
         return n_sent
+
+    def _section(self, repo: str) -> NotifySection | None | Exception:
+        try:
+            return self.section_for(repo)
+        except Exception as exc:  # noqa: BLE001 - GitHub down: the next pass tries again
+            return exc
+
+    @staticmethod
+    def _mark_stale(db: Session, now: datetime) -> None:
+        """Rows left ``sending`` by a process that died during the call become ``unknown``."""
+        stale = now - timedelta(seconds=STALE_SENDING_S)
+        for row in db.scalars(select(SendRow).where(SendRow.state == store.SENDING)):
+            if (aware(row.claimed_at) or now) < stale:
+                row.state = store.UNKNOWN
+                row.detail = "the process died while sending: not sent again"
+                log.warning("notification %s to %s: outcome unknown, not sent again",
+                            row.id, row.target)
+        db.commit()
+
+    @staticmethod
+    def _still_wanted(db: Session, row: SendRow, kind: str,
+                      sec: NotifySection | None | Exception, now: datetime) -> bool:
+        """True when ``row`` may be sent now under the repository's current ``[notify]``
+        section ``sec``: still named for ``kind`` (else ``failed``) and outside the quiet
+        hours (else deferred to their end: a retry or the rate limit moved it there).
+        False, row untouched, when the config could not be read."""
+        if isinstance(sec, Exception):
+            return False
+        if sec is None or not sec.hears(row.target, kind):
+            row.state = store.FAILED
+            row.detail = ("the repository config is broken" if sec is None else
+                          "the repository config no longer names this target for this event")
+            db.commit()
+            return False
+        until = quiet_until(now, sec.quiet_hours, sec.timezone)
+        if until is not None:
+            row.not_before, row.detail = until, "quiet hours"
+            db.commit()
+            return False
+        return True
 
     def _deliver_one(self, db: Session, row: SendRow, now: datetime) -> bool:
         target = self.settings.targets.get(row.target)

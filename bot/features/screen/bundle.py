@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,9 +250,15 @@ def read_bundle(root: Path, documents: list[str],
 def judge_screen(
     scope: CampaignScope, s: Screen, receipts: list[Receipt],
     media: list[tuple[str, MediaReport]], load_problems: list[str],
+    prior: Sequence[Receipt] = (), prior_media: Sequence[tuple[str, MediaReport]] = (),
 ) -> Decision:
-    """The verdict of this screen alone, by :func:`evidence.verdicts.judge` (exact bounds,
-    gates, reasons); load problems make it INCONCLUSIVE.  A control-vs-control screen is
+    """The verdict of this screen, by :func:`evidence.verdicts.judge` (exact bounds, gates,
+    reasons); load problems make it INCONCLUSIVE.  ``prior``/``prior_media``: the verified
+    receipts and media reports of the earlier screens it is judged with (a follow-up's
+    earlier looks, a confirmation's earlier screens:
+    :func:`bot.features.screen.followup.prior_receipts`); empty: this screen alone.  The
+    decision's ``memo`` keeps what a later screen needs (the projected follow-up, the
+    confirmation state).  A control-vs-control screen is
     judged on repeatability instead (:func:`evidence.verdicts.control_repeatability`):
     REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
     from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
@@ -275,13 +282,26 @@ def judge_screen(
             verdict = "UNPROVEN"
         return Decision(verdict, [why, *problems, *load_problems],
                         no_ratio_reason="a control-vs-control screen has no candidate arm")
-    ev = Evidence.from_lists(scope, mine, [ReportIn(m, p) for p, m in media])
+    earlier = [r for r in prior if r.track == s.track]
+    ev = Evidence.from_lists(scope, [*earlier, *mine],
+                             [ReportIn(m, p) for p, m in [*prior_media, *media]])
     verdicts = [v for v in judge(ev) if v.track == s.track and v.candidate == s.candidate]
     if not verdicts:
         return Decision("INCONCLUSIVE", [f"no candidate-arm receipts of {s.candidate}",
                                          *load_problems])
     v = verdicts[0]
-    reasons = [f"{r.code}: {r.text}" for r in v.reasons] + load_problems
+    again = f"`/screen continue {s.label}` queues it"
+    reasons = [f"{r.code}: {r.text}".replace("`/screen continue` queues it", again)
+               for r in v.reasons] + load_problems
     verdict = "INCONCLUSIVE" if load_problems else v.verdict
+    memo: dict[str, Any] = {}
+    if not load_problems:
+        memo["followup"] = v.followup.model_dump(mode="json") if v.followup else None
+        memo["confirmation"] = v.confirmation
+        if v.confirmation is not None:
+            reasons.append(f"CONFIRMATION: {v.shown}: {v.confirmation_text}" + (
+                f"; `/screen confirm {s.candidate} track={s.track}` queues the "
+                "confirmation screen" if v.confirmation == "provisional" else ""))
     return Decision(verdict, reasons, v.ratio, v.lower, v.upper,
-                    no_ratio_reason="no qualified session median in one arm")
+                    no_ratio_reason="no qualified session median in one arm",
+                    shown=None if load_problems else v.shown, memo=memo)

@@ -15,7 +15,14 @@ from pydantic import ValidationError
 
 from bot.commands import UserError
 from bot.features.screen.bundle import TRUSTED_KEYS_FILE
-from bot.features.screen.grammar import FULL_SHA_RE, USAGE, ScreenRequest, command_text
+from bot.features.screen.grammar import (
+    FULL_SHA_RE,
+    USAGE,
+    ScreenContinue,
+    ScreenRequest,
+    command_text,
+    continue_text,
+)
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import (
     CAMPAIGN_FILE,
@@ -119,7 +126,7 @@ def authorise(gh: GitHubPort, repo: str, login: str, scope: CampaignScope) -> st
     )
 
 
-def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
+def pin_head(pr: PullInfo, req: ScreenRequest | ScreenContinue) -> str:
     """The head SHA a screen runs.  Same-repository PRs: the head at authorisation.  Fork
     PRs: the command must name that head in full (``sha=`` and 40 hex digits) so the approval
     is bound to the exact commit the approver saw: a prefix could match a commit pushed after
@@ -132,7 +139,9 @@ def pin_head(pr: PullInfo, req: ScreenRequest) -> str:
     approved = req.sha
 
     def refuse(message: str) -> UserError:
-        return user_error("approve", message=message, approve_command=command_text(req, head))
+        again = (command_text(req, head) if isinstance(req, ScreenRequest)
+                 else continue_text(req, head))
+        return user_error("approve", message=message, approve_command=again)
 
     if approved is None:
         if not pr.is_fork:

@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
-from bot.features.screen import budget, notices
+from bot.features.screen import budget, followup, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.campaign import authorise, find_campaign, load_campaign, pin_head
 from bot.features.screen.dispatch import dispatch_pool
 from bot.features.screen.grammar import (
     USAGE,
     ScreenCancel,
+    ScreenContinue,
     ScreenRequest,
     ScreenStatus,
     ScreenUsageError,
@@ -87,6 +89,15 @@ def request_screens(
             else "allowed")
     else:
         how = authorise(gh, ctx.repo, ctx.login, scope)
+    if req.confirm and not req.tracks:
+        with rt.db() as db:
+            waiting = [a.track for a in followup.awaiting_confirmation(db, ctx.repo, scope.id)
+                       if a.candidate == req.name]
+        if not waiting:
+            raise user_error("message", message=(
+                f"no SUPPORTED of {req.name} awaits confirmation in campaign {scope.id} "
+                "(a confirmation follows a screen whose SUPPORTED is provisional)"))
+        req = replace(req, tracks=tuple(waiting))
     try:
         chk = check_against_scope(req, scope)
     except ScreenUsageError as exc:
@@ -147,6 +158,7 @@ def request_screens(
                 estimate_wall_s=e.wall_s, estimate_device_s=e.device_s,
                 control_revision=req.control_revision,
                 candidate_revision=req.candidate_revision, bisection_id=bisection_id,
+                summary={"plan": {"purpose": followup.CONFIRM}} if req.confirm else None,
             )
             db.add(s)
             db.flush()
@@ -162,6 +174,66 @@ def request_screens(
     sync_labels(rt, gh, ctx.number)  # a new request ends awaiting-approval
     dispatch_pool(rt, pool, default_gh=gh)
     return queued
+
+
+def continue_screen(
+    rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: ScreenContinue,
+    config: ScreenConfig, admitted_as: str | None = None, command: str | None = None,
+) -> Screen:
+    """``/screen continue ID``: queue the next look of screen ``ID``'s group-sequential
+    series (:func:`bot.features.screen.followup.plan_followup` says when it may), through
+    the same gates as ``/screen candidate``: authorisation, the pinned head (``sha=`` on a
+    fork), the budget, one command per comment; then dispatch the pool.  The follow-up's
+    sessions may be fewer than ``protocol.min_measured_sessions_per_arm``: the series'
+    sessions together are judged.  Raises :class:`UserError` for anything to fix,
+    :class:`CommandSeen` for a command already run."""
+    if not ctx.is_pr:
+        raise user_error("message", message="/screen works on pull requests only")
+    with rt.db() as db:
+        prev = screens.by_label(db, ctx.repo, cmd.screen_id)
+        if prev is None or prev.pr_number != ctx.number:
+            mine = [x.label for x in screens.recent_screens(db, ctx.repo, ctx.number)]
+            raise user_error("usage", message=f"no screen S{cmd.screen_id} on this PR",
+                             valid=mine or ["(no screen on this PR)"], usage=USAGE)
+        campaign_path = prev.campaign_path
+    ref = gh.get_default_branch()
+    camp = load_campaign(gh, ctx.repo, ref, campaign_path)
+    scope = camp.scope
+    if admitted_as is not None:
+        how = "write" if admitted_as == "write" else (
+            "requester" if ctx.login.lower() in {r.lower() for r in scope.requesters}
+            else "allowed")
+    else:
+        how = authorise(gh, ctx.repo, ctx.login, scope)
+    pr = gh.get_pull(ctx.number)
+    if pr.state != "open":
+        raise user_error("message", message="this PR is closed")
+    head = pin_head(pr, cmd)
+    now = rt.now()
+    with rt.db() as db:
+        prev = screens.by_label(db, ctx.repo, cmd.screen_id)
+        assert prev is not None
+        try:
+            plan = followup.plan_followup(db, prev, scope, camp.blob, cmd.sessions)
+        except followup.FollowUpRefused as exc:
+            raise user_error("message", message=exc.message) from None
+        est = budget.estimate_screen(db, scope, prev.track, plan.sessions,
+                                     scope.pool.device_count)
+        refusals = budget.refusal(budget.state(db, ctx.repo, scope), est, False)
+        if refusals:
+            raise user_error("budget", campaign=scope.id, reasons=refusals,
+                             device_h=est.device_hours, wall_h=est.wall_hours, basis=est.basis)
+        if ctx.comment_id is not None and command is not None and not screens.claim_command(
+                db, ctx.repo, ctx.comment_id, command, now):
+            raise CommandSeen(command)
+        s = followup.new_followup(
+            db, prev, plan, requested_by=ctx.login, authorised_as=how, head_sha=head,
+            head_repo=pr.head_repo, from_fork=pr.is_fork, comment_id=ctx.comment_id,
+            estimate=est, now=now)
+        refresh_status(db, gh, s, now, rt.options, force=True)
+        pool = s.pool
+    dispatch_pool(rt, pool, default_gh=gh)
+    return s
 
 
 class CommandSeen(Exception):
@@ -324,6 +396,18 @@ def run_sync(rt: Runtime, gh: GitHubPort, ctx: CommentContext, args: tuple[str, 
                     return
             try:
                 request_screens(rt, gh, ctx, cmd, config, say, admitted_as=admitted_as,
+                                command=text)
+            except CommandSeen:
+                resume_command(rt, gh, ctx)
+        elif isinstance(cmd, ScreenContinue):
+            text = " ".join(["/screen", *args])
+            if ctx.comment_id is not None:
+                with rt.db() as db:
+                    if screens.command_seen(db, ctx.repo, ctx.comment_id, text):
+                        resume_command(rt, gh, ctx)
+                        return
+            try:
+                continue_screen(rt, gh, ctx, cmd, config, admitted_as=admitted_as,
                                 command=text)
             except CommandSeen:
                 resume_command(rt, gh, ctx)

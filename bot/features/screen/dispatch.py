@@ -24,6 +24,7 @@ from bot.features.screen import budget
 from bot.features.screen import queue as screens
 from bot.features.screen.buttons import CANCEL, approval_check_run
 from bot.features.screen.campaign import load_campaign, recheck, runner_labels
+from bot.features.screen.followup import follow_up_input
 from bot.features.screen.grammar import FULL_SHA_RE
 from bot.features.screen.labels import sync_labels
 from bot.features.screen.queue import Screen
@@ -151,6 +152,9 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             inputs["candidate"] = "control"
             inputs["control_revision"] = s.control_revision or camp.scope.engine.commit
             inputs["candidate_revision"] = s.candidate_revision
+        follow = follow_up_input(s)
+        if follow is not None:  # the next look of a group-sequential series
+            inputs["follow_up"] = follow
 
         def lookup() -> DispatchResult | None:
             r = find_dispatched_run(gh, s, ref, s.dispatched_at or now)

@@ -3,11 +3,18 @@
 Grammar (one command per line, at the start of the line; arguments are separated by spaces;
 keywords are lower case; ``NAME`` and ``ID`` match ``[A-Za-z0-9._-]+``)::
 
-    screen-command  = "/screen" SP ( candidate | control | status | cancel )
+    screen-command  = "/screen" SP ( candidate | control | status | cancel | continue
+                                   | confirm )
     candidate       = "candidate" SP NAME *( SP option ) [ SP "dry-run" ]
     control         = "control" *( SP ( track-option / campaign-option / sha-option ) )
     status          = "status"
     cancel          = "cancel" SP SCREEN-ID
+    continue        = "continue" SP SCREEN-ID *( SP ( sessions-option / sha-option ) )
+                                              ; sessions: the follow-up's; default: what
+                                              ; the screen's result projected
+    confirm         = "confirm" SP NAME *( SP option )
+                                              ; tracks default: every track where NAME's
+                                              ; SUPPORTED awaits confirmation
     option          = track-option / sessions-option / campaign-option / sha-option
     track-option    = "track=" ID             ; repeatable; default: every track of the scope
     sessions-option = "sessions=" 1*DIGIT     ; sessions of the screen, both arms; even, 2..24;
@@ -32,6 +39,17 @@ Examples::
     /screen candidate cache-dit sha=3f9c2e1d0b6a4c8e9f7a5b3c1d2e4f6a8b0c9d7e   (fork PR)
     /screen status
     /screen cancel S12
+    /screen continue S12
+    /screen confirm cache-dit sessions=8
+
+``continue`` queues a follow-up screen of screen ``S12``: the next look of its
+group-sequential series (the campaign's ``[protocol.sequential]``, declared before the first
+look; evidence.sequential), with the sessions the screen's INCONCLUSIVE result projected
+(``FOLLOW_UP``); it runs under the same frozen scope as the first look, with the protocol's
+order and a server per session, and is budgeted like any screen.  ``confirm`` queues the
+confirmation screen of a candidate whose SUPPORTED is provisional: one fixed-design screen
+per track against the original control, which turns SUPPORTED (provisional) into
+SUPPORTED (confirmed) or (not confirmed) (docs/verdict-statistics.md).
 
 Who may use it: users with ``write`` or ``admin`` permission on the repository, or one of the
 campaign's requesters (``requesters`` in campaign.toml).  On a PR from a fork the approval is
@@ -55,7 +73,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 """What ``sha=`` parses (7 to 40 hex digits); only 40 approve (:data:`FULL_SHA_RE`)."""
 FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
-SUBCOMMANDS = ("candidate", "control", "status", "cancel")
+SUBCOMMANDS = ("candidate", "control", "status", "cancel", "continue", "confirm")
 MIN_SESSIONS = 2
 MAX_SESSIONS = 24
 """Bounds of ``sessions=N``: at least one session per arm; 24 keeps one screen within a
@@ -65,7 +83,9 @@ USAGE = (
     "/screen candidate NAME [track=ID ...] [sessions=N] [campaign=ID] [sha=SHA] [dry-run]\n"
     "/screen control [track=ID ...] [campaign=ID] [sha=SHA]\n"
     "/screen status\n"
-    "/screen cancel ID"
+    "/screen cancel ID\n"
+    "/screen continue ID [sessions=N] [sha=SHA]\n"
+    "/screen confirm NAME [track=ID ...] [sessions=N] [campaign=ID] [sha=SHA]"
 )
 
 
@@ -108,6 +128,8 @@ class ScreenRequest:
     candidate_revision: str | None = None
     """A revision screen: arm B runs the control config at this engine revision; ``name``
     is then :func:`evidence.revisions.revision_candidate` of it."""
+    confirm: bool = False
+    """``/screen confirm NAME``: the confirmation screen(s) of a provisional SUPPORTED."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +144,17 @@ class ScreenCancel:
     screen_id: int
 
 
-ScreenCommand = ScreenRequest | ScreenStatus | ScreenCancel
+@dataclass(frozen=True)
+class ScreenContinue:
+    """``/screen continue ID``: a follow-up screen (the next look) of screen ``screen_id``;
+    ``sessions`` None: the projected follow-up's."""
+
+    screen_id: int
+    sessions: int | None = None
+    sha: str | None = None
+
+
+ScreenCommand = ScreenRequest | ScreenStatus | ScreenCancel | ScreenContinue
 
 
 def parse_screen(args: str) -> ScreenCommand:
@@ -163,11 +195,28 @@ def parse_screen(args: str) -> ScreenCommand:
         )
     if sub == "control":
         return _options("control", "control", rest, allow=("track", "campaign", "sha"))
+    if sub == "continue":
+        m = SCREEN_ID_RE.match(rest[0]) if rest else None
+        if not m:
+            raise ScreenUsageError("'/screen continue' needs the screen id first",
+                                   ["S<number>, e.g. S12"])
+        opts = _options("candidate", "-", rest[1:], allow=("sessions", "sha"),
+                        command="continue")
+        return ScreenContinue(int(m.group(1)), opts.sessions, opts.sha)
+    if sub == "confirm":
+        if not rest or "=" in rest[0] or not NAME_RE.match(rest[0]):
+            raise ScreenUsageError("'/screen confirm' needs a candidate NAME first",
+                                   ["letters, digits, '.', '_', '-'"])
+        req = _options("candidate", rest[0], rest[1:],
+                       allow=("track", "sessions", "campaign", "sha"), command="confirm")
+        return ScreenRequest("candidate", req.name, req.tracks, req.sessions, False,
+                             req.campaign, req.sha, confirm=True)
     raise ScreenUsageError(f"unknown sub-command {sub!r}", list(SUBCOMMANDS))
 
 
 def _options(
-    kind: Literal["candidate", "control"], name: str, toks: list[str], allow: tuple[str, ...]
+    kind: Literal["candidate", "control"], name: str, toks: list[str], allow: tuple[str, ...],
+    command: str | None = None,
 ) -> ScreenRequest:
     tracks: list[str] = []
     sessions: int | None = None
@@ -215,14 +264,15 @@ def _options(
                 )
             sha = value.lower()
         else:
-            raise ScreenUsageError(f"unknown argument {tok!r} for '/screen {kind}'", valid_forms)
+            raise ScreenUsageError(f"unknown argument {tok!r} for '/screen {command or kind}'",
+                                   valid_forms)
     return ScreenRequest(kind, name, tuple(tracks), sessions, dry_run, campaign, sha)
 
 
 def command_text(req: ScreenRequest, sha: str | None) -> str:
     """The ``/screen`` line asking for ``req`` again with ``sha=SHA`` (dropped when None):
     what a reply gives a requester to copy.  Every part was validated by the parser."""
-    parts = ["/screen", req.kind]
+    parts = ["/screen", "confirm" if req.confirm else req.kind]
     if req.kind == "candidate":
         parts.append(req.name)
     parts += [f"track={t}" for t in req.tracks]
@@ -234,6 +284,16 @@ def command_text(req: ScreenRequest, sha: str | None) -> str:
         parts.append(f"sha={sha}")
     if req.dry_run:
         parts.append("dry-run")
+    return " ".join(parts)
+
+
+def continue_text(cmd: ScreenContinue, sha: str | None) -> str:
+    """The ``/screen continue`` line asking for ``cmd`` again with ``sha=SHA``."""
+    parts = ["/screen", "continue", f"S{cmd.screen_id}"]
+    if cmd.sessions is not None:
+        parts.append(f"sessions={cmd.sessions}")
+    if sha is not None:
+        parts.append(f"sha={sha}")
     return " ".join(parts)
 
 

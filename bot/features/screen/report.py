@@ -19,6 +19,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evidence.models import MediaReport, Receipt
 
@@ -86,6 +87,10 @@ class Decision:
     ratio_low: float | None = None
     ratio_high: float | None = None
     no_ratio_reason: str = "no qualified sample in one arm"
+    shown: str | None = None
+    """The verdict as shown, e.g. ``SUPPORTED (provisional)``; None: ``verdict``."""
+    memo: dict[str, Any] = field(default_factory=dict)
+    """What later screens need of this one (:mod:`bot.features.screen.followup`)."""
 
 
 @dataclass
@@ -234,7 +239,7 @@ def build_result(
         integrity=integrity,
         sessions=sessions,
         arms=arms,
-        verdict=decision.verdict,
+        verdict=decision.shown or decision.verdict,
         reasons=decision.reasons,
         ratio=decision.ratio,
         ratio_low=decision.ratio_low,

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from bot.commands import UserError
-from bot.features.screen import budget, notices
+from bot.features.screen import budget, followup, notices
 from bot.features.screen import queue as screens
 from bot.features.screen.bisect import advance
 from bot.features.screen.bundle import (
@@ -205,17 +205,17 @@ def finish_screen(
         camp = None
         reasons.append(f"campaign not readable: {refusal_text(exc)}")
     body: str | None = None
-    ratio: float | None = None
     how = ""  # the reproduce block (commands), when there is a run to reproduce
     bundle = FetchedBundle(None, None)
     verified = False
+    memo: dict[str, Any] = {}
     try:
         try:
             bundle = fetch_bundle(gh, s, rt.options.limits)
             if bundle.problem is not None:
                 reasons.append(bundle.problem)
             if camp is not None and bundle.root is not None:
-                verdict, reasons, body, verified, ratio = _judge_bundle(
+                verdict, reasons, body, verified, memo = _judge_bundle(
                     db, s, camp, bundle.root, verdict, reasons, conclusion, wall,
                     rt.options.public_url)
         except GitHubError as exc:
@@ -252,8 +252,9 @@ def finish_screen(
     if how:
         body += "\n" + how
     s.verdict = verdict
-    s.summary = {"verdict": verdict, "reasons": reasons, "conclusion": conclusion,
-                 "ratio": ratio}
+    plan = followup.plan_of(s)
+    s.summary = {**({"plan": plan} if plan else {}), **memo,
+                 "verdict": verdict, "reasons": reasons, "conclusion": conclusion}
     if evidence is not None:
         s.summary["evidence"] = evidence.record()
     if not failed_run and verdict != "REFUSED":
@@ -276,16 +277,47 @@ def finish_screen(
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
     notices.screen_done(rt, db, s, camp.scope if camp is not None else None)
+    if camp is not None and camp.scope.protocol.auto_followup and memo.get("followup"):
+        _auto_followup(rt, db, gh, s, camp)
+
+
+def _auto_followup(rt: Runtime, db: Session, gh: GitHubPort, s: Screen, camp: Campaign) -> None:
+    """``auto_followup = true``: queue the projected follow-up of ``s`` as its requester
+    would by ``/screen continue`` (same authorisation, re-checked at dispatch; same budget
+    check); a refusal is posted as a reply, never raised."""
+    from bot.features.screen.writes import port_replier
+
+    say = port_replier(gh, s.repo, s.pr_number, None)
+    try:
+        plan = followup.plan_followup(db, s, camp.scope, camp.blob)
+    except followup.FollowUpRefused as exc:
+        say("message", message=f"auto_followup: no follow-up of {s.label}: {exc.message}")
+        return
+    est = budget.estimate_screen(db, camp.scope, s.track, plan.sessions, s.device_count)
+    no = budget.refusal(budget.state(db, s.repo, camp.scope), est, False)
+    if no:
+        say("budget", campaign=camp.scope.id, reasons=no, device_h=est.device_hours,
+            wall_h=est.wall_hours, basis=est.basis)
+        return
+    nxt = followup.new_followup(
+        db, s, plan, requested_by=s.requested_by, authorised_as=s.authorised_as,
+        head_sha=s.head_sha, head_repo=s.head_repo, from_fork=s.from_fork, comment_id=None,
+        estimate=est, now=rt.now())
+    refresh_status(db, gh, nxt, rt.now(), rt.options, force=True)
 
 
 def _judge_bundle(
     db: Session, s: Screen, camp: Campaign, root: Path, verdict: str, reasons: list[str],
     conclusion: str, wall: float, public_url: str | None = None,
-) -> tuple[str, list[str], str | None, bool, float | None]:
+) -> tuple[str, list[str], str | None, bool, dict[str, Any]]:
     """Verify, read and judge the unpacked bundle at ``root``: ``(verdict, reasons, result
-    comment body or None, verified, ratio)``.  Body None: the bundle did not verify (only why is
-    shown); ``verified``: it verified and its signed documents were read (only such a bundle
-    may be committed as evidence)."""
+    comment body or None, verified, memo)``.  Body None: the bundle did not verify (only why
+    is shown); ``verified``: it verified and its signed documents were read (only such a
+    bundle may be committed as evidence); ``memo``: what later screens need of a judged
+    candidate screen (its verified receipts and media reports, the projected follow-up,
+    the confirmation state, the scope blob: :mod:`bot.features.screen.followup`), empty
+    otherwise."""
+    memo: dict[str, Any] = {}
     failed_run = conclusion != "success"
     chk = verify_bundle(root, camp.trusted_keys)
     docs = read_bundle(root, chk.documents) if chk.ok else BundleDocuments()
@@ -301,14 +333,29 @@ def _judge_bundle(
     elif docs.unreadable:
         reasons = [*reasons, "signed documents of the bundle could not be read",
                    *docs.unreadable]
-        return verdict, reasons, None, False, None
+        return verdict, reasons, None, False, memo
     elif failed_run:
         decision = Decision(verdict, reasons, no_ratio_reason=f"the run ended {conclusion}")
     else:
-        decision = judge_screen(camp.scope, s, docs.receipts, docs.media, docs.problems)
+        decision = judge_screen(camp.scope, s, docs.receipts, docs.media, docs.problems,
+                                followup.prior_receipts(db, s), followup.prior_media(db, s))
         verdict, reasons = decision.verdict, decision.reasons
+        first = followup.first_look(db, s)
+        if s.kind == "candidate" and first.id != s.id and (
+                (first.summary or {}).get("scope_blob") != camp.blob):
+            decision.reasons.append(
+                "the default branch's campaign.toml changed since the series' first look "
+                f"{first.label}: a series runs under one frozen scope")
+            decision.verdict, decision.shown, decision.memo = "INCONCLUSIVE", None, {}
+            verdict, reasons = decision.verdict, decision.reasons
+        if s.kind == "candidate":
+            memo = {**decision.memo, "scope_blob": camp.blob,
+                    "receipts": followup.receipts_json(docs.receipts, s.track),
+                    "media": followup.media_json(docs.media)}
+    if decision.ratio is not None:  # what a /bisect step is read by (bisect.advance)
+        memo = {**memo, "ratio": decision.ratio}
     if not (chk.ok or failed_run):
-        return verdict, reasons, None, False, None
+        return verdict, reasons, None, False, memo
     st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)
     track = camp.scope.track(s.track)
     view = build_result(
@@ -322,7 +369,7 @@ def _judge_bundle(
     )
     return verdict, reasons, render(
         "screen_result.md.j2", marker_text=marker("screen-result", screen=s.label), r=view,
-        dashboard=campaign_page(public_url, s.repo, s.campaign)), chk.ok, decision.ratio
+        dashboard=campaign_page(public_url, s.repo, s.campaign)), chk.ok, memo
 
 
 def _commit_evidence(rt: Runtime, gh: GitHubPort, s: Screen, bundle: FetchedBundle,
