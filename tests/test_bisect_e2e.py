@@ -76,7 +76,8 @@ def status_comment(e: Env, label: str) -> str:
 
 
 @pytest.mark.parametrize("service", [BUDGET], indirect=True)
-def test_bisection_finds_the_slow_commit_within_the_cap(service: Env, tmp_path: Path) -> None:
+def test_bisection_finds_the_slow_commit_within_the_cap(service: Env,  # noqa: F811
+                                                        tmp_path: Path) -> None:
     e = service
     shas = engine_range(e.double)
     slow_from(e, tmp_path, shas, SLOW_AT)
@@ -127,7 +128,7 @@ def test_bisection_finds_the_slow_commit_within_the_cap(service: Env, tmp_path: 
 
 
 @pytest.mark.parametrize("service", [BUDGET], indirect=True)
-def test_bisection_refused_when_the_cap_is_too_small_and_cancelled(service: Env,
+def test_bisection_refused_when_the_cap_is_too_small_and_cancelled(service: Env,  # noqa: F811
                                                                    tmp_path: Path) -> None:
     e = service
     shas = engine_range(e.double)
@@ -155,7 +156,7 @@ def test_bisection_refused_when_the_cap_is_too_small_and_cancelled(service: Env,
 
 
 @pytest.mark.parametrize("service", [BUDGET], indirect=True)
-def test_compare_two_revisions(service: Env, tmp_path: Path) -> None:
+def test_compare_two_revisions(service: Env, tmp_path: Path) -> None:  # noqa: F811
     e = service
     shas = engine_range(e.double, 2)
     slow_from(e, tmp_path, shas, 2)
