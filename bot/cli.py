@@ -393,80 +393,109 @@ def init(
     """Set up a campaign repository: .github/campaign-bot.toml, the screen workflow, and a
     campaign skeleton.  Idempotent: a file that differs from this version's is kept.  Run it
     again after filling values: it lists only the blanks still empty."""
-    from rich.table import Table
-
     from bot import scaffold
     from evidence.console import output_console
 
     out = output_console()
     if check:
-        if not directory.is_dir():
-            raise _fail(f"{directory}: not a directory")
-        rep = scaffold.check_repository(directory)
-        wf = f"{scaffold.WORKFLOWS_DIR}/{rep.workflow}"
-        if rep.state == "same":
-            out.print(f"[green]{escape(wf)} is this version's template[/]")
-        elif rep.state == "missing":
-            out.print(f"[red]{escape(wf)} is missing[/]: run `campaign-bot init` to write it")
-        else:
-            out.print(f"[yellow]{escape(wf)} differs from this version's template[/] (run "
-                      f"`campaign-bot init {escape(shlex.quote(str(directory)))} --force` to "
-                      "replace it; your campaign files and config are kept):")
-            for n in rep.notes:
-                out.print(f"  - {escape(n)}")
-            for line in rep.diff:
-                out.print(escape(line))
-        for prob in rep.config_problems:
-            out.print(f"[red]config:[/] {escape(str(prob))}")
-        raise typer.Exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
+        raise typer.Exit(_init_check(out, directory))
+    labels = _init_labels(campaign, force, inputs, runner_labels)
+    try:
+        rep = _init_write(directory, campaign, labels, force, list(inputs or []))
+    except scaffold.InitError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"{directory}: {exc}") from None
+    _print_written(out, directory, rep)
+    if campaign is not None:
+        _print_next_steps(out, directory, rep)
+
+
+def _init_labels(campaign: str | None, force: bool, inputs: list[Path] | None,
+                 runner_labels: str | None) -> list[str]:
+    """Check that ``init``'s options go together; the runner labels given, as a list."""
     if campaign is None and not force:
         raise _fail("--campaign NAME is required (or --check; or --force to replace only the "
                     "screen workflow)")
     if inputs and campaign is None:
         raise _fail("--inputs needs --campaign NAME (the campaign whose inputs to pin)")
-    labels = [x for x in (runner_labels or "").split(",") if x.strip()]
-    try:
-        if campaign is None:
-            rep2 = scaffold.refresh_workflow(directory, force=force)
-        else:
-            rep2 = scaffold.init_repository(directory, campaign, runner_labels=labels,
-                                            force=force)
-            if inputs:
-                camp_dir = directory / rep2.campaign_path
-                pinned = scaffold.pin_inputs(camp_dir, list(inputs))
-                rep2.blanks = scaffold.blanks((camp_dir / "campaign.toml").read_text(
-                    encoding="utf-8", errors="replace"))
-                for key, name, digest in pinned:
-                    rep2.actions[f"{rep2.campaign_path}/{name}"] = f"{key} sha256 {digest[:12]}"
-    except scaffold.InitError as exc:
-        raise _fail(str(exc)) from None
-    except OSError as exc:
-        raise _fail(f"{directory}: {exc}") from None
+    return [x for x in (runner_labels or "").split(",") if x.strip()]
+
+
+def _init_check(out: Any, directory: Path) -> int:
+    """``init --check``: print how the screen workflow differs from this version's and the
+    config's problems; the exit status (0: nothing differs)."""
+    from bot import scaffold
+
+    if not directory.is_dir():
+        raise _fail(f"{directory}: not a directory")
+    rep = scaffold.check_repository(directory)
+    wf = f"{scaffold.WORKFLOWS_DIR}/{rep.workflow}"
+    if rep.state == "same":
+        out.print(f"[green]{escape(wf)} is this version's template[/]")
+    elif rep.state == "missing":
+        out.print(f"[red]{escape(wf)} is missing[/]: run `campaign-bot init` to write it")
+    else:
+        out.print(f"[yellow]{escape(wf)} differs from this version's template[/] (run "
+                  f"`campaign-bot init {escape(shlex.quote(str(directory)))} --force` to "
+                  "replace it; your campaign files and config are kept):")
+        for line in [f"  - {n}" for n in rep.notes] + list(rep.diff):
+            out.print(escape(line))
+    for prob in rep.config_problems:
+        out.print(f"[red]config:[/] {escape(str(prob))}")
+    return EXIT_OK if rep.ok else EXIT_PROBLEMS
+
+
+def _init_write(directory: Path, campaign: str | None, labels: list[str], force: bool,
+                inputs: list[Path]) -> Any:
+    """Write what ``init`` writes (only the workflow without a campaign) and pin
+    ``inputs``; the scaffold's report.  Raises :class:`bot.scaffold.InitError` and
+    ``OSError``."""
+    from bot import scaffold
+
+    if campaign is None:
+        return scaffold.refresh_workflow(directory, force=force)
+    rep = scaffold.init_repository(directory, campaign, runner_labels=labels, force=force)
+    if inputs:
+        camp_dir = directory / rep.campaign_path
+        pinned = scaffold.pin_inputs(camp_dir, inputs)
+        rep.blanks = scaffold.blanks((camp_dir / "campaign.toml").read_text(
+            encoding="utf-8", errors="replace"))
+        for key, name, digest in pinned:
+            rep.actions[f"{rep.campaign_path}/{name}"] = f"{key} sha256 {digest[:12]}"
+    return rep
+
+
+def _print_written(out: Any, directory: Path, rep: Any) -> None:
+    """The table of files ``init`` wrote, and the files it kept."""
+    from rich.table import Table
+
+    from bot import scaffold
+
     t = Table(title=f"campaign-bot init {directory}", title_justify="left")
     t.add_column("file")
     t.add_column("action")
-    for rel, action in rep2.actions.items():
+    for rel, action in rep.actions.items():
         t.add_row(rel, action)
     out.print(t)
-    for rel in rep2.kept:
-        if scaffold.is_packaged(rel):
-            out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file "
-                      "(yours is kept; --force replaces it; `campaign-bot init --check` shows "
-                      "the difference)")
-        else:
-            out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file "
-                      "(yours is kept; init never overwrites it, even with --force)")
-    if campaign is None:
-        return
+    for rel in rep.kept:
+        why = ("--force replaces it; `campaign-bot init --check` shows the difference"
+               if scaffold.is_packaged(rel) else "init never overwrites it, even with --force")
+        out.print(f"[yellow]kept[/] {escape(rel)}: it differs from this version's file "
+                  f"(yours is kept; {why})")
+
+
+def _print_next_steps(out: Any, directory: Path, rep: Any) -> None:
+    """The blanks left in campaign.toml, the keys to add, and a note outside a checkout."""
     # paths as the user can use them from here: relative to the repository when it is the
     # current folder, else under the folder they named
     here = directory.resolve() == Path.cwd().resolve()
-    where = rep2.campaign_path if here else (directory / rep2.campaign_path).as_posix()
+    where = rep.campaign_path if here else (directory / rep.campaign_path).as_posix()
     camp = escape(f"{where}/campaign.toml")
     check_cmd = escape(f"campaign-bot check {shlex.quote(where)}")
-    if rep2.blanks:
+    if rep.blanks:
         out.print(f"\nFill these blanks in {camp}, then run `{check_cmd}`:")
-        for b in rep2.blanks:
+        for b in rep.blanks:
             out.print(f"  line {b.line:>3}  {b.key}: {escape(b.hint)}")
     else:
         out.print(f"\n{camp} has no blanks left; `{check_cmd}` validates it.")

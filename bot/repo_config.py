@@ -199,7 +199,8 @@ NOTIFY_EVENTS = KINDS
 """The ``[notify] events`` a repository may choose (:data:`bot.events.KINDS`)."""
 NOTIFY_ALIAS_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """A target alias: what ``CAMPAIGN_BOT_NOTIFY_TARGETS`` names (letters, digits, ``_.-``)."""
-QUIET_HOURS_RE = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
+QUIET_HOURS_RE = r"^(([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9])?$"
+"""``HH:MM-HH:MM`` (24-hour clock), or empty for none."""
 
 
 class NotifySection(_Strict):
@@ -214,8 +215,8 @@ class NotifySection(_Strict):
         "Kinds of notice sent: " + ", ".join(NOTIFY_EVENTS) + " (default all)."))
     only: dict[str, list[str]] = Field(default_factory=dict, description=(
         "Per target alias, the only kinds it hears (a subset of events)."))
-    quiet_hours: str | None = Field(default=None, pattern=QUIET_HOURS_RE, description=(
-        "HH:MM-HH:MM in timezone: notices are held until the quiet hours end."))
+    quiet_hours: str = Field(default="", pattern=QUIET_HOURS_RE, description=(
+        "HH:MM-HH:MM in timezone: notices are held until the quiet hours end (empty: none)."))
     timezone: str = Field(default="UTC", description="IANA time zone of quiet_hours.")
     max_per_hour: int = Field(default=12, ge=1, le=1000, description=(
         "Notifications per target in any 60 minutes; more wait for a free slot."))
@@ -354,31 +355,41 @@ def parse(text: str) -> tuple[RepoConfig | None, list[ConfigProblem]]:
     problems: list[ConfigProblem] = []
     if "pools" in data:
         data = {k: v for k, v in data.items() if k != "pools"}
-        problems.append(ConfigProblem("pools", lines.get("pools") or next(
-            (n for k, n in lines.items() if k.startswith("pools.")), None), REMOVED_POOLS))
+        problems.append(_removed_pools(lines))
     try:
         cfg = RepoConfig.model_validate(data)
     except ValidationError as exc:
-        for e in exc.errors():
-            loc = tuple(e["loc"])
-            key = ".".join(str(p) for p in loc)
-            line = None
-            for n in range(len(loc), 0, -1):
-                line = lines.get(".".join(str(p) for p in loc[:n]))
-                if line:
-                    break
-            if e["type"] == "extra_forbidden":
-                allowed = _allowed_keys(_model_at(loc))
-                msg = f"unknown key; allowed here: {allowed}" if allowed else "unknown key"
-            elif e["type"] == "missing":
-                msg = "required key is missing"
-            else:
-                msg = e["msg"].removeprefix("Value error, ")
-                if "input" in e and not isinstance(e["input"], dict | list):
-                    msg += f" (got {e['input']!r})"
-            problems.append(ConfigProblem(key, line, msg))
-        return None, problems
+        return None, problems + [_problem(e, lines) for e in exc.errors()]
     return (None, problems) if problems else (cfg, [])
+
+
+def _removed_pools(lines: dict[str, int]) -> ConfigProblem:
+    """The problem of a ``[pools]`` table (removed: see :data:`REMOVED_POOLS`), at its line."""
+    return ConfigProblem("pools", lines.get("pools") or next(
+        (n for k, n in lines.items() if k.startswith("pools.")), None), REMOVED_POOLS)
+
+
+def _problem(e: Any, lines: dict[str, int]) -> ConfigProblem:
+    """One pydantic validation error ``e`` as a problem with its dotted key, the line of the
+    nearest key of its path that the file has, and a sentence."""
+    loc = tuple(e["loc"])
+    line = next((n for k in range(len(loc), 0, -1)
+                 if (n := lines.get(".".join(str(p) for p in loc[:k])))), None)
+    return ConfigProblem(".".join(str(p) for p in loc), line, _problem_text(e, loc))
+
+
+def _problem_text(e: Any, loc: tuple[Any, ...]) -> str:
+    """What is wrong, in words: an unknown key (with the keys allowed there), a missing
+    one, or pydantic's message with the value given."""
+    if e["type"] == "extra_forbidden":
+        allowed = _allowed_keys(_model_at(loc))
+        return f"unknown key; allowed here: {allowed}" if allowed else "unknown key"
+    if e["type"] == "missing":
+        return "required key is missing"
+    msg = e["msg"].removeprefix("Value error, ")
+    if "input" in e and not isinstance(e["input"], dict | list):
+        msg += f" (got {e['input']!r})"
+    return msg
 
 
 class RepoConfigs:

@@ -46,6 +46,7 @@ A package adds commands with one entry point per plug-in module in its ``pyproje
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -295,6 +296,13 @@ def check_cmd(
                 no_signatures=no_signatures))
     found_keys = None if no_signatures or trusted_keys is not None else \
         campaign_keys_file(campaign if campaign is not None else directory)
+    keys_label = None
+    scratch = contextlib.ExitStack()
+    if not no_signatures and trusted_keys is None:
+        # keys a pull request brings are never trusted: in a clone that knows the default
+        # branch, its trusted-keys.pem is the campaign's, as for the bot
+        found_keys, keys_label = _default_branch_keys(
+            campaign if campaign is not None else directory, base, found_keys, scratch)
     verify = trusted_keys is not None or found_keys is not None
 
     # The hashing threads start on a bag's payload before the document models are imported
@@ -315,10 +323,35 @@ def check_cmd(
     try:
         _check(pool, progress, directory, as_json, details, max_file_bytes,
                max_document_bytes, base, claims, prior_noise, trusted_keys,
-               found_keys, no_signatures, campaign)
+               found_keys, no_signatures, campaign, keys_label)
     finally:
         sys.setswitchinterval(switch)
+        scratch.close()
         pool.close(cancel=True)
+
+
+def _default_branch_keys(directory: Path, base: str | None, found: Path | None,
+                         scratch: contextlib.ExitStack) -> tuple[Path | None, str | None]:
+    """``(keys file, label)`` for ``check``: the default branch's ``trusted-keys.pem`` of the
+    campaign covering ``directory`` (written to a file in a folder ``scratch`` removes),
+    labelled ``trusted-keys.pem at REF``, None when the default branch has none; ``(found,
+    None)`` (the checkout's own file) when the clone does not know the default branch or the
+    campaign is not on it (:func:`evidence.scope_binding.default_branch_keys`)."""
+    import tempfile
+
+    from evidence.keyfile import TRUSTED_KEYS_FILE, campaign_folder
+    from evidence.scope_binding import default_branch_keys
+
+    folder = campaign_folder(directory)
+    at_base = default_branch_keys(folder, base) if folder is not None else None
+    if at_base is None:
+        return found, None
+    label, pem = at_base
+    if pem is None:
+        return None, label
+    tmp = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="campaign-bot-keys-")))
+    (tmp / TRUSTED_KEYS_FILE).write_bytes(pem)
+    return tmp / TRUSTED_KEYS_FILE, label
 
 
 def _check_repository(root: Path, campaigns: list[Path], as_json: bool,
@@ -359,8 +392,8 @@ def _check_repository(root: Path, campaigns: list[Path], as_json: bool,
 def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_json: bool,
            details: bool, max_file_bytes: int, max_document_bytes: int, base: str | None,
            claims: Path | None, prior_noise: bool, trusted_keys: Path | None,
-           found_keys: Path | None, no_signatures: bool, campaign: Path | None = None
-           ) -> None:
+           found_keys: Path | None, no_signatures: bool, campaign: Path | None = None,
+           keys_label: str | None = None) -> None:
     """The body of ``campaign-bot check`` once the hashing pool runs: raises
     ``typer.Exit`` with the exit code.  ``found_keys``: the campaign folder's keys file
     (:func:`evidence.signing.campaign_keys_file`); an empty or unparsable one is a P1
@@ -387,8 +420,8 @@ def _check(pool: HashPool, progress: _LazyProgress | None, directory: Path, as_j
             raise typer.Exit(EXIT_USAGE) from None
         summary = SignatureSummary(source="--trusted-keys", keys_file=str(trusted_keys))
     elif found_keys is not None:
-        shown = os.path.relpath(found_keys, directory) if found_keys.parent == \
-            directory.absolute() else str(found_keys)
+        shown = keys_label or (os.path.relpath(found_keys, directory) if found_keys.parent ==
+                               directory.absolute() else str(found_keys))
         try:
             keys = load_trusted_keys(found_keys)
             summary = SignatureSummary(source="campaign", keys_file=shown)

@@ -29,3 +29,16 @@ def campaign_keys_file(directory: Path) -> Path | None:
         if (d / ".git").exists():
             return None
     return None
+
+
+def campaign_folder(directory: Path) -> Path | None:
+    """The campaign folder covering ``directory`` (absolute): the nearest of it and the
+    folders above it that holds ``campaign.toml``, never beyond a folder holding ``.git``;
+    None when there is none (the folder :func:`campaign_keys_file` looks in)."""
+    here = Path(directory).absolute()
+    for d in (here, *here.parents):
+        if (d / "campaign.toml").is_file():
+            return d
+        if (d / ".git").exists():
+            return None
+    return None

@@ -198,18 +198,57 @@ def frozen_from_git(campaign: Path, base: str | None
             return None
         return _git(top, "cat-file", "blob", sha)
 
+    found = _default_branch(top, where, base)
+    if found is None:
+        return None, read_blob
+    ref, folder = found
+    data = _git(top, "cat-file", "blob", f"{ref}:{folder}campaign.toml")
+    if data is None:
+        return None, read_blob
+    return FrozenScope(label=f"campaign.toml at {ref}", data=data), read_blob
+
+
+def _default_branch(top: Path, where: Path, base: str | None) -> tuple[str, str] | None:
+    """``(REF, folder prefix)``: the revision standing for the default branch (``base``, else
+    :data:`DEFAULT_BRANCH_REF`'s target) and ``where``'s path in the tree (``""`` at the
+    top, else ending in ``/``); None when there is no such revision."""
     ref = base
     if ref is None:
         head = _git(top, "symbolic-ref", "--short", "-q", DEFAULT_BRANCH_REF)
         ref = head.decode().strip() if head else None
     if not ref:
-        return None, read_blob
+        return None
     try:
         rel = where.relative_to(top.resolve()).as_posix()
     except ValueError:
-        return None, read_blob
-    path = "campaign.toml" if rel == "." else f"{rel}/campaign.toml"
-    data = _git(top, "cat-file", "blob", f"{ref}:{path}")
-    if data is None:
-        return None, read_blob
-    return FrozenScope(label=f"campaign.toml at {ref}", data=data), read_blob
+        return None
+    return ref, ("" if rel == "." else f"{rel}/")
+
+
+def default_branch_keys(campaign: Path, base: str | None) -> tuple[str, bytes | None] | None:
+    """The campaign folder ``campaign``'s trusted keys file on the default branch, the only
+    keys the bot trusts (docs/security.md: keys in a pull request are never trusted):
+    ``("trusted-keys.pem at REF", its bytes, or None when the default branch has none)``.
+    REF is ``base`` (``check --base``), else :data:`DEFAULT_BRANCH_REF`'s target.  None when
+    that is unknown (outside a git work tree, no ``--base`` and no ``origin/HEAD``) or the
+    default branch has no ``campaign.toml`` in that folder (a campaign the checked branch
+    adds): then the checkout's own file stands in, as its ``campaign.toml`` does for the
+    scope.  Raises nothing; a file over 1 MiB reads as None (git's own limit here)."""
+    from evidence.keyfile import TRUSTED_KEYS_FILE
+
+    where = campaign.resolve()
+    out = _git(where, "rev-parse", "--show-toplevel")
+    if out is None:
+        return None
+    top = Path(out.decode().strip())
+    found = _default_branch(top, where, base)
+    if found is None:
+        return None
+    ref, folder = found
+    if _git(top, "cat-file", "-e", f"{ref}:{folder}campaign.toml") is None:
+        return None
+    size = _git(top, "cat-file", "-s", f"{ref}:{folder}{TRUSTED_KEYS_FILE}")
+    data = None
+    if size is not None and int(size.decode().strip() or 0) <= 1 << 20:
+        data = _git(top, "cat-file", "blob", f"{ref}:{folder}{TRUSTED_KEYS_FILE}")
+    return f"{TRUSTED_KEYS_FILE} at {ref}", data

@@ -217,3 +217,35 @@ def test_the_bot_review_of_that_pull_request_gives_p0_and_no_verdict(
     (review,) = github_double.repo(REPO).reviews.values()
     assert "CONTROL_REDEFINED" in review["body"] + summary
     assert "SUPPORTED" not in summary
+
+
+KEEPS_NOOP = {"add_flags": [], "remove_flags": [], "env": {}}
+
+
+@pytest.mark.parametrize("keys_file", ["replaced", "removed"])
+def test_keys_a_pull_request_changes_are_not_trusted(tmp_path: Path, keys: tuple[Path, bytes],
+                                                     keys_file: str) -> None:
+    """The pull request replaces the campaign's trusted-keys.pem with its own key (or removes
+    it) and commits a bundle it signed itself, claiming the frozen scope: ``check`` takes the
+    keys from the default branch, as the bot does, so the bundle is refused, not judged."""
+    clone = _repository(tmp_path, keys[1])
+    camp = clone / "campaign"
+    own_key = tmp_path / "pr.key"
+    own_pem = generate_key(own_key).read_bytes()
+    (camp / "campaign.toml").write_bytes(REDEFINED)
+    if keys_file == "replaced":
+        (camp / "trusted-keys.pem").write_bytes(own_pem)
+    else:
+        (camp / "trusted-keys.pem").unlink()
+    _bundle(camp / "screens" / "s1", own_key, MAIN, "noop", frozen=True,
+            candidate_config=KEEPS_NOOP)
+    # the same forged bundle, judged by the pull request's own keys, would read SUPPORTED
+    assert _verdicts(_check(str(camp), "--trusted-keys", str(camp / "trusted-keys.pem"))[1]
+                     if keys_file == "replaced" else _check(str(camp), "--no-signatures")[1]
+                     ) == {f"noop@{TRACK}": "SUPPORTED"}
+    for args in ((), ("--base", "origin/main")):
+        code, rep = _check(str(camp), *args)
+        assert code == 1, rep["findings"]
+        assert "SUPPORTED" not in _verdicts(rep).values(), rep["findings"]
+        assert rep["signatures"]["keys_file"] == "trusted-keys.pem at origin/main"
+        assert rep["signatures"]["refused"] == 1

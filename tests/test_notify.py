@@ -74,7 +74,7 @@ def test_notify_section_defaults_and_routing() -> None:
                           '[notify.only]\nops-mail = ["budget_exhausted"]\n')
     assert problems == [] and cfg is not None
     n = cfg.notify
-    assert (n.quiet_hours, n.timezone, n.max_per_hour) == (None, "UTC", 12)
+    assert (n.quiet_hours, n.timezone, n.max_per_hour) == ("", "UTC", 12)
     assert [k for k in events.KINDS if n.hears("chat", k)] == [
         "screen_failed", "queue_stuck", "budget_exhausted"]
     assert [k for k in events.KINDS if n.hears("ops-mail", k)] == ["budget_exhausted"]

@@ -353,3 +353,37 @@ def test_a_signed_receipt_with_a_duplicate_key_is_refused_as_check_refuses_it(
         "disagree on which value wins"]
     found = load_campaign(tmp_path / "b").findings
     assert any(f.rule == "JSON_INVALID" and "duplicate key 'arm'" in f.message for f in found)
+
+
+def test_evidence_lands_on_a_head_whose_large_file_was_never_fetched(
+        github_double: Any, tmp_path: Path, key: Path) -> None:
+    """The review fetched the pull request's head without the contents of a large file it
+    adds outside the campaign; committing a screen's bundle onto that head (a commit over a
+    tree whose blob the mirror lacks) neither needs nor fetches that blob."""
+    import subprocess
+
+    from bot.features.review.review import read_pull
+    from bot.repo_config import RepoConfig
+
+    d = github_double
+    big = os.urandom(4 << 20)
+    d.add_repo(REPO, {f"{CAMP}/campaign.toml": "id = 'h3'\n"})
+    d.add_pull(REPO, 7, {f"{CAMP}/NOTES.md": "n\n", "vendor/big.bin": big}, head_ref="topic")
+    git = GitMirrors(tmp_path / "cache")
+    gh = port(d)
+    read_pull(git, gh, gh.get_pull(7), RepoConfig().campaigns.paths)
+    oid = subprocess.run(["git", "hash-object", "--stdin"], input=big, capture_output=True,
+                         check=True).stdout.decode().strip()
+
+    def missing() -> bool:
+        out = subprocess.run(["git", "-C", str(git.path(REPO)), "rev-list", "--objects",
+                              "--missing=print", "refs/campaign-bot/pull/7/head"],
+                             capture_output=True, text=True, check=True).stdout.split()
+        return f"?{oid}" in out
+
+    assert missing()
+    out = run(git, gh, screen(), make_bundle(tmp_path / "b", key, b"x"))
+    assert (out.state, out.branch) == ("committed", "topic"), out.message
+    tree = d.repo(REPO).trees[out.sha]
+    assert tree["vendor/big.bin"] == big and f"{CAMP}/screens/S1/bagit.txt" in tree
+    assert missing()  # still not in the mirror: nothing fetched it

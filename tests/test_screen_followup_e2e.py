@@ -10,7 +10,8 @@ projected follow-up (the runner marks its receipts look 2 of S1's series, signed
 series decides SUPPORTED (provisional) at look 2 within the budget; the header lists the
 candidate as awaiting confirmation; ``/screen confirm fast sessions=6`` runs the
 confirmation screen against the original control and turns it into SUPPORTED (confirmed).
-``campaign-bot check`` on the committed evidence gives the same verdict offline.  Then the
+``campaign-bot check`` on the committed evidence gives the same verdict offline.  With
+``auto_followup = true`` the follow-up is queued without a command.  Then the
 refusals: continuing a decided series, a screen of another PR, an unknown screen; and a
 campaign without a declared design, where ``/screen continue`` is refused and nothing runs.
 """
@@ -22,6 +23,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ pytestmark = pytest.mark.slow
 SEQUENTIAL = {"looks": 2, "max_sessions_per_arm": 6, "spending": "obrien-fleming"}
 
 
-def fast_candidate(sequential: bool) -> Any:
+def fast_candidate(sequential: bool, auto: bool = False) -> Any:
     """The campaign of these tests: control generates for 1.0 s, candidate ``fast`` for
     0.1 s (the stand-in's ``--gen-seconds``; the last flag wins): far below the 0.70 target
     even with the busy machine's noise on top."""
@@ -56,6 +58,8 @@ def fast_candidate(sequential: bool) -> Any:
                                     "add_flags": ["--gen-seconds=0.1"]})
         if sequential:
             scope["protocol"]["sequential"] = dict(SEQUENTIAL)
+        if auto:
+            scope["protocol"]["auto_followup"] = True
     return update
 
 
@@ -80,6 +84,18 @@ def sequential_service(github_double: Any, tmp_path: Path,
     env = start_service(github_double, tmp_path, keys,
                         {"wall_hours": 20.0, "device_hours": 40.0}, issue=ISSUE,
                         scope_update=fast_candidate(True))
+    try:
+        yield env
+    finally:
+        _stop(env, github_double)
+
+
+@pytest.fixture
+def auto_service(github_double: Any, tmp_path: Path,
+                 keys: tuple[Path, Path]) -> Iterator[Env]:  # noqa: F811
+    env = start_service(github_double, tmp_path, keys,
+                        {"wall_hours": 20.0, "device_hours": 40.0},
+                        scope_update=fast_candidate(True, auto=True))
     try:
         yield env
     finally:
@@ -217,3 +233,22 @@ def test_continue_refused_without_a_declared_design(fixed_service: Env) -> None:
     wait_for(lambda: any(f"reply comment={cid} " in b for b in e.comments()), 30, "refusal")
     assert "I did not run `/screen continue S1`" in e.reply_to(cid)
     assert len(e.runner.runs) == 1 and len(e.screens()) == 1
+
+
+def test_auto_followup_queues_the_projected_look_by_itself(auto_service: Env) -> None:
+    """``auto_followup = true``: the INCONCLUSIVE first look queues its projected follow-up
+    without a command, as its requester, and the series decides."""
+    e = auto_service
+    e.say("maint", "/screen candidate fast sessions=6")
+    s1 = _done(e, 1)
+    assert s1.verdict == "INCONCLUSIVE" and s1.summary["followup"]["look"] == 2
+    s2 = _done(e, 2)
+    k = s1.summary["followup"]["sessions_per_arm"]
+    assert (s2.requested_by, s2.authorised_as, s2.source_comment_id) == (
+        s1.requested_by, s1.authorised_as, None)
+    assert s2.summary["plan"]["look"] == 2 and s2.session_order == "AB" * k
+    assert s2.verdict == "SUPPORTED" and s2.summary["confirmation"] == "provisional"
+    # a decided series queues nothing more
+    time.sleep(2)
+    assert len(e.screens()) == 2 and len(e.runner.runs) == 2
+

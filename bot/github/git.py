@@ -642,7 +642,11 @@ class GitMirrors:
                             for r, s in zip(order, shas, strict=True))
             self._run(["update-index", "-z", "--index-info"], cwd=path, stdin=info,
                       extra_env=index)
-            tree = self._run(["write-tree"], cwd=path, extra_env=index).stdout.decode().strip()
+            # --missing-ok: the parent's tree may name file contents a partial fetch left on
+            # the server (a pull request's file outside the campaigns); they are kept as they
+            # are, never fetched (the objects written here are checked by hash-object -w)
+            tree = self._run(["write-tree", "--missing-ok"], cwd=path,
+                             extra_env=index).stdout.decode().strip()
             args = ["commit-tree", tree, *(["-p", parent] if parent else []), "-F", "-"]
             return self._run(args, cwd=path, stdin=message.encode(),
                              extra_env=who).stdout.decode().strip()

@@ -35,6 +35,7 @@ from markupsafe import escape
 from pygal.style import Style
 
 from bot.features.dashboard.views import BudgetPoint, PoolView, ScreenView, TrackRow
+from evidence.verdicts import TrackVerdict
 
 ARM_COLORS = ("#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#a16207", "#0e7490")
 """Series colours (control first): distinct hues, each with at least 4.5:1 contrast on white."""
@@ -256,11 +257,7 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
     cid = css_id(chart_id)
     vs = [v for v in row.verdicts if v.ratio is not None]
     theta0 = row.theta0
-    values = [theta0, 1.0] + [x for v in vs for x in (v.ratio, v.lower, v.upper)
-                              if x is not None]
-    lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.08 or 0.1
-    lo, hi = max(0.0, lo - pad), hi + pad
+    lo, hi = _forest_range(theta0, vs)
     left, right = 230, FOREST_WIDTH - 20
     top = 30
     height = top + FOREST_ROW_PX * max(len(vs), 1) + 48
@@ -281,19 +278,9 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
            f'<desc id="{cid}-desc">{escape(desc)}</desc>',
            f'<rect width="{FOREST_WIDTH}" height="{height}" fill="#ffffff"/>']
     axis_y = top + FOREST_ROW_PX * max(len(vs), 1)
-    for val, cls, label in ((theta0, "target", f"target {theta0:.2f}"),
-                            (1.0, "no-change", "no change (1)")):
-        dash = ' stroke-dasharray="6 4"' if cls == "target" else ""
-        colour = "#a40e26" if cls == "target" else "#57606a"
-        # labels lean away from each other: the target's to the left of its line when it
-        # is below 1 (a lower-latency target), the no-change label to the right
-        away = (cls == "target") == (theta0 <= 1.0)
-        anchor, dx = ("end", -4) if away else ("start", 4)
-        out.append(f'<g class="{cls}" data-ratio="{val:.6g}"><line x1="{x(val)}" '
-                   f'y1="{top - 8}" x2="{x(val)}" y2="{axis_y}" stroke="{colour}" '
-                   f'stroke-width="2"{dash}/><text x="{x(val) + dx}" y="{top - 12}" '
-                   f'font-size="15" text-anchor="{anchor}" fill="{colour}">'
-                   f'{escape(label)}</text></g>')
+    out += [_forest_line(x, val, cls, label, top, axis_y, theta0)
+            for val, cls, label in ((theta0, "target", f"target {theta0:.2f}"),
+                                    (1.0, "no-change", "no change (1)"))]
     for tick in _ticks(lo, hi):
         out.append(f'<text x="{x(tick)}" y="{axis_y + 20}" font-size="15" '
                    f'text-anchor="middle" fill="#57606a">{tick:g}</text>')
@@ -304,34 +291,78 @@ def forest_plot(row: TrackRow, chart_id: str) -> str:
     if not vs:
         out.append(f'<text x="{left}" y="{top + 20}" font-size="16" fill="#1f2328">'
                    'no candidate ratio yet</text>')
-    for i, v in enumerate(vs):
-        y = top + FOREST_ROW_PX * i + FOREST_ROW_PX / 2
-        status = verdict_status(v)
-        colour = {"SUPPORTED": "#116329", "EQUIVALENT": "#116329",
-                  "FAILED": "#a40e26"}.get(v.verdict, "#7d4e00")
-        tip = (f"{v.candidate}: {v.verdict} ({status}), ratio {v.ratio:.3f}"
-               + (f" [{v.lower:.3f}, {v.upper:.3f}]" if v.lower is not None
-                  and v.upper is not None else " (no exact bounds)")
-               + f", {v.m} vs {v.n} sessions")
-        attrs = (f'class="mark" data-series="{escape(v.candidate or "")}" '
-                 f'data-candidate="{escape(v.candidate or "")}" '
-                 f'data-verdict="{v.verdict}" data-status="{status}" '
-                 f'data-ratio="{v.ratio:.6g}"'
-                 + (f' data-lower="{v.lower:.6g}" data-upper="{v.upper:.6g}"'
-                    if v.lower is not None and v.upper is not None else ""))
-        out.append(f'<g {attrs}><title>{escape(tip)}</title>')
-        name = v.candidate or ""
-        out.append(f'<text x="{left - 10}" y="{y + 5}" font-size="15" text-anchor="end" '
-                   f'fill="#1f2328">{escape(name if len(name) <= 26 else name[:25] + "…")}'
-                   '</text>')
-        if v.lower is not None and v.upper is not None:
-            dash = ' stroke-dasharray="5 3"' if status != "confirmed" else ""
-            out.append(f'<line x1="{x(v.lower)}" y1="{y}" x2="{x(v.upper)}" y2="{y}" '
-                       f'stroke="{colour}" stroke-width="3"{dash}/>')
-        fill = colour if status == "confirmed" else "#ffffff"
-        out.append(f'<circle cx="{x(v.ratio or 0.0)}" cy="{y}" r="7" fill="{fill}" '
-                   f'stroke="{colour}" stroke-width="3"/></g>')
+    out += [_forest_mark(x, v, top + FOREST_ROW_PX * i + FOREST_ROW_PX / 2, left)
+            for i, v in enumerate(vs)]
     out.append("</svg>")
+    return "".join(out)
+
+
+_VERDICT_COLOUR = MappingProxyType({"SUPPORTED": "#116329", "EQUIVALENT": "#116329",
+                                    "FAILED": "#a40e26"})
+"""Colour of a verdict's mark in the forest plot (any other verdict: amber, ``#7d4e00``)."""
+
+
+def _forest_range(theta0: float, vs: Sequence[TrackVerdict]) -> tuple[float, float]:
+    """The plot's ratio axis: the target, 1 and every ratio and bound, padded by 8 %
+    (0.1 when all are one value), never below 0."""
+    values = [theta0, 1.0] + [x for v in vs for x in (v.ratio, v.lower, v.upper)
+                              if x is not None]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or 0.1
+    return max(0.0, lo - pad), hi + pad
+
+
+def _forest_tip(v: TrackVerdict, status: str) -> str:
+    """The tooltip of a candidate's mark: verdict, ratio, exact bounds and sessions."""
+    bounds = (f" [{v.lower:.3f}, {v.upper:.3f}]" if v.lower is not None and v.upper is not None
+              else " (no exact bounds)")
+    return f"{v.candidate}: {v.verdict} ({status}), ratio {v.ratio:.3f}{bounds}, " \
+        f"{v.m} vs {v.n} sessions"
+
+
+def _forest_attrs(v: TrackVerdict, status: str) -> str:
+    """The ``data-*`` attributes of a candidate's mark (bounds only when both are known)."""
+    bounds = (f' data-lower="{v.lower:.6g}" data-upper="{v.upper:.6g}"'
+              if v.lower is not None and v.upper is not None else "")
+    return (f'class="mark" data-series="{escape(v.candidate or "")}" '
+            f'data-candidate="{escape(v.candidate or "")}" '
+            f'data-verdict="{v.verdict}" data-status="{status}" '
+            f'data-ratio="{v.ratio:.6g}"{bounds}')
+
+
+def _forest_line(x: Callable[[float], float], val: float, cls: str, label: str, top: int,
+                 axis_y: float, theta0: float) -> str:
+    """A vertical reference line of the forest plot at ratio ``val`` (the target, dashed
+    red, or no change, grey) with its label."""
+    dash = ' stroke-dasharray="6 4"' if cls == "target" else ""
+    colour = "#a40e26" if cls == "target" else "#57606a"
+    # labels lean away from each other: the target's to the left of its line when it
+    # is below 1 (a lower-latency target), the no-change label to the right
+    away = (cls == "target") == (theta0 <= 1.0)
+    anchor, dx = ("end", -4) if away else ("start", 4)
+    return (f'<g class="{cls}" data-ratio="{val:.6g}"><line x1="{x(val)}" '
+            f'y1="{top - 8}" x2="{x(val)}" y2="{axis_y}" stroke="{colour}" '
+            f'stroke-width="2"{dash}/><text x="{x(val) + dx}" y="{top - 12}" '
+            f'font-size="15" text-anchor="{anchor}" fill="{colour}">'
+            f'{escape(label)}</text></g>')
+
+
+def _forest_mark(x: Callable[[float], float], v: TrackVerdict, y: float, left: int) -> str:
+    """One candidate's row of the forest plot at height ``y``: its name, its exact interval
+    (dashed unless confirmed) and its ratio (filled when confirmed), with a tooltip."""
+    status = verdict_status(v)
+    colour = _VERDICT_COLOUR.get(v.verdict, "#7d4e00")
+    name = v.candidate or ""
+    out = [f'<g {_forest_attrs(v, status)}><title>{escape(_forest_tip(v, status))}</title>',
+           f'<text x="{left - 10}" y="{y + 5}" font-size="15" text-anchor="end" '
+           f'fill="#1f2328">{escape(name if len(name) <= 26 else name[:25] + "…")}</text>']
+    if v.lower is not None and v.upper is not None:
+        dash = ' stroke-dasharray="5 3"' if status != "confirmed" else ""
+        out.append(f'<line x1="{x(v.lower)}" y1="{y}" x2="{x(v.upper)}" y2="{y}" '
+                   f'stroke="{colour}" stroke-width="3"{dash}/>')
+    fill = colour if status == "confirmed" else "#ffffff"
+    out.append(f'<circle cx="{x(v.ratio or 0.0)}" cy="{y}" r="7" fill="{fill}" '
+               f'stroke="{colour}" stroke-width="3"/></g>')
     return "".join(out)
 
 

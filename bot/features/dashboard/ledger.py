@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -128,50 +129,67 @@ def read_ledger_from(engine: Engine, campaign: str, repo: str | None = None, *,
     messages.  Raises :class:`LedgerError`."""
     try:
         with engine.connect() as db:
-            insp = inspect(db)
-            missing = [t for t in ("budget_entries", "screens") if not insp.has_table(t)]
-            if missing:
-                raise LedgerError(
-                    f"{shown}: no table {', '.join(missing)}: not the bot's database, or its "
-                    "migrations have not run (campaign-bot serve runs them at start)")
-            cond = [BUDGET_ENTRIES.c.campaign == campaign]
-            scond = [SCREENS.c.campaign == campaign]
-            if repo is None:
-                repos = sorted(set(db.scalars(
-                    select(BUDGET_ENTRIES.c.repo).where(*cond).distinct()))
-                    | set(db.scalars(select(SCREENS.c.repo).where(*scond).distinct())))
-                if len(repos) > 1:
-                    raise LedgerError(
-                        f"campaign {campaign!r} has budget records in {len(repos)} "
-                        f"repositories ({', '.join(repos)}): pick one with --repo")
-            else:
-                cond.append(BUDGET_ENTRIES.c.repo == repo)
-                scond.append(SCREENS.c.repo == repo)
-            entries = [
-                LedgerEntry(at=_utc(r.at) or datetime.min.replace(tzinfo=UTC), kind=r.kind,
-                            directions=int(r.directions or 0),
-                            wall_hours=float(r.wall_hours or 0.0),
-                            device_hours=float(r.device_hours or 0.0), screen=r.screen_id,
-                            by=r.by or "", reason=r.reason or "")
-                for r in db.execute(select(BUDGET_ENTRIES).where(*cond)
-                                    .order_by(BUDGET_ENTRIES.c.id))]
-            screens = [
-                LedgerScreen(
-                    id=r.id, label=f"S{r.id}",
-                    candidate=r.candidate if r.kind == "candidate" else "control",
-                    track=r.track, state=r.state, conclusion=r.conclusion, verdict=r.verdict,
-                    requested_by=r.requested_by,
-                    requested_at=_utc(r.requested_at) or datetime.min.replace(tzinfo=UTC),
-                    completed_at=_utc(r.completed_at),
-                    estimate_wall_h=_h(r.estimate_wall_s) or 0.0,
-                    estimate_device_h=_h(r.estimate_device_s) or 0.0,
-                    charged_device_h=_h(r.charged_device_s),
-                    charged_wall_h=_h(r.charged_wall_s), run_url=r.run_url,
-                    pr_number=r.pr_number, pool=r.pool)
-                for r in db.execute(select(SCREENS).where(*scond).order_by(SCREENS.c.id))]
+            _check_tables(db, shown)
+            cond, scond = _conditions(db, campaign, repo)
+            entries = [_entry(r) for r in db.execute(
+                select(BUDGET_ENTRIES).where(*cond).order_by(BUDGET_ENTRIES.c.id))]
+            screens = [_screen(r) for r in db.execute(
+                select(SCREENS).where(*scond).order_by(SCREENS.c.id))]
     except LedgerError:
         raise
     except SQLAlchemyError as e:
         why = str(getattr(e, "orig", None) or e).splitlines()[0]
         raise LedgerError(f"{shown}: cannot read the budget ledger: {why}") from None
     return Ledger(url=shown, repo=repo, entries=entries, screens=screens)
+
+
+def _check_tables(db: Any, shown: str) -> None:
+    """Raise :class:`LedgerError` when the bot's ledger tables are not in ``db``."""
+    insp = inspect(db)
+    missing = [t for t in ("budget_entries", "screens") if not insp.has_table(t)]
+    if missing:
+        raise LedgerError(
+            f"{shown}: no table {', '.join(missing)}: not the bot's database, or its "
+            "migrations have not run (campaign-bot serve runs them at start)")
+
+
+def _conditions(db: Any, campaign: str, repo: str | None) -> tuple[list[Any], list[Any]]:
+    """The row filters of the budget entries and the screens of ``campaign`` (in ``repo``);
+    without a repository, raise :class:`LedgerError` when the campaign's records are in
+    more than one."""
+    cond = [BUDGET_ENTRIES.c.campaign == campaign]
+    scond = [SCREENS.c.campaign == campaign]
+    if repo is not None:
+        return ([*cond, BUDGET_ENTRIES.c.repo == repo], [*scond, SCREENS.c.repo == repo])
+    repos = sorted(set(db.scalars(select(BUDGET_ENTRIES.c.repo).where(*cond).distinct()))
+                   | set(db.scalars(select(SCREENS.c.repo).where(*scond).distinct())))
+    if len(repos) > 1:
+        raise LedgerError(
+            f"campaign {campaign!r} has budget records in {len(repos)} "
+            f"repositories ({', '.join(repos)}): pick one with --repo")
+    return cond, scond
+
+
+def _at(value: Any) -> datetime:
+    """A row's time in UTC; the earliest time there is for a row without one (sorts first)."""
+    return _utc(value) or datetime.min.replace(tzinfo=UTC)
+
+
+def _entry(r: Any) -> LedgerEntry:
+    """A ``budget_entries`` row as a :class:`LedgerEntry`."""
+    return LedgerEntry(at=_at(r.at), kind=r.kind,
+                       directions=int(r.directions or 0), wall_hours=float(r.wall_hours or 0.0),
+                       device_hours=float(r.device_hours or 0.0), screen=r.screen_id,
+                       by=r.by or "", reason=r.reason or "")
+
+
+def _screen(r: Any) -> LedgerScreen:
+    """A ``screens`` row as a :class:`LedgerScreen` (seconds as hours)."""
+    return LedgerScreen(
+        id=r.id, label=f"S{r.id}", candidate=r.candidate if r.kind == "candidate" else "control",
+        track=r.track, state=r.state, conclusion=r.conclusion, verdict=r.verdict,
+        requested_by=r.requested_by, requested_at=_at(r.requested_at),
+        completed_at=_utc(r.completed_at), estimate_wall_h=_h(r.estimate_wall_s) or 0.0,
+        estimate_device_h=_h(r.estimate_device_s) or 0.0,
+        charged_device_h=_h(r.charged_device_s), charged_wall_h=_h(r.charged_wall_s),
+        run_url=r.run_url, pr_number=r.pr_number, pool=r.pool)

@@ -462,47 +462,11 @@ def write_site(site: Site, out: Path, campaign_root: Path,
         todo = page_jobs(site, links)
         total = len(todo)
         workers = _workers(jobs, total)
-        size = 0
         if workers == 1:
             copied = start_copy()
-            for i, (name, fn) in enumerate(todo, 1):
-                data = fn().encode("utf-8")
-                (tmp / name).write_bytes(data)
-                size += len(data)
-                if progress:
-                    progress(i, total)
+            size = _render_serial(todo, tmp, progress)
         else:
-            chunks = [list(range(total))[k::workers] for k in range(workers)]
-            ctx = multiprocessing.get_context("fork")
-            results = ctx.Queue()
-            procs = [ctx.Process(target=_render_pages, args=(site, tmp, c, results))
-                     for c in chunks]
-            for proc in procs:
-                proc.start()  # forked here,
-            copied = start_copy()  # before the copying thread starts
-            try:
-                done = 0
-                while done < total:
-                    try:
-                        kind, value = results.get(timeout=1.0)
-                    except queue.Empty:
-                        dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                        if dead:
-                            raise RuntimeError(f"a page worker died (exit {dead[0]})") from None
-                        continue
-                    if kind == "error":
-                        raise RuntimeError(f"a page failed to render: {value}")
-                    done += 1
-                    size += value
-                    if progress:
-                        progress(done, total)
-            except BaseException:
-                for proc in procs:
-                    proc.terminate()
-                raise
-            finally:
-                for proc in procs:
-                    proc.join()
+            size, copied = _render_forked(site, tmp, total, workers, progress, start_copy)
         css = stylesheet().encode("utf-8")
         (tmp / STYLESHEET).write_bytes(css)
         (tmp / MARKER).write_text("written by campaign-bot report; the next report replaces "
@@ -513,13 +477,7 @@ def write_site(site: Site, out: Path, campaign_root: Path,
         in_site = set(docs)
         size += sum(d.size for d in site.documents if d.path in in_site)
         os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "site")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        _move_into_place(tmp, out)
     except BaseException:
         copier.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -527,6 +485,77 @@ def write_site(site: Site, out: Path, campaign_root: Path,
     finally:
         copier.shutdown(wait=True)
     return WrittenSite(out, [name for name, _ in todo], docs, size)
+
+
+def _render_serial(todo: Sequence[tuple[str, Callable[[], str]]], tmp: Path,
+                   progress: Callable[[int, int], None] | None) -> int:
+    """Render and write each page of ``todo`` in this process; the bytes written."""
+    size = 0
+    for i, (name, fn) in enumerate(todo, 1):
+        data = fn().encode("utf-8")
+        (tmp / name).write_bytes(data)
+        size += len(data)
+        if progress:
+            progress(i, len(todo))
+    return size
+
+
+def _render_forked(site: Site, tmp: Path, total: int, workers: int,
+                   progress: Callable[[int, int], None] | None,
+                   start_copy: Callable[[], Future[list[str]]]
+                   ) -> tuple[int, Future[list[str]]]:
+    """Render the ``total`` pages in ``workers`` forked processes (forked before the
+    document copier's thread starts: ``start_copy`` is called after); ``(bytes written,
+    the copier's future)``.  Raises ``RuntimeError`` when a page fails or a worker dies;
+    the workers are stopped then."""
+    chunks = [list(range(total))[k::workers] for k in range(workers)]
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_render_pages, args=(site, tmp, c, results)) for c in chunks]
+    for proc in procs:
+        proc.start()  # forked here,
+    copied = start_copy()  # before the copying thread starts
+    try:
+        return _collect(results, procs, total, progress), copied
+    except BaseException:
+        for proc in procs:
+            proc.terminate()
+        raise
+    finally:
+        for proc in procs:
+            proc.join()
+
+
+def _collect(results: Any, procs: Sequence[Any], total: int,
+             progress: Callable[[int, int], None] | None) -> int:
+    """Wait for ``total`` page results from the workers ``procs``; the bytes written."""
+    size = done = 0
+    while done < total:
+        try:
+            kind, value = results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a page worker died (exit {dead[0]})") from None
+            continue
+        if kind == "error":
+            raise RuntimeError(f"a page failed to render: {value}")
+        done += 1
+        size += value
+        if progress:
+            progress(done, total)
+    return size
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Replace ``out`` (if any) with the folder ``tmp`` written beside it."""
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        os.replace(out, old / "site")
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
 
 
 def _copy_documents(docs: Iterable[DocumentFile], campaign_root: Path, dest: Path) -> list[str]:

@@ -99,7 +99,7 @@ def record(db: Session, notice: Notice, now: datetime | None = None) -> bool:
     return True
 
 
-def quiet_until(now: datetime, quiet_hours: str | None, tz: str) -> datetime | None:
+def quiet_until(now: datetime, quiet_hours: str, tz: str) -> datetime | None:
     """The end of the quiet hours ``HH:MM-HH:MM`` (local time in ``tz``) when ``now`` falls
     inside them, else None.  A window may wrap midnight (``22:00-07:00``); start == end is
     no window.  Returns UTC."""

@@ -202,7 +202,15 @@ def plan_followup(db: Session, s: Screen, scope: CampaignScope, blob: str,
             f"campaign {scope.id!r} declares no [protocol.sequential] design: looking again at "
             "more sessions would overstate the evidence, and a design declared now, after "
             "the first look, would not be honest either; start a new screen instead")
+    if plan_of(s).get("purpose") == CONFIRM:
+        raise FollowUpRefused(f"{s.label} is a confirmation screen: one fixed-design screen, "
+                              "never continued")
     first = first_look(db, s)
+    earliest = _finished(db, s.repo, s.campaign, s.candidate, s.track)[0]
+    if earliest.id != first.id:
+        raise FollowUpRefused(
+            f"the series of {s.candidate} on {s.track} began with {earliest.label}: a later "
+            "screen is a confirmation or a new screen, not a look of that series")
     looks = series_screens(db, first)
     last = looks[-1]
     if last.id != s.id:
