@@ -119,12 +119,12 @@ def test_parse_bisect_refusals(text: str, message: str) -> None:
 
 
 def test_parse_compare() -> None:
-    got = parse_compare("922f1e9f1cb8 3F9C2E1D0B6A --track 5s sessions=4")
+    got = parse_compare("922f1e9f1cb8 3F9C2E1D0B6A --track 5s sessions=4 track=15s")
     assert (got.rev_a, got.rev_b, got.tracks, got.sessions) == (
-        "922f1e9f1cb8", "3f9c2e1d0b6a", ("5s",), 4)
+        "922f1e9f1cb8", "3f9c2e1d0b6a", ("5s", "15s"), 4)
     with pytest.raises(ScreenUsageError, match="same"):
         parse_compare("922f1e9f1cb8 922f1e9f1cb8")
-    with pytest.raises(ScreenUsageError, match="two engine revisions"):
+    with pytest.raises(ScreenUsageError, match="needs two engine revisions"):
         parse_compare("922f1e9f1cb8")
     assert revision_candidate("3F9C2E1D0B6A4C8E") == "rev-3f9c2e1d0b6a"
 

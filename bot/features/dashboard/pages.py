@@ -270,12 +270,11 @@ def reproduce_lines(screen: ScreenView) -> list[str]:
     from evidence.reproduce import campaign_commands
 
     paths = [s.receipt.path for s in screen.sessions if s.receipt is not None]
-    roots = {p.split("/data/receipts/", 1)[0] for p in paths if "/data/receipts/" in p}
+    roots = sorted({p.split("/data/receipts/", 1)[0] for p in paths if "/data/receipts/" in p})
     cands = [s.candidate for s in screen.sessions if s.arm == "candidate" and s.candidate]
-    tracks = [s.track for s in screen.sessions]
-    return campaign_commands(bundle_dir=roots.pop() if len(roots) == 1 else None,
-                             track=tracks[0] if tracks else "", candidate=cands[0] if cands
-                             else None, sessions=len(screen.sessions))
+    return campaign_commands(bundle_dir=(roots + [None])[0] if len(roots) < 2 else None,
+                             track=screen.sessions[0].track if screen.sessions else "",
+                             candidate=(cands + [None])[0], sessions=len(screen.sessions))
 
 
 def render_pool(site: Site, pool: PoolView, links: Links) -> str:

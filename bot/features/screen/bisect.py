@@ -1,20 +1,7 @@
 """``/compare`` and ``/bisect``: screens of engine revisions under the campaign's frozen
 protocol.
 
-Grammar (one command per line; ``REV`` is 7 to 40 hex digits, ``SHA`` 40; ``ID`` as in
-``/screen``)::
-
-    compare-command = "/compare" SP REV SP REV *( SP compare-option )
-    compare-option  = track-option / sessions-option / campaign-option / sha-option
-    bisect-command  = "/bisect" SP ( start / "status" / cancel )
-    start           = SHA SP SHA SP track-option *( SP bisect-option )
-    bisect-option   = cap-option / error-option / noise-option / campaign-option / sha-option
-    track-option    = ( "--track" SP ID ) / ( "track=" ID )
-    cap-option      = ( "--max-device-hours" SP NUMBER ) / ( "max-device-hours=" NUMBER )
-                                     ; default: the campaign's device-hours left
-    error-option    = "error-rate=" NUMBER   ; wrong culprit at most this often; default 0.05
-    noise-option    = "noise=" NUMBER        ; sd of a session median's log; default 0.03
-    cancel          = "cancel" SP ["B"] 1*DIGIT
+Grammar: :mod:`bot.features.screen.bisect_grammar`.
 
 ``/compare REV_A REV_B`` queues one revision screen per track (:mod:`evidence.revisions`):
 arm A the control config at ``REV_A``, arm B the control config at ``REV_B``, judged as any
@@ -44,8 +31,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,11 +41,18 @@ from bot.commands import UserError
 from bot.database import Base
 from bot.features.screen import budget
 from bot.features.screen import queue as screens
+from bot.features.screen.bisect_grammar import (
+    BISECT_USAGE,
+    COMPARE_USAGE,
+    BisectCancel,
+    BisectStart,
+    BisectStatus,
+    parse_bisect,
+    parse_compare,
+)
 from bot.features.screen.campaign import authorise, find_campaign
 from bot.features.screen.commands import cancel_screen, request_screens
 from bot.features.screen.grammar import (
-    FULL_SHA_RE,
-    NAME_RE,
     ScreenCancel,
     ScreenRequest,
     ScreenUsageError,
@@ -79,20 +71,11 @@ from bot.github import GitHubError, GitHubPort, GitRemote
 from bot.github.git import GitError
 from bot.render import marker, render, utc
 from bot.repo_config import find_campaign_dirs
-from evidence.bisection import Plan, Posterior, answer, plan
-from evidence.revisions import REVISION_RE, revision_candidate
+from evidence.bisection import Plan, Posterior, answer, plan, step_error
+from evidence.revisions import revision_candidate
 
 log = logging.getLogger(__name__)
 
-COMPARE_USAGE = ("/compare REV_A REV_B [--track ID] [sessions=N] [campaign=ID] [sha=SHA]")
-BISECT_USAGE = (
-    "/bisect GOOD BAD --track ID [--max-device-hours H] [error-rate=E] [noise=S] "
-    "[campaign=ID] [sha=SHA]\n/bisect status\n/bisect cancel B1")
-DEFAULT_ERROR_RATE = 0.05
-DEFAULT_NOISE = 0.03
-"""Standard deviation of a session median's natural log assumed when ``noise=`` is not given:
-about 3 %, the spread of control session medians in the campaigns #293/#297 threads; steps
-with several sessions per arm replace it with what they measure (:func:`_step_noise`)."""
 MAX_COMMITS = 1024
 MAX_FAILED_STEPS = 2
 """Steps in a row without an answer (failed run, refused bundle) after which a bisection
@@ -145,168 +128,6 @@ class Bisection(Base):
     def label(self) -> str:
         """Short id shown to users, e.g. ``B3``."""
         return f"B{self.id}"
-
-
-# ----------------------------------------------------------------------------- grammar
-
-
-@dataclass(frozen=True)
-class CompareRequest:
-    """A parsed ``/compare``."""
-
-    rev_a: str
-    rev_b: str
-    tracks: tuple[str, ...] = ()
-    sessions: int | None = None
-    campaign: str | None = None
-    sha: str | None = None
-
-
-@dataclass(frozen=True)
-class BisectStart:
-    """A parsed ``/bisect GOOD BAD --track T ...``."""
-
-    good: str
-    bad: str
-    track: str
-    max_device_hours: float | None = None
-    error_rate: float = DEFAULT_ERROR_RATE
-    noise: float = DEFAULT_NOISE
-    campaign: str | None = None
-    sha: str | None = None
-
-
-@dataclass(frozen=True)
-class BisectCancel:
-    """``/bisect cancel B1``."""
-
-    bisection_id: int
-
-
-@dataclass(frozen=True)
-class BisectStatus:
-    """``/bisect status``."""
-
-
-def _pairs(toks: list[str]) -> list[tuple[str, str]]:
-    """``--key value`` and ``key=value`` tokens as ``(key, value)``; raises
-    ScreenUsageError for a ``--key`` without its value or a bare word."""
-    out = []
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        if t.startswith("--"):
-            if i + 1 >= len(toks):
-                raise ScreenUsageError(f"{t} needs a value")
-            out.append((t[2:], toks[i + 1]))
-            i += 2
-            continue
-        key, eq, value = t.partition("=")
-        if not eq:
-            raise ScreenUsageError(f"unknown argument {t!r}")
-        out.append((key, value))
-        i += 1
-    return out
-
-
-def _number(key: str, value: str, lo: float, hi: float) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise ScreenUsageError(f"{key}={value!r} is not a number") from None
-    if not (lo < x <= hi) or not math.isfinite(x):
-        raise ScreenUsageError(f"{key}={value} is out of range", [f"above {lo:g}, at most {hi:g}"])
-    return x
-
-
-def _revision(value: str, full: bool) -> str:
-    v = value.lower()
-    if not (FULL_SHA_RE if full else REVISION_RE).match(v):
-        raise ScreenUsageError(
-            f"bad engine revision {value!r}",
-            ["the full 40 hex digits of a commit" if full else "7 to 40 hex digits"])
-    return v
-
-
-def _common(key: str, value: str) -> tuple[str, str] | None:
-    """``campaign``, ``sha`` and ``track`` values, checked; None for another key."""
-    if key == "campaign":
-        if not NAME_RE.match(value):
-            raise ScreenUsageError(f"bad campaign id {value!r}", ["a campaign id"])
-        return key, value
-    if key == "sha":
-        if not FULL_SHA_RE.match(value.lower()):
-            raise ScreenUsageError(f"bad commit sha {value!r}",
-                                   ["the full 40 hex digits of the PR head"])
-        return key, value.lower()
-    if key == "track":
-        if not NAME_RE.match(value):
-            raise ScreenUsageError(f"bad track id {value!r}", ["a track id of the scope"])
-        return key, value
-    return None
-
-
-def parse_compare(args: str) -> CompareRequest:
-    """Parse the text after ``/compare``.  Raises ScreenUsageError naming the bad argument."""
-    toks = args.split()
-    if len(toks) < 2:
-        raise ScreenUsageError("'/compare' needs two engine revisions", [COMPARE_USAGE])
-    a, b = _revision(toks[0], False), _revision(toks[1], False)
-    if a == b:
-        raise ScreenUsageError("the two revisions are the same; use /screen control for a "
-                               "repeatability screen")
-    kw: dict[str, Any] = {"tracks": []}
-    for key, value in _pairs(toks[2:]):
-        got = _common(key, value)
-        if got is not None and key == "track":
-            kw["tracks"].append(value)
-        elif got is not None:
-            kw[key] = got[1]
-        elif key == "sessions":
-            if not value.isdigit() or int(value) < 2 or int(value) > 24 or int(value) % 2:
-                raise ScreenUsageError(f"sessions={value} is out of range",
-                                       ["an even number from 2 to 24"])
-            kw["sessions"] = int(value)
-        else:
-            raise ScreenUsageError(f"unknown argument {key!r} for '/compare'",
-                                   ["--track ID", "sessions=N", "campaign=ID", "sha=SHA"])
-    kw["tracks"] = tuple(kw["tracks"])
-    return CompareRequest(a, b, **kw)
-
-
-def parse_bisect(args: str) -> BisectStart | BisectCancel | BisectStatus:
-    """Parse the text after ``/bisect``.  Raises ScreenUsageError naming the bad argument."""
-    toks = args.split()
-    if toks[:1] == ["status"]:
-        return BisectStatus()
-    if toks[:1] == ["cancel"]:
-        m = re.match(r"^[Bb]?([0-9]{1,9})$", toks[1]) if len(toks) == 2 else None
-        if m is None:
-            raise ScreenUsageError("'/bisect cancel' takes one bisection id", ["B<number>"])
-        return BisectCancel(int(m.group(1)))
-    if len(toks) < 2:
-        raise ScreenUsageError("'/bisect' needs GOOD and BAD commits", BISECT_USAGE.split("\n"))
-    good, bad = _revision(toks[0], True), _revision(toks[1], True)
-    if good == bad:
-        raise ScreenUsageError("GOOD and BAD are the same commit")
-    kw: dict[str, Any] = {}
-    for key, value in _pairs(toks[2:]):
-        got = _common(key, value)
-        if got is not None:
-            kw[key] = got[1]
-        elif key == "max-device-hours":
-            kw["max_device_hours"] = _number(key, value, 0, 1e6)
-        elif key == "error-rate":
-            kw["error_rate"] = _number(key, value, 0, 0.5)
-        elif key == "noise":
-            kw["noise"] = _number(key, value, 0, 1)
-        else:
-            raise ScreenUsageError(f"unknown argument {key!r} for '/bisect'",
-                                   ["--track ID", "--max-device-hours H", "error-rate=E",
-                                    "noise=S", "campaign=ID", "sha=SHA"])
-    if "track" not in kw:
-        raise ScreenUsageError("'/bisect' needs --track ID (one track is bisected)")
-    return BisectStart(good, bad, **kw)
 
 
 # ----------------------------------------------------------------------------- /compare
@@ -365,10 +186,17 @@ def engine_commits(rt: Runtime, gh: GitHubPort, ctx_repo: str, engine_repo: str,
     url = remote.url[: -len(f"{ctx_repo}.git")] + f"{engine_repo}.git"
     try:
         rt.git.fetch(GitRemote(url, remote.token), engine_repo, [], shas=[good, bad])
-        return rt.git.rev_list(engine_repo, good, bad, limit=MAX_COMMITS)
+        commits = rt.git.rev_list(engine_repo, good, bad)
     except GitError as exc:
         raise user_error("message", message=f"the range {good[:12]}..{bad[:12]} of "
                          f"{engine_repo} cannot be read: {exc}") from None
+    if not commits:
+        raise user_error("message", message=f"{good[:12]} is not an ancestor of {bad[:12]} "
+                         f"on {engine_repo}'s first-parent line: the range holds no commit")
+    if len(commits) > MAX_COMMITS:
+        raise user_error("message", message=f"{good[:12]}..{bad[:12]} holds {len(commits)} "
+                         f"commits, more than {MAX_COMMITS}: narrow the range")
+    return commits
 
 
 def design(db: Session, scope: Any, track_id: str, n_commits: int, error_rate: float,
@@ -386,27 +214,45 @@ def design(db: Session, scope: Any, track_id: str, n_commits: int, error_rate: f
     return p, per_session_dev_h, per_session_wall_h
 
 
+def _campaign_of(gh: GitHubPort, ctx: CommentContext, cmd: BisectStart,
+                 config: ScreenConfig, admitted_as: str | None) -> Any:
+    """The campaign a ``/bisect`` names, its requester authorised (as ``/screen``) and its
+    track checked; raises UserError."""
+    if not ctx.is_pr:
+        raise user_error("message", message="/bisect works on pull requests only")
+    camp = find_campaign(gh, ctx.repo, gh.get_default_branch(), config, cmd.campaign)
+    if admitted_as is None:
+        authorise(gh, ctx.repo, ctx.login, camp.scope)
+    try:
+        check_against_scope(ScreenRequest("control", "control", (cmd.track,)), camp.scope)
+    except ScreenUsageError as exc:
+        raise user_error("usage", message=exc.message, valid=exc.valid,
+                         usage=BISECT_USAGE) from None
+    return camp
+
+
+def _refuse_over_cap(p: Plan, cap: float, n_commits: int, error_rate: float) -> None:
+    """Raise UserError, with the numbers, when even an error-free bisection of
+    ``n_commits`` (``ceil(log2 N)`` steps) would pass the cap."""
+    if n_commits > 1 and p.min_device_h > cap:
+        raise user_error("message", message=(
+            f"Bisection refused: {n_commits} commits need at least {p.min_steps} "
+            f"steps (ceil(log2 {n_commits})) of {2 * p.n_per_arm} sessions, "
+            f"~{p.step_device_h:.2f} device-hours each: {p.min_device_h:.2f} device-hours "
+            f"even if every answer is right, over the cap of {cap:.2f}. The expected cost "
+            f"at error rate {error_rate:g} is ~{p.expected_device_h:.2f} "
+            "device-hours; raise --max-device-hours or narrow GOOD..BAD."))
+
+
 def start_bisect(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: BisectStart,
                  config: ScreenConfig, say: Replier, admitted_as: str | None,
                  text: str) -> Bisection | None:
     """``/bisect GOOD BAD --track T``: authorise, read the range, plan, refuse when the cap
     cannot hold even an error-free bisection, record the bisection and queue its first step
     (:func:`_queue_step`).  Raises UserError for anything the requester must fix."""
-    if not ctx.is_pr:
-        raise user_error("message", message="/bisect works on pull requests only")
-    ref = gh.get_default_branch()
-    camp = find_campaign(gh, ctx.repo, ref, config, cmd.campaign)
+    camp = _campaign_of(gh, ctx, cmd, config, admitted_as)
     scope = camp.scope
-    if admitted_as is None:
-        authorise(gh, ctx.repo, ctx.login, scope)
-    try:
-        check_against_scope(ScreenRequest("control", "control", (cmd.track,)), scope)
-    except ScreenUsageError as exc:
-        raise user_error("usage", message=exc.message, valid=exc.valid,
-                         usage=BISECT_USAGE) from None
     commits = engine_commits(rt, gh, ctx.repo, scope.engine.repo, cmd.good, cmd.bad)
-    if not commits:
-        raise user_error("message", message=f"{cmd.good[:12]}..{cmd.bad[:12]} holds no commit")
     with rt.db() as db:
         if ctx.comment_id is not None and screens.command_seen(db, ctx.repo, ctx.comment_id,
                                                                text):
@@ -415,14 +261,7 @@ def start_bisect(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: BisectSt
                                        cmd.noise)
         st = budget.state(db, ctx.repo, scope)
         cap = cmd.max_device_hours if cmd.max_device_hours is not None else st.device_left_h
-        if len(commits) > 1 and p.min_device_h > cap:
-            raise user_error("message", message=(
-                f"Bisection refused: {len(commits)} commits need at least {p.min_steps} "
-                f"steps (ceil(log2 {len(commits)})) of {2 * p.n_per_arm} sessions, "
-                f"~{p.step_device_h:.2f} device-hours each: {p.min_device_h:.2f} device-hours "
-                f"even if every answer is right, over the cap of {cap:.2f}. The expected cost "
-                f"at error rate {cmd.error_rate:g} is ~{p.expected_device_h:.2f} "
-                "device-hours; raise --max-device-hours or narrow GOOD..BAD."))
+        _refuse_over_cap(p, cap, len(commits), cmd.error_rate)
         if ctx.comment_id is not None and not screens.claim_command(
                 db, ctx.repo, ctx.comment_id, text, rt.now()):
             return None
@@ -554,39 +393,52 @@ def _queue_step(rt: Runtime, gh: GitHubPort, bid: int, commit: str,
                               "verdict": None, "device_h": None, "mass": None}]
 
 
+def _open_step(db: Session, screen_id: int) -> tuple[Screen, Bisection, dict[str, Any]] | None:
+    """The ended screen, its running bisection and its step not yet read; None otherwise."""
+    s = db.get(Screen, screen_id)
+    if s is None or s.bisection_id is None or s.state not in screens.TERMINAL_STATES:
+        return None
+    b = db.get(Bisection, s.bisection_id)
+    if b is None or b.state != RUNNING:
+        return None
+    step = next((x for x in b.steps if x["screen"] == s.id), None)
+    if step is None or step.get("verdict") is not None:
+        return None
+    return s, b, step
+
+
+def _read_step(b: Bisection, s: Screen, step: dict[str, Any]) -> Posterior:
+    """Record step ``step`` of ``b`` from its ended screen ``s`` and update the posterior
+    (wrong with the design's probability :func:`evidence.bisection.step_error`)."""
+    ratio = (s.summary or {}).get("ratio")
+    ans = answer(ratio, b.margin) if s.state == screens.FINISHED else None
+    q = step_error(b.noise_cv, b.margin, max(1, b.sessions // 2))
+    post = Posterior(list(b.posterior))
+    if ans is not None:
+        post.update(step["commit"], ans, q)
+    words = {None: None, True: "slow", False: "not slow"}
+    done = {**step, "ratio": ratio, "answer": words[ans], "verdict": s.verdict or s.state,
+            "q": q, "device_h": (s.charged_device_s or 0.0) / 3600, "mass": post.best()[1],
+            "label": s.label}
+    b.steps = [done if x["screen"] == s.id else x for x in b.steps]
+    b.posterior = post.mass
+    return post
+
+
 def advance(rt: Runtime, gh: GitHubPort, screen_id: int) -> None:
     """A step's screen ended (finished or failed): read its ratio, update the posterior
     (:meth:`evidence.bisection.Posterior.update`, error probability from the design), and
-    queue the next step or end the bisection.  Idempotent: a step already read is not read
-    again (a redelivered completion)."""
+    queue the next step or end the bisection (:data:`MAX_FAILED_STEPS` steps in a row
+    without an answer end it failed).  Idempotent: a step already read is not read again (a
+    redelivered completion)."""
     with rt.db() as db:
-        s = db.get(Screen, screen_id)
-        if s is None or s.bisection_id is None or s.state not in screens.TERMINAL_STATES:
+        got = _open_step(db, screen_id)
+        if got is None:
             return
-        b = db.get(Bisection, s.bisection_id)
-        if b is None or b.state != RUNNING:
-            return
-        steps = [dict(x) for x in b.steps]
-        step = next((x for x in steps if x["screen"] == s.id), None)
-        if step is None or step.get("verdict") is not None:
-            return
-        ratio = (s.summary or {}).get("ratio")
-        ans = answer(ratio, b.margin) if s.state == screens.FINISHED else None
-        scope_n = max(1, b.sessions // 2)
-        from evidence.bisection import step_error
-
-        q = step_error(b.noise_cv, b.margin, scope_n)
-        post = Posterior(list(b.posterior))
-        if ans is not None:
-            post.update(step["commit"], ans, q)
-        step.update(ratio=ratio, answer=None if ans is None else ("slow" if ans else "not slow"),
-                    verdict=s.verdict or s.state, q=q,
-                    device_h=(s.charged_device_s or 0.0) / 3600, mass=post.best()[1],
-                    label=s.label)
-        b.steps = steps
-        b.posterior = post.mass
-        failed_run = [x for x in steps[-MAX_FAILED_STEPS:] if x.get("answer") is None]
-        if len(steps) >= MAX_FAILED_STEPS and len(failed_run) == MAX_FAILED_STEPS:
+        s, b, step = got
+        post = _read_step(b, s, step)
+        last = b.steps[-MAX_FAILED_STEPS:]
+        if len(last) == MAX_FAILED_STEPS and all(x.get("answer") is None for x in last):
             lo, hi = post.interval(1 - b.error_rate)
             _end(b, FAILED, lo, hi, sum(post.mass[lo - 1:hi]),
                  f"{MAX_FAILED_STEPS} steps in a row gave no answer (failed run or refused "
@@ -615,25 +467,26 @@ def advance_all(rt: Runtime) -> list[str]:
     return done
 
 
+def _live_steps(rt: Runtime, ctx: CommentContext, bid: int) -> list[int]:
+    """Screen ids of running bisection ``bid``'s steps still queued or running; raises
+    UserError when there is no such running bisection in the repository."""
+    with rt.db() as db:
+        b = db.get(Bisection, bid)
+        if b is None or b.repo != ctx.repo:
+            raise user_error("message", message=f"no bisection B{bid} in this repository")
+        if b.state != RUNNING:
+            raise user_error("message", message=f"{b.label} is already {b.state}")
+        rows = [db.get(Screen, x["screen"]) for x in b.steps if x.get("verdict") is None]
+        return [s.id for s in rows if s is not None and s.state not in (
+            *screens.TERMINAL_STATES, screens.CANCELLING)]
+
+
 def cancel_bisect(rt: Runtime, gh: GitHubPort, ctx: CommentContext, cmd: BisectCancel,
                   say: Replier) -> None:
     """``/bisect cancel B1``: the bisection ends cancelled (the narrowed range kept), its
     queued or running step is cancelled as ``/screen cancel`` does (same permission)."""
-    with rt.db() as db:
-        b = db.get(Bisection, cmd.bisection_id)
-        if b is None or b.repo != ctx.repo:
-            raise user_error("message", message=f"no bisection B{cmd.bisection_id} in this "
-                             "repository")
-        if b.state != RUNNING:
-            raise user_error("message", message=f"{b.label} is already {b.state}")
-        open_steps = [x["screen"] for x in b.steps if x.get("verdict") is None]
-    for sid in open_steps:
-        with rt.db() as db:
-            s = db.get(Screen, sid)
-            live = s is not None and s.state not in screens.TERMINAL_STATES and \
-                s.state != screens.CANCELLING
-        if live:
-            cancel_screen(rt, gh, ctx, ScreenCancel(sid), say)  # permission checked there
+    for sid in _live_steps(rt, ctx, cmd.bisection_id):
+        cancel_screen(rt, gh, ctx, ScreenCancel(sid), say)  # permission checked there
     with rt.db() as db:
         b = db.get(Bisection, cmd.bisection_id)
         assert b is not None
