@@ -37,7 +37,6 @@ KNOWN_RANK_C = frozenset({
     "bot/features/dashboard/api.py:Api.answer",
     "bot/features/dashboard/charts.py:strip_chart",
     "bot/features/dashboard/charts.py:budget_chart",
-    "bot/features/dashboard/cli.py:report",
     "bot/features/dashboard/live.py:GitCampaignDirs.__call__",
     "bot/features/dashboard/live.py:LiveDashboard.page",
     "bot/features/dashboard/live.py:LiveDashboard._render",

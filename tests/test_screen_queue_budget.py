@@ -9,6 +9,7 @@ import pytest
 from screen_scope import make_scope
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
+from webhook_helpers import DB_KINDS
 
 from bot.database import Base
 from bot.features.screen import budget
@@ -162,3 +163,34 @@ def test_parse_extend_errors(text: str, msg: str) -> None:
     with pytest.raises(ValueError, match=msg) as ei:
         budget.parse_extend(text)
     assert "usage: /campaign budget extend" in str(ei.value)
+
+
+@pytest.mark.parametrize("kind", DB_KINDS)
+def test_a_claim_rolled_back_with_its_transaction_is_not_kept(kind: str, tmp_path) -> None:
+    """A command claimed in a transaction that then rolls back (a crash of the handler after
+    the claim) must be run again on redelivery: the claim goes with the transaction.  On
+    SQLite, pysqlite opens no transaction before the first write, so a SAVEPOINT as the
+    first statement was a transaction of its own and its RELEASE committed the claim."""
+    from webhook_helpers import database_url
+
+    from bot.database import make_engine
+
+    with database_url(kind, tmp_path) as url:
+        engine = make_engine(url)
+        Base.metadata.create_all(engine)
+        _claim_and_roll_back(engine)
+        engine.dispose()
+
+
+def _claim_and_roll_back(engine) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session(engine) as db:
+        assert screens.claim_command(db, "o/r", 7, "/screen candidate a", now)
+        db.rollback()
+    with Session(engine) as db:
+        assert not screens.command_seen(db, "o/r", 7, "/screen candidate a")
+        assert screens.claim_command(db, "o/r", 7, "/screen candidate a", now)
+        assert not screens.claim_command(db, "o/r", 7, "/screen candidate a", now)
+        db.commit()
+    with Session(engine) as db:
+        assert screens.command_seen(db, "o/r", 7, "/screen candidate a")

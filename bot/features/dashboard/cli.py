@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from bot.features.dashboard.views import Site
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -63,42 +66,11 @@ def report(
                     "'pygal>=3.0'")
         raise typer.Exit(EXIT_USAGE) from None
 
-    from bot.features.dashboard.model import CampaignUnreadable, build_site
-    from bot.features.dashboard.pages import OutputRefused, safe_url, write_site
+    from bot.features.dashboard.pages import OutputRefused, write_site
 
-    if source_url is not None and safe_url(source_url) is None:
-        print_error(f"--source-url {source_url}: give an absolute http(s) URL "
-                    "without a user name or password")
-        raise typer.Exit(EXIT_USAGE)
-    if not directory.is_dir():
-        print_error(f"{directory}: "
-                    + ("is not a folder" if directory.exists() else "the folder does not exist")
-                    + " (give the campaign directory, which holds campaign.toml)")
-        raise typer.Exit(EXIT_USAGE)
-    if not (directory / "campaign.toml").is_file():
-        print_error(f"{directory}: no campaign.toml here (give the "
-                    "campaign directory)")
-        raise typer.Exit(EXIT_USAGE)
+    _check_input(directory, source_url)
     t0 = time.perf_counter()
-    ledger = None
-    try:
-        site = build_site(directory, source_url=source_url)
-        if database is not None:
-            from bot.features.dashboard.ledger import LedgerError, read_ledger
-            from bot.features.dashboard.model import budget_view
-
-            try:
-                ledger = read_ledger(database, site.scope.id, repo)
-            except LedgerError as e:
-                print_error(f"--database: {e}")
-                raise typer.Exit(EXIT_USAGE) from None
-            site.budget = budget_view(site.scope, site.screens, ledger)
-    except CampaignUnreadable as e:
-        print_error(f"{directory}: {e}")
-        raise typer.Exit(EXIT_USAGE) from None
-    except OSError as e:
-        print_error(f"cannot read {directory}: {e.strerror or str(e)}")
-        raise typer.Exit(EXIT_USAGE) from None
+    site = _read_site(directory, source_url, database, repo)
     t1 = time.perf_counter()
     try:
         if err.is_terminal:
@@ -129,7 +101,8 @@ def report(
         ("documents copied", str(len(written.documents))),
         ("bytes written", str(written.bytes)),
         ("findings P0/P1/P2/P3", "/".join(str(counts[s]) for s in counts)),
-        ("budget ledger", "read" if ledger is not None else "not given (--database)"),
+        ("budget ledger", "read" if site.budget.ledger is not None else
+         "not given (--database)"),
         ("seconds: evidence", f"{t1 - t0:.2f}"),
         ("seconds: pages", f"{t2 - t1:.2f}"),
     ]
@@ -175,3 +148,52 @@ def register(app: typer.Typer) -> None:
     """Add ``report`` and ``mcp`` to the ``campaign-bot`` app."""
     app.command("report")(report)
     app.command("mcp")(mcp)
+
+
+def _check_input(directory: Path, source_url: str | None) -> None:
+    """Exit with a usage error when ``--source-url`` is not a safe absolute URL or
+    ``directory`` is not a campaign directory."""
+    from bot.features.dashboard.pages import safe_url
+    from evidence.console import print_error
+
+    if source_url is not None and safe_url(source_url) is None:
+        print_error(f"--source-url {source_url}: give an absolute http(s) URL "
+                    "without a user name or password")
+        raise typer.Exit(EXIT_USAGE)
+    if not directory.is_dir():
+        print_error(f"{directory}: "
+                    + ("is not a folder" if directory.exists() else "the folder does not exist")
+                    + " (give the campaign directory, which holds campaign.toml)")
+        raise typer.Exit(EXIT_USAGE)
+    if not (directory / "campaign.toml").is_file():
+        print_error(f"{directory}: no campaign.toml here (give the "
+                    "campaign directory)")
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _read_site(directory: Path, source_url: str | None, database: str | None,
+               repo: str | None) -> Site:
+    """The site of ``directory``, with the budget of the bot's ledger when ``database`` is
+    given; exits with a usage error naming what could not be read."""
+    from bot.features.dashboard.model import CampaignUnreadable, build_site
+    from evidence.console import print_error
+
+    try:
+        site = build_site(directory, source_url=source_url)
+        if database is not None:
+            from bot.features.dashboard.ledger import LedgerError, read_ledger
+            from bot.features.dashboard.model import budget_view
+
+            try:
+                ledger = read_ledger(database, site.scope.id, repo)
+            except LedgerError as e:
+                print_error(f"--database: {e}")
+                raise typer.Exit(EXIT_USAGE) from None
+            site.budget = budget_view(site.scope, site.screens, ledger)
+    except CampaignUnreadable as e:
+        print_error(f"{directory}: {e}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except OSError as e:
+        print_error(f"cannot read {directory}: {e.strerror or str(e)}")
+        raise typer.Exit(EXIT_USAGE) from None
+    return site

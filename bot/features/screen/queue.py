@@ -379,17 +379,28 @@ def command_seen(db: Session, repo: str, comment_id: int, command: str) -> bool:
 
 def claim_command(db: Session, repo: str, comment_id: int, command: str,
                   now: datetime) -> bool:
-    """Record ``command`` from comment ``comment_id`` as run, in ``db``'s transaction (a
-    savepoint); False when it was already recorded (by this transaction's rivals too: the
-    unique constraint decides)."""
-    try:
-        with db.begin_nested():
-            db.add(ScreenCommand(repo=repo, comment_id=comment_id,
-                                 command_sha256=command_key(command), command=command[:500],
-                                 at=now))
-    except IntegrityError:
-        return False
-    return True
+    """Record ``command`` from comment ``comment_id`` of ``repo`` as run, in ``db``'s
+    transaction; False when it was already recorded (by a rival transaction too: the unique
+    constraint decides, the rival's insert waiting for this one's commit).
+
+    One ``INSERT ... ON CONFLICT DO NOTHING`` (SQLite and PostgreSQL), not a savepoint: on
+    SQLite, pysqlite opens no transaction before the first write, so a SAVEPOINT issued as
+    the transaction's first statement is a transaction of its own and its RELEASE committed
+    the claim even when the handler's change was then rolled back (SQLAlchemy docs,
+    "Serializable isolation / Savepoints / Transactional DDL" for pysqlite): the command
+    would never run on redelivery."""
+    values = {"repo": repo, "comment_id": comment_id, "command_sha256": command_key(command),
+              "command": command[:500], "at": now}
+    if db.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        stmt: Any = pg_insert(ScreenCommand)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(ScreenCommand)
+    stmt = stmt.values(**values).on_conflict_do_nothing().returning(ScreenCommand.id)
+    return db.execute(stmt).scalar() is not None  # a row id: inserted; none: already there
 
 
 def pool_waits(engine: Any) -> dict[str, tuple[int, float]]:
