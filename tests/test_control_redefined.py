@@ -286,3 +286,22 @@ def test_the_bot_review_takes_keys_and_scope_from_the_default_branch_not_the_bas
     (review,) = github_double.repo(REPO).reviews.values()
     assert "SIGNATURE_INVALID" in review["body"] + summary
     assert "SUPPORTED" not in summary
+
+
+def test_a_campaign_moved_to_another_folder_is_judged_by_its_default_branch_files(
+        tmp_path: Path, keys: tuple[Path, bytes]) -> None:
+    """The pull request moves the campaign to a folder the default branch lacks (same id),
+    with its own key and control: ``check`` finds the campaign on the default branch by its
+    id and takes keys and scope from there, so its self-signed bundle is refused."""
+    clone = _repository(tmp_path, keys[1])
+    moved = clone / "campaign-v2"
+    (clone / "campaign").rename(moved)
+    own_key = tmp_path / "pr.key"
+    (moved / "trusted-keys.pem").write_bytes(generate_key(own_key).read_bytes())
+    (moved / "campaign.toml").write_bytes(REDEFINED)
+    _bundle(moved / "screens" / "s1", own_key, REDEFINED, "noop", frozen=False)
+    for args in ((), ("--base", "origin/main")):
+        code, rep = _check(str(moved), *args)
+        assert code == 1, rep["findings"]
+        assert "SUPPORTED" not in _verdicts(rep).values(), rep["findings"]
+        assert rep["signatures"]["keys_file"] == "trusted-keys.pem at origin/main"
