@@ -222,7 +222,41 @@ def _default_branch(top: Path, where: Path, base: str | None) -> tuple[str, str]
         rel = where.relative_to(top.resolve()).as_posix()
     except ValueError:
         return None
-    return ref, ("" if rel == "." else f"{rel}/")
+    folder = "" if rel == "." else f"{rel}/"
+    if _git(top, "cat-file", "-e", f"{ref}:{folder}campaign.toml") is None:
+        # not there: a campaign moved to another folder is still the same campaign (its id)
+        folder = _folder_of_id(top, ref, where / "campaign.toml") or folder
+    return ref, folder
+
+
+MAX_CAMPAIGNS_SEARCHED = 200
+"""At most this many ``campaign.toml`` files at the default branch are read to find a moved
+campaign by its id (a repository holds a few campaigns; this bounds a hostile tree)."""
+
+
+def _campaign_id(data: bytes | None) -> str | None:
+    try:
+        got = tomllib.loads((data or b"").decode("utf-8")).get("id")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return None
+    return got if isinstance(got, str) and got else None
+
+
+def _folder_of_id(top: Path, ref: str, own: Path) -> str | None:
+    """The folder prefix (``""`` or ending in ``/``) of the ``campaign.toml`` at ``ref``
+    whose ``id`` is that of the file ``own`` (the checked campaign's), None when none is
+    (a new campaign) or ``own`` has no readable id."""
+    try:
+        want = _campaign_id(own.read_bytes() if own.stat().st_size <= 1 << 20 else None)
+    except OSError:
+        return None
+    listing = _git(top, "ls-tree", "-r", "-z", "--name-only", ref) if want else None
+    names = [n.decode("utf-8", "replace") for n in (listing or b"").split(b"\0")
+             if n == b"campaign.toml" or n.endswith(b"/campaign.toml")]
+    for name in names[:MAX_CAMPAIGNS_SEARCHED]:
+        if _campaign_id(_git(top, "cat-file", "blob", f"{ref}:{name}")) == want:
+            return name[: -len("campaign.toml")]
+    return None
 
 
 def default_branch_keys(campaign: Path, base: str | None) -> tuple[str, bytes | None] | None:

@@ -249,3 +249,59 @@ def test_keys_a_pull_request_changes_are_not_trusted(tmp_path: Path, keys: tuple
         assert "SUPPORTED" not in _verdicts(rep).values(), rep["findings"]
         assert rep["signatures"]["keys_file"] == "trusted-keys.pem at origin/main"
         assert rep["signatures"]["refused"] == 1
+
+
+def test_the_bot_review_takes_keys_and_scope_from_the_default_branch_not_the_base(
+        github_double, tmp_path: Path, keys: tuple[Path, bytes]) -> None:
+    """A pull request may be based on any branch: one based on an old branch, whose
+    trusted-keys.pem still lists a key the default branch has since removed (a leaked runner
+    key) and whose campaign.toml defines the slow control, gets its bundle signed with that
+    key refused, as on the default branch."""
+    from github_helpers import REPO, clear_configs, port, pr_event, router
+
+    from bot.repo_config import RepoConfig
+
+    old_key = tmp_path / "old.key"
+    old_pem = generate_key(old_key).read_bytes()
+    bundle = tmp_path / "s1"
+    _bundle(bundle, old_key, REDEFINED, "noop", frozen=True,
+            candidate_config={"add_flags": [FAST], "remove_flags": [], "env": {}})
+    pre = "campaigns/x"
+    github_double.add_repo(REPO, {f"{pre}/campaign.toml": MAIN,
+                                  f"{pre}/trusted-keys.pem": keys[1]})
+    github_double.set_branch(REPO, "release-1", {f"{pre}/campaign.toml": REDEFINED,
+                                                 f"{pre}/trusted-keys.pem": old_pem},
+                             parent="main")
+    changes: dict[str, bytes | str | None] = {
+        f"{pre}/screens/s1/{p.relative_to(bundle).as_posix()}": p.read_bytes()
+        for p in sorted(bundle.rglob("*")) if p.is_file()}
+    pull = github_double.add_pull(REPO, 3, changes, user="dave", base_ref="release-1")
+    clear_configs()
+    event = pr_event(3, pull.head_sha)
+    event.payload["pull_request"]["base"].update(ref="release-1", sha=pull.base_sha)
+    results = router.dispatch(event, port(github_double), RepoConfig())
+    assert all(r.ok for r in results), results
+    (summary,) = [c["body"] for c in github_double.repo(REPO).comments.values()
+                  if "<!-- campaign-bot:summary pr=3 -->" in c["body"]]
+    (review,) = github_double.repo(REPO).reviews.values()
+    assert "SIGNATURE_INVALID" in review["body"] + summary
+    assert "SUPPORTED" not in summary
+
+
+def test_a_campaign_moved_to_another_folder_is_judged_by_its_default_branch_files(
+        tmp_path: Path, keys: tuple[Path, bytes]) -> None:
+    """The pull request moves the campaign to a folder the default branch lacks (same id),
+    with its own key and control: ``check`` finds the campaign on the default branch by its
+    id and takes keys and scope from there, so its self-signed bundle is refused."""
+    clone = _repository(tmp_path, keys[1])
+    moved = clone / "campaign-v2"
+    (clone / "campaign").rename(moved)
+    own_key = tmp_path / "pr.key"
+    (moved / "trusted-keys.pem").write_bytes(generate_key(own_key).read_bytes())
+    (moved / "campaign.toml").write_bytes(REDEFINED)
+    _bundle(moved / "screens" / "s1", own_key, REDEFINED, "noop", frozen=False)
+    for args in ((), ("--base", "origin/main")):
+        code, rep = _check(str(moved), *args)
+        assert code == 1, rep["findings"]
+        assert "SUPPORTED" not in _verdicts(rep).values(), rep["findings"]
+        assert rep["signatures"]["keys_file"] == "trusted-keys.pem at origin/main"

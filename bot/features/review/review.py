@@ -341,18 +341,24 @@ def analyse_campaign(git: GitMirrors, repo: str, directory: str, commit: str, *,
 
 
 def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo,
-              patterns: Any) -> tuple[str, list[FileChange]]:
-    """Fetch PR ``pr``'s base branch, then its head without file contents (a partial fetch:
-    commits and trees); list the changed files from the trees, and fetch the contents of
-    the campaign folders (``[campaigns] paths`` ``patterns``) among them only.  A file the
-    PR changes outside every campaign (a huge one, say) is listed, never fetched or diffed.
-    Returns ``(base branch tip, changed files)``, with patches for campaign files only.
+              patterns: Any) -> tuple[str, list[FileChange], str]:
+    """Fetch PR ``pr``'s base branch and the default branch, then its head without file
+    contents (a partial fetch: commits and trees); list the changed files from the trees,
+    and fetch the contents of the campaign folders (``[campaigns] paths`` ``patterns``) among
+    them only.  A file the PR changes outside every campaign (a huge one, say) is listed,
+    never fetched or diffed.  Returns ``(base branch tip, changed files, default branch
+    tip)``, with patches for campaign files only: the trusted keys and the frozen scope come
+    from the default branch, never the base, which a pull request chooses (an old branch
+    may still trust a runner key the default branch removed).
     Raises :class:`bot.github.git.GitError`."""
     remote = gh.git_remote()
     if remote is None:
         raise GitError("no git access for this repository")
     head_ref, base_ref = f"refs/pull/{pr.number}/head", f"refs/heads/{pr.base_ref}"
-    refs = git.fetch(remote, gh.repo, [base_ref])
+    default_ref = f"refs/heads/{gh.get_default_branch()}"
+    refs = git.fetch(remote, gh.repo, sorted({base_ref, default_ref}))
+    if default_ref not in refs:
+        raise GitError(f"the default branch ({default_ref}) was not fetched")
     refs.update(git.fetch(remote, gh.repo, [head_ref], blobs=False))
     if pr.head_sha != refs.get(head_ref) and not git.has_commit(gh.repo, pr.head_sha):
         # the PR moved between the REST read and the fetch: fetch the SHA GitHub named
@@ -362,7 +368,7 @@ def read_pull(git: GitMirrors, gh: GitHubPort, pr: PullInfo,
     dirs = _campaign_dirs(names, patterns)
     git.fetch_blobs(remote, gh.repo, pr.head_sha, dirs)
     files = git.changed_files(gh.repo, base, pr.head_sha, patch_dirs=dirs) if dirs else names
-    return base, files
+    return base, files, refs[default_ref]
 
 
 # --------------------------------------------------------------------- GitHub writes
@@ -487,12 +493,12 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
         return ReviewOutcome(pr.head_sha, [])
     try:
         try:
-            base, files = read_pull(git, gh, pr, config.campaigns.paths)
+            base, files, trusted = read_pull(git, gh, pr, config.campaigns.paths)
         except GitError:
             if pull is None:
                 raise
             pr = gh.get_pull(number)  # the delivery's view may be stale: ask GitHub
-            base, files = read_pull(git, gh, pr, config.campaigns.paths)
+            base, files, trusted = read_pull(git, gh, pr, config.campaigns.paths)
     except GitError as exc:
         log.warning("PR #%s: evidence not read through git: %s", number, exc)
         return _report_unread(gh, config, number, pr.head_sha, str(exc))
@@ -504,7 +510,7 @@ def review_pull(gh: GitHubPort, config: RepoConfig, number: int, *, git: GitMirr
                  config.campaigns.paths)
         return outcome
     run = _check_run(gh, sha, number) if config.review.check_run else None
-    analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=base) for d in dirs]
+    analyses = [analyse_campaign(git, gh.repo, d, sha, keys_commit=trusted) for d in dirs]
     placed = [p for a in analyses for p in a.findings]
     outcome.hashes_checked = sum(a.hashes_checked for a in analyses)
     outcome.finding_count = len(placed)
