@@ -77,7 +77,8 @@ def runner_commands(r: ScreenRecipe) -> list[str]:
     lines.append(_q("git", "checkout", "--quiet", "--detach", r.head_sha))
     lines.append(_q("git", "cat-file", "blob", r.scope_blob) + " > frozen-campaign.toml")
     args = ["campaign-bot", "screen", "--campaign", camp, "--track", r.track]
-    args += ["--control-only"] if r.candidate is None else ["--candidate", r.candidate]
+    if r.candidate_revision is None:  # a revision screen names no candidate
+        args += ["--control-only"] if r.candidate is None else ["--candidate", r.candidate]
     args += ["--sessions", str(r.sessions), "--frozen-scope", "frozen-campaign.toml",
              "--frozen-scope-blob", r.scope_blob]
     if r.control_revision is not None:
@@ -120,4 +121,21 @@ def check_commands(r: ScreenRecipe, *, bundle_path: str | None, commit: str | No
     lines.append(_q("git", "show", keys) + " > trusted-keys.pem")
     lines.append(_q("campaign-bot", "check", target, "--campaign", camp, "--trusted-keys",
                     "trusted-keys.pem"))
+    return lines
+
+
+def campaign_commands(*, bundle_dir: str | None, track: str, candidate: str | None,
+                      sessions: int) -> list[str]:
+    """Shell lines, run in the campaign's directory of a checkout of the default branch,
+    that re-check a committed screen (``campaign-bot check BUNDLE_DIR --campaign .``, when
+    its receipts are in a bundle directory) and run it again on a runner host with the
+    campaign.toml checked out (``campaign-bot screen``): what the campaign's pages show,
+    which know the committed evidence but not the pull request a screen came from."""
+    lines = []
+    if bundle_dir is not None:
+        lines.append(_q("campaign-bot", "check", bundle_dir, "--campaign", "."))
+    args = ["campaign-bot", "screen", "--campaign", ".", "--track", track]
+    args += ["--control-only"] if candidate is None else ["--candidate", candidate]
+    args += ["--sessions", str(sessions), "--out", "bundle"]
+    lines.append(_q(*args))
     return lines

@@ -76,6 +76,13 @@ def screen_cmd(
     frozen_scope_blob: Annotated[str | None, typer.Option(
         help="Git blob SHA the --frozen-scope file must have (the bot pins it at dispatch).")
     ] = None,
+    control_revision: Annotated[str | None, typer.Option(
+        help="Engine revision (hex) of the control arm of a revision screen (/compare, "
+             "/bisect); default: the scope's engine commit.")] = None,
+    candidate_revision: Annotated[str | None, typer.Option(
+        help="Engine revision (hex) of arm B, which runs the control config at it (a "
+             "revision screen; excludes --candidate).  The server command may name "
+             "{revision}; the server gets it as $CAMPAIGN_BOT_ENGINE_REVISION.")] = None,
     futility_stop: Annotated[bool, typer.Option(
         help="Stop once the first control/candidate pair shows candidate/control above the "
              "protocol's futility_ratio (the rest of the order is recorded as not run).")
@@ -113,7 +120,7 @@ def screen_cmd(
         health_poll_s=health_poll_s, idle_timeout_s=idle_timeout_s,
         request_estimate_s=request_estimate_s, futility_stop=futility_stop,
         frozen_scope=frozen_scope, frozen_scope_blob=frozen_scope_blob, follow_up=follow_up,
-        **host_opts)
+        control_revision=control_revision, candidate_revision=candidate_revision, **host_opts)
     try:
         code = run_screen(opts, Console(highlight=False))
     except UsageError as exc:

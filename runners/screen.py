@@ -51,6 +51,7 @@ from evidence.models import (
     Receipt,
     RequestRecord,
 )
+from evidence.revisions import revision_scope
 from evidence.scope_binding import SCOPE_FILE, redefined_candidates, section_differences
 from evidence.signing import KeyFileError, sha256_file
 from runners import devices
@@ -70,6 +71,8 @@ from runners.isolation import (
 )
 from runners.plan import Estimate, PlannedSession, estimate, make_plan
 from runners.server import (
+    DEFAULT_SERVER_CMD,
+    SERVER_CMD_ENV,
     ServerProcess,
     ServerStartError,
     become_subreaper,
@@ -80,6 +83,8 @@ from runners.server import (
 from runners.signer import load_private_key, sign_bundle, write_bag
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+REVISION_ENV = "CAMPAIGN_BOT_ENGINE_REVISION"
+"""Set in a revision screen's server environment: the engine revision the session runs."""
 
 
 class UsageError(Exception):
@@ -116,6 +121,11 @@ class ScreenOptions:
     server_user: str | None = None
     server_pass_env: list[str] = field(default_factory=list)
     server_env: dict[str, str] = field(default_factory=dict)
+    control_revision: str | None = None
+    """Engine revision of the control arm (a revision screen); None: the scope's commit."""
+    candidate_revision: str | None = None
+    """Engine revision of arm B, which then runs the control config
+    (:mod:`evidence.revisions`); None: an ordinary screen."""
 
 
 @dataclass
@@ -420,6 +430,17 @@ def run_screen(opts: ScreenOptions, console: Console | None = None) -> int:
     2 bad usage or unreadable input (nothing started)."""
     console = console or Console()
     scope, scope_blob, scope_data = frozen_scope(opts, load_scope(opts.campaign))
+    if opts.control_revision is not None and opts.candidate_revision is None:
+        raise UsageError("--control-revision needs --candidate-revision (a revision screen)")
+    if opts.candidate_revision is not None:
+        if opts.candidate or opts.control_only:
+            raise UsageError("--candidate-revision runs the control config at that revision: "
+                             "it excludes --candidate and --control-only")
+        try:
+            scope = revision_scope(scope, opts.control_revision, opts.candidate_revision)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        opts.candidate = scope.candidates[0].name
     try:
         track = scope.track(opts.track)
         cand: Candidate | None = None
@@ -645,10 +666,19 @@ class _Screen:
         arm_cand = self.cand if ps.arm == "candidate" else None
         tag = f"session-{ps.slot:02d}-{ps.arm}"
         port = self.opts.port or free_port(self.opts.host)
+        revision = self._revision(ps.arm)
+        server_cmd = self.opts.server_cmd
+        if self.opts.candidate_revision is not None:
+            # a revision screen: the host's command may name the revision (an image tag or
+            # an install prefix per engine commit), and the server learns it from its env
+            server_cmd = (server_cmd or os.environ.get(SERVER_CMD_ENV) or DEFAULT_SERVER_CMD
+                          ).replace("{revision}", revision)
         argv = build_command(scope.serving, arm_cand, host=self.opts.host, port=port,
-                             server_cmd=self.opts.server_cmd)
+                             server_cmd=server_cmd)
         env = build_env(scope.serving, arm_cand, device_ids=scope.pool.device_ids,
                         request_timeout_s=p.request_timeout_s, device_tool=self.tool)
+        if self.opts.candidate_revision is not None:
+            env[REVISION_ENV] = revision
         started = datetime.now(UTC)
         full_env = server_environment(env, host_env=os.environ,
                                       pass_env=self.opts.server_pass_env,
@@ -728,6 +758,14 @@ class _Screen:
         return self._receipt(ps, tag, argv, env, started, ready_at, records, srv, before, notes,
                              interrupted=interrupted)
 
+    def _revision(self, arm: str) -> str:
+        """The engine revision ``arm`` runs: arm B of a revision screen runs
+        ``--candidate-revision``; every other session the scope's (or
+        ``--control-revision``'s, already in the scope) engine commit."""
+        if arm == "candidate" and self.opts.candidate_revision is not None:
+            return self.opts.candidate_revision.lower()
+        return self.scope.engine.commit
+
     def _receipt(self, ps: PlannedSession, tag: str, argv: list[str], env: dict[str, str],
                  started: datetime, ready_at: datetime | None, records: list[Any],
                  srv: ServerProcess, before: DeviceCheck | None, notes: list[str], *,
@@ -750,7 +788,7 @@ class _Screen:
             campaign=self.scope.id, track=self.track, arm=ps.arm,
             candidate=self.cand.name if ps.arm == "candidate" and self.cand else None,
             slot=ps.slot, order="".join("A" if s.arm == "control" else "B" for s in self.plan),
-            engine_revision=self.scope.engine.commit, engine_version=self.scope.engine.version,
+            engine_revision=self._revision(ps.arm), engine_version=self.scope.engine.version,
             config_digest=config_digest(argv, env), input_digests=self.inputs.digests,
             pool=self.scope.pool.name, devices=[str(d) for d in self.scope.pool.device_ids],
             started_at=started, ready_at=ready_at, stopped_at=datetime.now(UTC),

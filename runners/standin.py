@@ -55,6 +55,11 @@ server does not have:
 ``--max-frames N``          cap the encoded frame count (default 48) for speed
 ``--ladder-s A,B,C``        shutdown ladder waits: message, terminate, kill (default 15,5,5)
 ``--container-exit N``      act as a container: log the server's exit code, exit with N
+``--gen-seconds-by-revision FILE``  a JSON object ``{"REVISION": seconds}``: when the
+                            engine revision the runner names (``CAMPAIGN_BOT_ENGINE_REVISION``)
+                            and a key are one a prefix of the other, that key's seconds replace
+                            ``--gen-seconds`` (the longest such key wins): an engine whose latency
+                            changes at one commit, for ``/compare`` and ``/bisect``
 
 Differences from upstream that remain, on purpose: flag values are not type-checked (use
 ``campaign-bot runner check-flags``); reference videos and audio are not decoded (upstream's
@@ -489,7 +494,7 @@ OWN_SWITCHES = {
     "--fail-request-500", "--timeout-504", "--gen-seconds", "--ignore-shutdown",
     "--hang-shutdown", "--crash-worker-mid-request", "--die-mid-request", "--vary-output",
     "--response-mb", "--resolution", "--max-frames", "--ladder-s", "--container-exit",
-    "--omni", "--host", "--port",
+    "--gen-seconds-by-revision", "--omni", "--host", "--port",
 }
 """Options the stand-in acts on (the rest of upstream's flags are accepted and ignored)."""
 
@@ -525,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=int, default=48)
     p.add_argument("--ladder-s", dest="ladder", type=_ladder, default=(15.0, 5.0, 5.0))
     p.add_argument("--container-exit", type=int, default=None)
+    p.add_argument("--gen-seconds-by-revision", default=None)
     contract.add_upstream_flags(p, OWN_SWITCHES)
     return p
 
@@ -537,7 +543,34 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     opts = build_parser().parse_args([contract.normalize_flag(a) for a in argv])
     if opts.serve and opts.serve != "serve" and opts.model == "standin/model":
         opts.model = opts.serve
+    if opts.gen_seconds_by_revision:
+        opts.gen_seconds = revision_seconds(opts.gen_seconds_by_revision,
+                                            os.environ.get(REVISION_ENV, ""),
+                                            opts.gen_seconds)
     return opts
+
+
+REVISION_ENV = "CAMPAIGN_BOT_ENGINE_REVISION"
+"""The engine revision a session runs, set by ``campaign-bot screen`` in a revision screen
+(``--control-revision``/``--candidate-revision``)."""
+
+
+def revision_seconds(path: str, revision: str, default: float) -> float:
+    """Generation seconds for ``revision`` from the JSON file ``path`` (``{"REVISION":
+    seconds}``; a key that ``revision`` starts with, or that starts with ``revision`` (a short
+    SHA), the longest first), else ``default``.
+    Exits 2 with the file named when it is unreadable or not such an object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+        if not isinstance(table, dict) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in table.values()):
+            raise ValueError("expected an object of REVISION: seconds")
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"--gen-seconds-by-revision {path}: {exc}\n")
+        raise SystemExit(2) from None
+    keys = [k for k in table if revision and (revision.startswith(k) or k.startswith(revision))]
+    return float(table[max(keys, key=len)]) if keys else default
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -487,3 +487,31 @@ def test_report_says_what_to_open(tmp_path: Path) -> None:
     want = (tmp_path / "s" / "index.html").resolve().as_uri()
     assert f"open {want} in a web browser" in res.stdout, res.stdout
     assert (tmp_path / "s" / "index.html").is_file()
+
+
+def test_screen_pages_carry_reproduce_commands_that_run_as_printed(
+        example_site: Path) -> None:
+    """Each screen page ends with the commands that re-check its committed bundle and run
+    it again; the re-check runs as printed in the campaign's directory and verifies every
+    hash of the bundle."""
+    site = build_site(EXAMPLE)
+    checked = 0
+    for sc in site.screens:
+        html = (example_site / f"screen-{sc.slug}.html").read_text()
+        block = html.split('<h2 id="reproduce">Reproduce</h2>', 1)[1]
+        lines = [ln for ln in re.search(r"<pre><code>(.*?)</code></pre>", block, re.S)
+                 .group(1).splitlines() if ln]
+        track = sc.sessions[0].track
+        assert lines[-1].startswith(f"campaign-bot screen --campaign . --track {track} ")
+        assert lines[-1].endswith(f"--sessions {len(sc.sessions)} --out bundle")
+        if lines[0].startswith("campaign-bot check "):
+            env = {**os.environ, "PATH": f"{EXE.parent}{os.pathsep}{os.environ['PATH']}",
+                   "COLUMNS": "200"}
+            res = subprocess.run(["bash", "-c", lines[0]], cwd=EXAMPLE, capture_output=True,
+                                 text=True, timeout=300, env=env)
+            assert res.returncode in (0, 1), res.stderr
+            assert re.search(r"integrity: checked \d+ hashes in \d+ manifests, 0 errors",
+                             res.stdout), res.stdout
+            assert f"({lines[0].split()[2]})" in res.stdout.splitlines()[0]
+            checked += 1
+    assert checked >= 1

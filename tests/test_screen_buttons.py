@@ -1,7 +1,8 @@
-"""The buttons of a screen's check run (Cancel, Re-run, Approve head) and GitHub's Re-run link,
-through the screen feature's ``check_run`` handler against the GitHub double (PyGithub over
-HTTP), with the exact GitHub writes: each button's happy path, an unauthorised click, a
-replayed click (GitHub's redelivery, or the same button clicked again) and a stale head."""
+"""The buttons of a screen's check run (Cancel, Re-run, Approve head, +N sessions) and
+GitHub's Re-run link, through the screen feature's ``check_run`` handler against the GitHub
+double (PyGithub over HTTP), with the exact GitHub writes: each button's happy path, an
+unauthorised click, a replayed click (GitHub's redelivery, or the same button clicked again)
+and a stale head."""
 
 from __future__ import annotations
 
@@ -13,17 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _evidence_factory import screen as receipts
 from github import Auth
 from screen_scope import scope_dict, toml_dumps
 from sqlalchemy import select
 
 from bot.database import make_engine, migrate
-from bot.features.screen.buttons import APPROVE, CANCEL, RERUN
+from bot.features.screen import followup
+from bot.features.screen.buttons import APPROVE, CANCEL, MORE, RERUN, actions_for, more_sessions
+from bot.features.screen.campaign import load_campaign
 from bot.features.screen.commands import run_command
 from bot.features.screen.dispatch import on_push
 from bot.features.screen.handlers import ScreenHandlers
 from bot.features.screen.queue import Screen
-from bot.features.screen.results import on_workflow_run_completed
+from bot.features.screen.results import _more_button, on_workflow_run_completed
 from bot.features.screen.runtime import CommentContext, Runtime, ScreenOptions
 from bot.github.pygithub import PyGithubPort, make_client
 from bot.inbox.router import Event
@@ -286,3 +290,112 @@ def test_approve_head_button_on_a_fork(env) -> None:
 def screen_row(rt, sid: int) -> Screen | None:
     with rt.db() as db:
         return db.get(Screen, sid)
+
+
+def inconclusive_look(d, port, rt, *, sequential: bool = True) -> tuple[Screen, Any]:
+    """S1 of cache-dit, finished INCONCLUSIVE with a projected follow-up of 2 sessions per
+    arm (``FOLLOW_UP``), as a verified bundle leaves it (``Screen.summary``: verdict,
+    projection, the verified receipts, the scope blob it was judged under), its campaign
+    declaring ``[protocol.sequential]`` (or not); and its check run, with the buttons the
+    result gives it (:func:`actions_for` with :func:`_more_button`, as the result does)."""
+    scope = scope_dict()
+    if sequential:
+        scope["protocol"]["sequential"] = {"looks": 3, "max_sessions_per_arm": 9}
+    d.set_branch(REPO, "main", {"campaigns/h3/campaign.toml": toml_dumps(scope)},
+                 parent="main")
+    screen(rt, port, "maint", "candidate cache-dit track=5s-lossless")
+    finish(d, port, rt)
+    camp = load_campaign(port, REPO, "main", "campaigns/h3")
+    rs = receipts([100.0, 101.0, 102.0], [90.0, 99.0, 103.0], screen="s1")
+    with rt.db() as db:
+        s = db.scalars(select(Screen)).one()
+        s.state, s.verdict = "finished", "INCONCLUSIVE"
+        s.summary = {"verdict": "INCONCLUSIVE", "reasons": [], "scope_blob": camp.blob,
+                     "receipts": followup.receipts_json(rs, "5s-lossless"),
+                     "followup": {"sessions_per_arm": 2, "look": 2, "probability": 0.9}}
+        db.flush()
+        buttons = actions_for(s, _more_button(db, s, camp))
+    run = check_run(d)
+    port.update_check_run(run["id"], title="S1: INCONCLUSIVE", summary="FOLLOW_UP",
+                          text="How to reproduce: ...", actions=buttons)
+    s1 = screen_row(rt, 1)
+    assert s1 is not None
+    return s1, run
+
+
+def test_more_sessions_button_only_where_a_follow_up_would_be_queued(env) -> None:
+    d, port, rt = env
+    s, run = inconclusive_look(d, port, rt, sequential=False)
+    assert labels(run) == [RERUN.label]  # no [protocol.sequential]: no button
+    camp = load_campaign(port, REPO, "main", "campaigns/h3")
+    with rt.db() as db:
+        row = db.get(Screen, s.id)
+        assert row is not None
+        for change in ({"verdict": "SUPPORTED"}, {"followup": None}):
+            row.summary = {**(row.summary or {}), **change}
+            assert _more_button(db, row, camp) is None
+    # GitHub's limits on the button's texts hold for any follow-up the design allows
+    b = more_sessions(9999, 3)
+    assert (b.label, b.identifier) == ("+9999 sessions", MORE.identifier)
+    assert len(b.label) <= 20 and len(b.description) <= 40 and len(b.identifier) <= 20
+    with pytest.raises(ValueError, match="longer than GitHub allows"):
+        more_sessions(10**12, 2)
+
+
+def test_more_sessions_button(env) -> None:
+    d, port, rt = env
+    s1, run = inconclusive_look(d, port, rt)
+    assert labels(run) == [RERUN.label, "+4 sessions"]
+    assert d.validation_problems() == []
+    (more,) = [a for a in run["actions"] if a["identifier"] == MORE.identifier]
+    assert more["description"] == "Look 2: 2 more per arm (continue)"
+
+    n = len(d.writes())  # unauthorised: read permission, not a requester
+    click(rt, port, run, "continue", "eve")
+    assert d.write_summary()[n:] == [("checks/update", f"{P}/check-runs/{run['id']}")]
+    assert run["output"]["text"].startswith("**+4 sessions** by @eve was refused: @eve may "
+                                            "not screen on this repository")
+    assert labels(run) == [RERUN.label, "+4 sessions"]  # a refusal leaves the buttons
+    assert screen_row(rt, 2) is None
+
+    n = len(d.writes())  # happy path: /screen continue S1 sha=HEAD by the clicker
+    click(rt, port, run, "continue", "maint")
+    s2 = screen_row(rt, 2)
+    assert s2 is not None
+    assert (s2.state, s2.head_sha, s2.candidate, s2.track, s2.requested_by,
+            s2.session_order, (s2.summary or {}).get("plan")) == (
+        "dispatched", run["head_sha"], "cache-dit", "5s-lossless", "maint", "ABBA",
+        {"purpose": "followup", "first": s1.id, "look": 2, "continues": "s1"})
+    assert [w for w in d.write_summary()[n:] if w[0] != "issues/update-comment"] == [
+        ("issues/create-comment", f"{P}/issues/5/comments"),
+        ("actions/create-workflow-dispatch", f"{P}/actions/workflows/screen.yml/dispatches"),
+        ("checks/create", f"{P}/check-runs"),
+        ("checks/update", f"{P}/check-runs/{run['id']}"),
+    ]
+    wf = max(d.repo(REPO).runs.values(), key=lambda r: r["id"])
+    assert (wf["inputs"]["follow_up"], wf["inputs"]["sessions"]) == ("2:s1", "4")
+    assert run["output"]["text"].startswith(
+        f"**+4 sessions** by @maint at `{run['head_sha']}`: queued as S2, look 2 of the "
+        "series")
+    assert "@eve" not in run["output"]["text"]
+    assert run["output"]["text"].endswith("\nHow to reproduce: ...")
+    assert labels(run) == [RERUN.label]  # the follow-up is queued: its button goes
+
+    n = len(d.writes())  # replayed (redelivered, or clicked again before a refresh): nothing
+    click(rt, port, run, "continue", "maint")
+    click(rt, port, run, "continue", "amy")
+    assert len(d.writes()) == n and screen_row(rt, 3) is None
+
+
+def test_more_sessions_on_a_stale_head_is_refused(env) -> None:
+    d, port, rt = env
+    _, run = inconclusive_look(d, port, rt)
+    new_head = d.push(REPO, 5, {"campaigns/h3/candidates.md": "cache-dit v2\n"})
+    n = len(d.writes())
+    click(rt, port, run, "continue", "maint")
+    assert d.write_summary()[n:] == [("checks/update", f"{P}/check-runs/{run['id']}")]
+    assert run["output"]["text"].startswith("**+4 sessions** by @maint was refused: ")
+    assert (f"sha={run['head_sha']} is not the PR head, which is now {new_head}"
+            in run["output"]["text"])
+    assert screen_row(rt, 2) is None
+    assert labels(run) == [RERUN.label, "+4 sessions"]

@@ -373,6 +373,13 @@ class GitMirrors:
                 return sha
         return None
 
+    def rev_list(self, repo: str, good: str, bad: str) -> list[str]:
+        """Descendants of ``good`` on ``bad``'s first-parent line up to ``bad``, oldest first
+        (empty when ``good`` is no ancestor of ``bad``).  Raises :class:`GitError`."""
+        with self.locked(repo) as path:
+            return self._run(["rev-list", "--reverse", "--first-parent", "--ancestry-path",
+                              f"{good}..{bad}"], cwd=path).stdout.decode().split()
+
     def has_commit(self, repo: str, sha: str) -> bool:
         """True when the mirror holds commit ``sha``."""
         with self.locked(repo) as path:

@@ -260,7 +260,21 @@ def render_screen(site: Site, screen: ScreenView, links: Links) -> str:
     screening decision's reasons, and every receipt with its SHA-256."""
     chart = Markup(charts.screen_chart(screen, f"screen-{screen.slug}"))  # noqa: S704
     return _page("screen.html.j2", site, links, screen=screen, chart=chart,
-                 source_link=source_link(site, links))
+                 source_link=source_link(site, links), reproduce=reproduce_lines(screen))
+
+
+def reproduce_lines(screen: ScreenView) -> list[str]:
+    """The screen page's commands (:func:`evidence.reproduce.campaign_commands`): the bundle
+    directory is where its receipts' ``data/receipts/`` folder sits (None for receipts kept
+    outside a bundle), the candidate the candidate sessions name."""
+    from evidence.reproduce import campaign_commands
+
+    paths = [s.receipt.path for s in screen.sessions if s.receipt is not None]
+    roots = sorted({p.split("/data/receipts/", 1)[0] for p in paths if "/data/receipts/" in p})
+    cands = [s.candidate for s in screen.sessions if s.arm == "candidate" and s.candidate]
+    return campaign_commands(bundle_dir=(roots + [None])[0] if len(roots) < 2 else None,
+                             track=screen.sessions[0].track if screen.sessions else "",
+                             candidate=(cands + [None])[0], sessions=len(screen.sessions))
 
 
 def render_pool(site: Site, pool: PoolView, links: Links) -> str:

@@ -43,7 +43,13 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     closed, ``workflow_job`` and ``workflow_run`` completed handlers, and the watchdog and status
     flush jobs, all on one runtime over ``app``'s database and GitHub access."""
     from bot.features.screen import jobs
-    from bot.features.screen.handlers import BUDGET_SPEC, SCREEN_SPEC, ScreenHandlers
+    from bot.features.screen.handlers import (
+        BISECT_SPEC,
+        BUDGET_SPEC,
+        COMPARE_SPEC,
+        SCREEN_SPEC,
+        ScreenHandlers,
+    )
     from bot.features.screen.runtime import Runtime, ScreenOptions
     from bot.github.artifacts import Limits
 
@@ -60,6 +66,8 @@ def register(app: Registry, settings: ScreenSettings) -> None:
     h = ScreenHandlers(rt)
     app.commands.add(BUDGET_SPEC, h.budget_command)
     app.commands.add(SCREEN_SPEC, h.screen_command)
+    app.commands.add(COMPARE_SPEC, h.compare_command)
+    app.commands.add(BISECT_SPEC, h.bisect_command)
     app.router.on("pull_request", "synchronize")(h.handle_push)
     app.router.on("pull_request", "closed")(h.handle_closed)
     app.router.on("workflow_job")(h.handle_job)

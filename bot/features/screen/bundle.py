@@ -263,6 +263,10 @@ def judge_screen(
     REPEATABLE, NOT REPEATABLE (lossless verdicts are then INCONCLUSIVE) or UNPROVEN."""
     from evidence.verdicts import Evidence, ReportIn, control_repeatability, judge
 
+    if s.candidate_revision is not None:  # a revision screen: evidence.revisions
+        from evidence.revisions import revision_scope
+
+        scope = revision_scope(scope, s.control_revision, s.candidate_revision)
     mine = [r for r in receipts if r.track == s.track]
     if not mine:
         return Decision("INCONCLUSIVE", ["no receipts for this track in the bundle",

@@ -14,17 +14,21 @@ dispatched or running       **Cancel** (``/screen cancel ID``)
 finished, failed, cancelled **Re-run** (``/screen candidate NAME track=T sha=HEAD``)
 a fork's screen cancelled   **Approve head** on a check run of the fork's new head
 by a new push               (the same ``/screen`` line, naming that head)
+finished INCONCLUSIVE, a    **+N sessions** beside Re-run (``/screen continue ID
+follow-up projected, a      sha=HEAD``: the next look, with the projected sessions)
+sequential design
 ==========================  =======================================================
 
 Each click is the command it stands for, with the same authorisation: the clicker
 (``sender``) must be allowed the command (:func:`bot.commands.authorize`: GitHub's
 permission API, ``[screen] allowed``, the campaign's requesters; never
 ``author_association``), and the head is the check run's own ``head_sha``, in full: a
-Re-run or an approval is refused when the PR's head has moved since (the click was about
-that commit, and on a fork PR that is the commit the approver reviewed), and a Cancel when
-the run is not the screen's.  A click acts once per check run: it is recorded in the
-command table in the same transaction as what it queued (:func:`queue.claim_command`, keyed
-by the check run id and the button), so a redelivered or repeated click changes nothing.
+Re-run, an approval or a +N sessions is refused when the PR's head has moved since (the
+click was about that commit, and on a fork PR that is the commit the approver reviewed),
+and a Cancel when the run is not the screen's.  A click acts once per check run: it is
+recorded in the command table in the same transaction as what it queued
+(:func:`queue.claim_command`, keyed by the check run id and the button), so a redelivered or
+repeated click changes nothing.
 Every answer (done, refused and why) is written into the check run's text, where the click
 was made; bots' clicks are ignored.
 
@@ -40,10 +44,17 @@ import logging
 from typing import Any
 
 from bot.commands import UserError, Who, authorize
+from bot.features.screen import followup
 from bot.features.screen import queue as screens
-from bot.features.screen.buttons import BUTTONS, click_key
-from bot.features.screen.commands import cancel_screen, request_screens, resume_command
-from bot.features.screen.grammar import ScreenCancel, ScreenRequest
+from bot.features.screen.buttons import BUTTONS, RERUN, click_key
+from bot.features.screen.commands import (
+    CommandSeen,
+    cancel_screen,
+    continue_screen,
+    request_screens,
+    resume_command,
+)
+from bot.features.screen.grammar import ScreenCancel, ScreenContinue, ScreenRequest
 from bot.features.screen.queue import Screen
 from bot.features.screen.runtime import (
     CHECK_PREFIX,
@@ -131,12 +142,55 @@ def on_check_run(rt: Runtime, gh: GitHubPort, payload: dict[str, Any],
                             "fix it first")
         if identifier == "cancel":
             return _cancel(rt, gh, run, s, login, head)
+        if identifier == "continue":
+            return _continue(rt, gh, run, s, login, head, config)
         return _request(rt, gh, run, s, login, head, identifier, config)
     except UserError as exc:
         why = refusal_text(exc)
         log.info("check run %s: %s by %s refused: %s", run["id"], identifier, login, why)
-        _answer(gh, run, f"**{BUTTONS[identifier].label}** by @{login} was refused: {why}.")
+        _answer(gh, run, f"**{_label(s, identifier)}** by @{login} was refused: {why}.")
         return f"refused: {why}"
+
+
+def _label(s: Screen, identifier: str) -> str:
+    """The clicked button's label as the check run shows it: "+N sessions" names the
+    projected follow-up's sessions (both arms) when ``s`` has one."""
+    proj = (s.summary or {}).get("followup")
+    if identifier == "continue" and isinstance(proj, dict) and proj.get("sessions_per_arm"):
+        return f"+{2 * int(proj['sessions_per_arm'])} sessions"
+    return BUTTONS[identifier].label
+
+
+def _continue(rt: Runtime, gh: GitHubPort, run: dict[str, Any], s: Screen, login: str,
+              head: str, config: RepoConfig) -> str:
+    """The +N sessions button: ``/screen continue ID sha=HEAD`` by the clicker, ``ID``
+    being ``s`` and ``HEAD`` the check run's head in full, authorised as ``/screen`` is;
+    :func:`continue_screen` refuses what that comment would be refused (a series that has
+    decided, a look already open, a changed scope, a moved head, the budget)."""
+    pr = gh.get_pull(s.pr_number)
+    decision = authorize(gh, login, Who.WRITERS_OR_REQUESTERS, config,
+                         pr_author=pr.author)
+    if not decision.allowed:
+        raise UserError(f"@{login} may not screen on this repository ({decision.reason})")
+    ctx = CommentContext(s.repo, s.pr_number, login, click_source(run["id"]),
+                         s.installation_id, True)
+    label = _label(s, "continue")
+    try:
+        q = continue_screen(rt, gh, ctx, ScreenContinue(s.id, sha=head),
+                            _screen_config(gh, config), admitted_as=decision.how,
+                            command=click_key(run["id"], "continue"))
+    except CommandSeen:  # a concurrent delivery of the same click claimed it first
+        resume_command(rt, gh, ctx)
+        return "seen"
+    try:
+        look = followup.plan_of(q).get("look")
+        _answer(gh, run, f"**{label}** by @{login} at `{head}`: queued as {q.label}, look "
+                f"{look} of the series (its status comment on the pull request follows "
+                "it).", actions=[RERUN])
+    except GitHubError:
+        log.exception("check run %s: the answer was not written (%s queued)", run["id"],
+                      q.label)
+    return f"done: continue {q.label}"
 
 
 def _cancel(rt: Runtime, gh: GitHubPort, run: dict[str, Any], s: Screen, login: str,

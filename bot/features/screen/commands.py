@@ -15,6 +15,7 @@ pool's queue with one status comment each, then dispatch the pool if it is free
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 def request_screens(
     rt: Runtime, gh: GitHubPort, ctx: CommentContext, req: ScreenRequest, config: ScreenConfig,
     say: Replier, admitted_as: str | None = None, command: str | None = None,
+    bisection_id: int | None = None,
 ) -> list[Screen]:
     """Handle ``/screen candidate|control``: authorise, budget, enqueue, reply; then try to
     dispatch the pool.  Returns the queued screens (empty for a dry run).
@@ -68,6 +70,9 @@ def request_screens(
     not asked again); None: :func:`authorise` asks.
     ``command``: the command's normalised text; with ``ctx.comment_id`` it is recorded with
     the screens, in one transaction (:func:`bot.features.screen.queue.claim_command`).
+    A request with revisions queues revision screens (``/compare``, a ``/bisect`` step:
+    :mod:`evidence.revisions`), which use no candidate direction; ``bisection_id`` links
+    them to their bisection.
     Raises :class:`UserError` for anything the requester must fix, :class:`CommandSeen`
     when this command of this comment was already run.
     """
@@ -117,7 +122,8 @@ def request_screens(
             sum(e.sessions for e in est), est[0].per_session_s, est[0].basis,
         )
         st = budget.state(db, ctx.repo, scope)
-        new_dir = req.kind == "candidate" and budget.uses_new_direction(
+        new_dir = req.kind == "candidate" and req.candidate_revision is None and \
+            budget.uses_new_direction(
             db, ctx.repo, scope.id, req.name
         ) and not _direction_reserved(db, ctx.repo, scope.id, req.name)
         refusals = budget.refusal(st, total, new_dir)
@@ -150,6 +156,8 @@ def request_screens(
                 requested_at=now,
                 source_comment_id=ctx.comment_id, state=screens.QUEUED,
                 estimate_wall_s=e.wall_s, estimate_device_s=e.device_s,
+                control_revision=req.control_revision,
+                candidate_revision=req.candidate_revision, bisection_id=bisection_id,
                 summary={"plan": {"purpose": followup.CONFIRM}} if req.confirm else None,
             )
             db.add(s)
@@ -459,3 +467,21 @@ def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...]
         run_budget_sync(rt, cmd_ctx.gh, ctx, args, cfg, say)
     else:
         run_sync(rt, cmd_ctx.gh, ctx, args, cfg, say, cmd_ctx.admitted_as)
+
+
+def run_revisions(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
+                  fn: Callable[..., None]) -> None:
+    """Entry of ``/compare`` and ``/bisect`` from the command framework: as
+    :func:`run_from_command`, then ``fn(rt, gh, ctx, args, config, say, admitted_as)``."""
+    repo_config = cmd_ctx.config
+    assert repo_config is not None  # both commands are ``needs_config``
+    ref = cmd_ctx.gh.get_default_branch()
+    cfg = ScreenConfig(tuple(find_campaign_dirs(cmd_ctx.gh, repo_config, ref)),
+                       repo_config.screen)
+
+    def say(kind: str, **kw: Any) -> None:
+        cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
+
+    ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
+                         cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
+    fn(rt, cmd_ctx.gh, ctx, args, cfg, say, cmd_ctx.admitted_as)

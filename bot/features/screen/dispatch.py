@@ -148,6 +148,10 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
             # the runner takes control, protocol, pool and serving from this file only
             "scope_blob": camp.blob,
         }
+        if s.candidate_revision is not None:  # a revision screen (/compare, /bisect)
+            inputs["candidate"] = "control"
+            inputs["control_revision"] = s.control_revision or camp.scope.engine.commit
+            inputs["candidate_revision"] = s.candidate_revision
         follow = follow_up_input(s)
         if follow is not None:  # the next look of a group-sequential series
             inputs["follow_up"] = follow
@@ -188,7 +192,8 @@ def _dispatch_claimed(rt: Runtime, gh: GitHubPort, s: Screen) -> bool:
         cur.run_id = run.run_id
         cur.run_url = run.html_url
         cur.detail = None
-        if cur.kind == "candidate" and budget.uses_new_direction(db, cur.repo, cur.campaign,
+        if cur.kind == "candidate" and cur.candidate_revision is None and \
+                budget.uses_new_direction(db, cur.repo, cur.campaign,
                                                                   cur.candidate):
             budget.record(db, cur.repo, cur.campaign, "direction", cur.requested_by,
                           cur.candidate, directions=1, screen_id=cur.id, at=now)

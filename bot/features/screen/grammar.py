@@ -123,6 +123,11 @@ class ScreenRequest:
     dry_run: bool = False
     campaign: str | None = None
     sha: str | None = None
+    control_revision: str | None = None
+    """A revision screen (``/compare``, ``/bisect``): the control arm's engine revision."""
+    candidate_revision: str | None = None
+    """A revision screen: arm B runs the control config at this engine revision; ``name``
+    is then :func:`evidence.revisions.revision_candidate` of it."""
     confirm: bool = False
     """``/screen confirm NAME``: the confirmation screen(s) of a provisional SUPPORTED."""
 
@@ -317,8 +322,11 @@ def check_against_scope(req: ScreenRequest, scope: object) -> ScopeCheck:
     least ``protocol.min_measured_sessions_per_arm`` sessions (the frozen protocol).
     """
     from evidence.models import CampaignScope
+    from evidence.revisions import revision_scope
 
     assert isinstance(scope, CampaignScope)
+    if req.candidate_revision is not None:
+        scope = revision_scope(scope, req.control_revision, req.candidate_revision)
     if req.kind == "candidate":
         names = [c.name for c in scope.candidates]
         if req.name not in names:

@@ -13,9 +13,10 @@ runs it on its thread pool.
 from __future__ import annotations
 
 from bot.commands import CommandContext, CommandSpec, Who
+from bot.features.screen.bisect import BISECT_USAGE, COMPARE_USAGE, run_bisect, run_compare
 from bot.features.screen.budget import EXTEND_USAGE
 from bot.features.screen.clicks import on_check_run
-from bot.features.screen.commands import run_from_command
+from bot.features.screen.commands import run_from_command, run_revisions
 from bot.features.screen.dispatch import on_pr_closed, on_push
 from bot.features.screen.grammar import USAGE
 from bot.features.screen.results import on_workflow_job, on_workflow_run_completed
@@ -61,6 +62,41 @@ BUDGET_SPEC = CommandSpec(
 
 
 
+COMPARE_SPEC = CommandSpec(
+    verb="compare",
+    usage=COMPARE_USAGE,
+    summary=(
+        "Queues a screen of two engine revisions as control and candidate under the "
+        "campaign's frozen protocol (arm A the control config at REV_A, arm B at REV_B), one "
+        "per track, through the same authorisation, budget, queue and evidence as /screen."
+    ),
+    examples=("/compare 922f1e9f1cb8 3f9c2e1d0b6a --track 5s-lossless",),
+    who=Who.WRITERS_OR_REQUESTERS,
+    pull_only=True,
+    needs_config=True,
+)
+
+BISECT_SPEC = CommandSpec(
+    verb="bisect",
+    usage=BISECT_USAGE.replace("\n", " | "),
+    summary=(
+        "Finds the first engine commit of GOOD..BAD that moves the track's latency by more "
+        "than the campaign's margin: probabilistic bisection, each step a screen with its "
+        "signed bundle; stops at --max-device-hours with the narrowed range. `status` lists "
+        "this PR's bisections; `cancel` stops one."
+    ),
+    examples=(
+        "/bisect 922f1e9f1cb85b9f2b66d86e1eb500e6872b2dcb "
+        "3f9c2e1d0b6a4c8e9f7a5b3c1d2e4f6a8b0c9d7e --track 5s-lossless --max-device-hours 40",
+        "/bisect status",
+        "/bisect cancel B1",
+    ),
+    who=Who.WRITERS_OR_REQUESTERS,
+    pull_only=True,
+    needs_config=True,
+)
+
+
 class ScreenHandlers:
     """Handlers and command functions of the flow on runtime ``rt``."""
 
@@ -70,6 +106,15 @@ class ScreenHandlers:
     def screen_command(self, ctx: CommandContext) -> None:
         """``/screen ...``: run the flow (replies through ``ctx``)."""
         run_from_command(self.rt, ctx, ctx.command.verb_args, budget=False)
+
+    def compare_command(self, ctx: CommandContext) -> None:
+        """``/compare REV_A REV_B ...``: a revision screen per track (replies through
+        ``ctx``)."""
+        run_revisions(self.rt, ctx, ctx.command.verb_args, run_compare)
+
+    def bisect_command(self, ctx: CommandContext) -> None:
+        """``/bisect ...``: start, list or cancel a bisection (replies through ``ctx``)."""
+        run_revisions(self.rt, ctx, ctx.command.verb_args, run_bisect)
 
     def budget_command(self, ctx: CommandContext) -> None:
         """``/campaign budget extend ...``: one ledger entry by a requester."""

@@ -141,6 +141,14 @@ class Screen(Base):
     charged_device_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     charged_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    control_revision: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    """A revision screen (``/compare``, ``/bisect``): the control arm's engine revision
+    (None: the scope's commit)."""
+    candidate_revision: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    """A revision screen: arm B runs the control config at this engine revision
+    (:mod:`evidence.revisions`); None for every other screen."""
+    bisection_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    """The ``/bisect`` this screen is a step of (:mod:`bot.features.screen.bisect`)."""
 
     @property
     def label(self) -> str:

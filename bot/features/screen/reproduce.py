@@ -35,6 +35,8 @@ def recipe(gh: GitHubPort, s: Screen, scope_blob: str, default_branch: str
         candidate=s.candidate if s.kind == "candidate" else None,
         sessions=len(s.session_order), head_sha=s.head_sha, scope_blob=scope_blob,
         label=s.label, pr_number=s.pr_number, default_branch=default_branch,
+        control_revision=(s.control_revision or None) if s.candidate_revision else None,
+        candidate_revision=s.candidate_revision,
     )
 
 

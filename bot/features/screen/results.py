@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from bot.commands import UserError
 from bot.features.screen import budget, followup, notices
 from bot.features.screen import queue as screens
+from bot.features.screen.bisect import advance
 from bot.features.screen.bundle import (
     BundleCheck,
     BundleDocuments,
@@ -33,7 +34,7 @@ from bot.features.screen.bundle import (
     scope_problems,
     verify_bundle,
 )
-from bot.features.screen.buttons import RERUN
+from bot.features.screen.buttons import actions_for, more_sessions
 from bot.features.screen.campaign import Campaign, load_campaign
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, is_screen_run
 from bot.features.screen.evidence import CommitOutcome, commit_screen, evidence_note
@@ -49,7 +50,14 @@ from bot.features.screen.writes import (
     refresh_status,
     write_once,
 )
-from bot.github import GitHubError, GitHubNotFound, GitHubPort, WorkflowRunInfo, parse_timestamp
+from bot.github import (
+    CheckAction,
+    GitHubError,
+    GitHubNotFound,
+    GitHubPort,
+    WorkflowRunInfo,
+    parse_timestamp,
+)
 from bot.links import campaign_page
 from bot.render import marker, render
 from bot.repo_config import ScreenSection
@@ -147,7 +155,10 @@ def on_workflow_run_completed(
             return None  # not ours, or already reported (redelivery)
         pool = s.pool
         finish_screen(rt, db, gh, s, run, section)
+        step_of = s.bisection_id
     sync_labels(rt, gh, s.pr_number)
+    if step_of is not None:  # a /bisect step: the bisection reads it, queues the next one
+        advance(rt, gh, s.id)
     dispatch_pool(rt, pool, default_gh=gh)
     return s
 
@@ -266,15 +277,35 @@ def finish_screen(
         edit_comment_once(rt.options, gh, s.result_comment_id, body)
     if s.check_run_id is not None:
         check_id = s.check_run_id
+        buttons = actions_for(s, _more_button(db, s, camp))
         write_once(rt.options, f"complete check run {check_id}", lambda: gh.update_check_run(
             check_id, conclusion=check_conclusion(conclusion, verdict),
             title=f"{s.label}: {verdict}", summary="; ".join(reasons)[:60000] or verdict,
-            text=how[:60000] or None, actions=[RERUN],
+            text=how[:60000] or None, actions=buttons,
         ))
     refresh_status(db, gh, s, now, rt.options, force=True)
     notices.screen_done(rt, db, s, camp.scope if camp is not None else None)
     if camp is not None and camp.scope.protocol.auto_followup and memo.get("followup"):
         _auto_followup(rt, db, gh, s, camp)
+
+
+def _more_button(db: Session, s: Screen, camp: Campaign | None) -> CheckAction | None:
+    """The "+N sessions" button of finished screen ``s``: only when its verdict is
+    INCONCLUSIVE with a projected follow-up (``FOLLOW_UP``), its campaign declares a
+    ``[protocol.sequential]`` design and ``/screen continue`` would be accepted now
+    (:func:`followup.plan_followup`); not under ``auto_followup``, which queues that
+    follow-up itself."""
+    memo = s.summary or {}
+    if (camp is None or s.state != screens.FINISHED or memo.get("verdict") != "INCONCLUSIVE"
+            or not isinstance(memo.get("followup"), dict)
+            or camp.scope.protocol.sequential is None or camp.scope.protocol.auto_followup):
+        return None
+    try:
+        plan = followup.plan_followup(db, s, camp.scope, camp.blob)
+        return more_sessions(plan.sessions, plan.look)
+    except (followup.FollowUpRefused, ValueError) as exc:
+        log.info("%s: no +N sessions button: %s", s.label, exc)
+        return None
 
 
 def _auto_followup(rt: Runtime, db: Session, gh: GitHubPort, s: Screen, camp: Campaign) -> None:
@@ -348,6 +379,8 @@ def _judge_bundle(
             memo = {**decision.memo, "scope_blob": camp.blob,
                     "receipts": followup.receipts_json(docs.receipts, s.track),
                     "media": followup.media_json(docs.media)}
+    if decision.ratio is not None:  # what a /bisect step is read by (bisect.advance)
+        memo = {**memo, "ratio": decision.ratio}
     if not (chk.ok or failed_run):
         return verdict, reasons, None, False, memo
     st = budget.state(db, s.repo, camp.scope, exclude_screen=s.id)

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from bot.features.screen import budget, notices
 from bot.features.screen import queue as screens
+from bot.features.screen.bisect import advance_all
 from bot.features.screen.buttons import RERUN
 from bot.features.screen.dispatch import dispatch_pool, ensure_check_run, find_dispatched_run
 from bot.features.screen.labels import sync_labels
@@ -110,6 +111,7 @@ def watchdog_pass(rt: Runtime) -> list[str]:
             select(Screen).where(Screen.state == screens.QUEUED))}
     for port, number in ended:
         sync_labels(rt, port, number)
+    actions += advance_all(rt)  # bisections whose step ended here (or whose advance was lost)
     for p in sorted(pools | queued_pools):
         if dispatch_pool(rt, p) is not None:
             actions.append(f"pool {p}: next screen dispatched")
