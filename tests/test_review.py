@@ -427,3 +427,23 @@ def test_a_huge_file_beside_a_campaign_change_is_never_fetched(github_double) ->
                             check=True).stdout.decode().split()
     assert f"?{oid}" in listed  # known by name, left on the server
     assert _stored_bytes(mirror) - before < 1 << 20
+
+
+def test_a_full_fetch_brings_the_files_of_a_commit_first_fetched_partially(
+        github_double) -> None:
+    """A PR's head comes without its files (a partial fetch); when that commit later becomes
+    the default branch (a fast-forward merge), the default branch's full fetch must bring its
+    files: git's negotiation tells the server the mirror has that commit, so the server
+    sends none of its objects, and a read of the default branch failed on a missing file."""
+    github_double.add_repo(REPO, example_files())
+    pull = github_double.add_pull(REPO, 2, {STATUS: bad_status(),
+                                            "notes/merged.txt": "merged by fast-forward\n"})
+    remote = port(github_double).git_remote()
+    assert remote is not None
+    GIT.fetch(remote, REPO, ["refs/pull/2/head"], blobs=False)
+    with github_double._lock:
+        github_double.repos[REPO].refs["main"] = pull.head_sha  # the PR merged, fast-forward
+    refs = GIT.fetch(remote, REPO, ["refs/heads/main"])
+    assert refs["refs/heads/main"] == pull.head_sha
+    assert GIT.read_file(REPO, pull.head_sha, "notes/merged.txt") == b"merged by fast-forward\n"
+    assert GIT.read_file(REPO, pull.head_sha, STATUS) == bad_status().encode()

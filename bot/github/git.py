@@ -65,6 +65,7 @@ from bot.github.tree import (
     LfsPointer,
     TreeEntry,
     parse_lfs_pointer,
+    split_patches,
     twin_paths,
     unsafe_path,
 )
@@ -172,28 +173,6 @@ def _local(ref: str) -> str:
     return LOCAL_PREFIX + ref[len("refs/"):]
 
 
-def _split_patches(diff: str) -> dict[str, str]:
-    """Per-file hunks (from the first ``@@``) of a ``git diff`` in unified format."""
-    out: dict[str, str] = {}
-    current: str | None = None
-    lines: list[str] = []
-    for line in diff.split("\n"):
-        if line.startswith("diff --git "):
-            if current is not None:
-                out[current] = "\n".join(lines).rstrip("\n")
-            current, lines = None, []
-            continue
-        if current is None and line.startswith("+++ "):
-            target = line[4:]
-            current = target[2:] if target.startswith("b/") else target
-            continue
-        if current is not None:
-            lines.append(line)
-    if current is not None:
-        out[current] = "\n".join(lines).rstrip("\n")
-    return out
-
-
 # ----------------------------------------------------------------------------- mirrors
 
 
@@ -282,8 +261,31 @@ class GitMirrors:
                            "--no-write-fetch-head", "--no-auto-gc",
                            *([] if blobs else ["--filter=blob:none"]), remote.url, *specs],
                           cwd=path, remote=remote)
+                if blobs and any((path / "objects" / "pack").glob("*.promisor")):
+                    self._backfill(path, remote, [_local(r) for r in refs] + list(shas))
                 self._maybe_repack(path)
             return self._local_refs(path, refs)
+
+    def _backfill(self, path: Path, remote: GitRemote, tips: Sequence[str]) -> None:
+        """Fetch the file contents of ``tips``' trees that a full fetch did not send: the
+        server leaves out every object reachable from a commit the mirror already has, and a
+        commit first fetched partially (a pull request's head, later merged by fast-forward
+        or pushed as a branch) has its files on the server only."""
+        have = self._run(["for-each-ref", "--format=%(objectname)", *tips], cwd=path).stdout
+        commits = [t for t in tips if "/" not in t] + have.decode().split()
+        listing = self._run(["rev-list", "--objects", "--no-walk", "--missing=print",
+                             *commits], cwd=path).stdout.decode() if commits else ""
+        self._fetch_oids(path, remote, sorted({ln[1:].split()[0] for ln in listing.split("\n")
+                                               if ln.startswith("?")}))
+
+    def _fetch_oids(self, path: Path, remote: GitRemote, oids: Sequence[str]) -> None:
+        """Fetch objects ``oids`` by id in one ``git fetch --stdin`` (what git's own
+        partial-clone backfill asks; GitHub serves it)."""
+        if oids:
+            self._run(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
+                       "--no-write-fetch-head", "--no-auto-gc", "--filter=blob:none",
+                       "--stdin", remote.url], cwd=path, remote=remote,
+                      stdin=("\n".join(oids) + "\n").encode())
 
     def fetch_blobs(self, remote: GitRemote, repo: str, commit: str,
                     directories: Sequence[str]) -> int:
@@ -300,11 +302,7 @@ class GitMirrors:
             oids = sorted({meta.split()[2].decode() for rec in listing.split(b"\0") if rec
                            for meta in [rec.partition(b"\t")[0]]
                            if meta.split()[1:2] == [b"blob"]})
-            if oids:
-                self._run(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
-                           "--no-write-fetch-head", "--no-auto-gc", "--filter=blob:none",
-                           "--stdin", remote.url], cwd=path, remote=remote,
-                          stdin=("\n".join(oids) + "\n").encode())
+            self._fetch_oids(path, remote, oids)
         return len(oids)
 
     def forget_pull(self, repo: str, number: int) -> bool:
@@ -589,7 +587,7 @@ class GitMirrors:
             only = [] if patch_dirs is None else ["--", *patch_dirs]
             diff = "" if patch_dirs is not None and not patch_dirs else self._run(
                 [*common, "--unified=3", *only], cwd=path).stdout.decode("utf-8", "replace")
-        patches = _split_patches(diff)
+        patches = split_patches(diff)
         return [FileChange(name, status, patches.get(name) if status != "removed" else None)
                 for name, status in statuses]
 

@@ -1,7 +1,8 @@
 """What a git tree holds, as the bot reads it, and which of its names and blobs may be
 written to disk or committed: entries of a recursive listing (:class:`TreeEntry`), Git LFS
 pointer files (:func:`parse_lfs_pointer`, :class:`LfsPointer`), and the path rules
-(:func:`unsafe_path`, :func:`twin_paths`).  Pure functions and values: no git runs here;
+(:func:`unsafe_path`, :func:`twin_paths`), and the per-file hunks of a ``git diff``
+(:func:`split_patches`).  Pure functions and values: no git runs here;
 :mod:`bot.github.git` applies them to what it lists and writes, and the screen feature to the
 bundles it commits.
 """
@@ -137,3 +138,25 @@ def twin_paths(paths: Iterable[str]) -> str | None:
 
 __all__ = ["BIDI_CONTROLS", "LfsPointer", "TreeEntry", "parse_lfs_pointer", "twin_paths",
            "unsafe_path"]
+
+
+def split_patches(diff: str) -> dict[str, str]:
+    """Per-file hunks (from the first ``@@``) of a ``git diff`` in unified format."""
+    out: dict[str, str] = {}
+    current: str | None = None
+    lines: list[str] = []
+    for line in diff.split("\n"):
+        if line.startswith("diff --git "):
+            if current is not None:
+                out[current] = "\n".join(lines).rstrip("\n")
+            current, lines = None, []
+            continue
+        if current is None and line.startswith("+++ "):
+            target = line[4:]
+            current = target[2:] if target.startswith("b/") else target
+            continue
+        if current is not None:
+            lines.append(line)
+    if current is not None:
+        out[current] = "\n".join(lines).rstrip("\n")
+    return out
