@@ -554,10 +554,19 @@ class GitMirrors:
     def read_file(self, repo: str, commit: str, path: str, *, max_bytes: int = 16 << 20
                   ) -> bytes | None:
         """The bytes of file ``path`` at ``commit``, None when absent or not a file.  Raises
-        :class:`GitError` when it is larger than ``max_bytes``."""
+        :class:`GitError` when it is larger than ``max_bytes``, or when the tree names the
+        file but the mirror lacks its content (a partial fetch left it on the server, and a
+        later fetch of a commit reusing it does not bring it: the server counts it as the
+        mirror's): never read as absent, which for a trusted keys file would mean "verify
+        nothing"."""
         with self.locked(repo) as mirror:
             res = self._run(["cat-file", "-s", f"{commit}:{path}"], cwd=mirror, check=False)
             if res.returncode != 0:
+                listed = self._run(["ls-tree", "-z", commit, "--", path], cwd=mirror,
+                                   check=False).stdout.split(b"\0")[0].split()
+                if listed[1:2] == [b"blob"]:
+                    raise GitError(f"{path} at {commit[:12]} is not in the mirror (a partial "
+                                   "fetch left its content on the server)")
                 return None
             size = int(res.stdout.decode().strip() or 0)
             if size > max_bytes:
