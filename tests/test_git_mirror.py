@@ -297,3 +297,23 @@ def test_a_closed_pull_is_pruned_from_the_mirror(github_double: Any, mirrors: Gi
     assert size() < before - (1 << 20)  # the 2 MiB of hex (1 MiB compressed) are gone
     assert mirrors.forget_pull(REPO, 2) is False  # nothing left to forget
     assert mirrors.forget_pull("octo/never-fetched", 3) is False
+
+
+def test_a_file_a_partial_fetch_left_on_the_server_is_an_error_not_absent(
+        github_double: Any, mirrors: GitMirrors) -> None:
+    """A pull request's head is fetched without file contents; once it is merged, fetching the
+    default branch does not bring them either (the server counts them as the mirror's, its
+    commits being "have"s).  Reading such a file (trusted-keys.pem at the default branch)
+    must fail loudly: taken as absent, the review would verify no signature at all."""
+    d = github_double
+    d.add_repo(REPO, {"campaigns/h3/campaign.toml": "id = 'h3'\n"})
+    pull = d.add_pull(REPO, 2, {"campaigns/h3/trusted-keys.pem": "KEY\n"})
+    mirrors.fetch(remote(d), REPO, ["refs/heads/main"])
+    mirrors.fetch(remote(d), REPO, ["refs/pull/2/head"], blobs=False)
+    merged = d.set_branch(REPO, "main", {}, parent="topic")  # merged: main moves to the head
+    assert mirrors.fetch(remote(d), REPO, ["refs/heads/main"])["refs/heads/main"] == merged
+    assert mirrors.read_file(REPO, merged, "campaigns/h3/campaign.toml") == b"id = 'h3'\n"
+    assert mirrors.read_file(REPO, merged, "campaigns/h3/absent.pem") is None
+    with pytest.raises(GitError, match="campaigns/h3/trusted-keys.pem .* not in the mirror"):
+        mirrors.read_file(REPO, merged, "campaigns/h3/trusted-keys.pem")
+    assert pull.head_sha

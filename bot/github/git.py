@@ -64,6 +64,8 @@ from bot.github.tree import (
     LFS_POINTER_MAX_BYTES,
     LfsPointer,
     TreeEntry,
+    human_size,
+    left_on_server,
     parse_lfs_pointer,
     split_patches,
     twin_paths,
@@ -157,14 +159,6 @@ def _stdin_paths(files: Sequence[Path]) -> bytes:
     if bad is not None:
         raise ValueError(f"{str(bad)!r}: a line break in a file name; not hashed")
     return b"".join(n + b"\n" for n in names)
-
-
-def _human(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _local(ref: str) -> str:
@@ -455,7 +449,7 @@ class GitMirrors:
             if total > limit:
                 raise CampaignTooLarge(
                     f"{directory or 'the repository'} at {commit[:12]} holds {len(todo)} files "
-                    f"of {_human(total)}, over the per-campaign limit of {_human(limit)} "
+                    f"of {human_size(total)}, over the per-campaign limit of {human_size(limit)} "
                     "(CAMPAIGN_BOT_GIT_MAX_CAMPAIGN_BYTES); nothing was checked")
             dest.mkdir(parents=True, exist_ok=True)
             for e, kind, data in self._cat(path, [x.sha for x in todo], todo, dest):
@@ -552,15 +546,17 @@ class GitMirrors:
     def read_file(self, repo: str, commit: str, path: str, *, max_bytes: int = 16 << 20
                   ) -> bytes | None:
         """The bytes of file ``path`` at ``commit``, None when absent or not a file.  Raises
-        :class:`GitError` when it is larger than ``max_bytes``."""
+        :class:`GitError` when over ``max_bytes`` or :func:`left_on_server` (not absent)."""
         with self.locked(repo) as mirror:
             res = self._run(["cat-file", "-s", f"{commit}:{path}"], cwd=mirror, check=False)
-            if res.returncode != 0:
+            if res.returncode != 0:  # absent, unless the tree names it: left on the server
+                left_on_server(self._run(["ls-tree", commit, "--", path], cwd=mirror,
+                                         check=False).stdout, f"{path} at {commit[:12]}")
                 return None
             size = int(res.stdout.decode().strip() or 0)
             if size > max_bytes:
-                raise GitError(f"{path} at {commit[:12]} is {_human(size)}, over "
-                               f"{_human(max_bytes)}")
+                raise GitError(f"{path} at {commit[:12]} is {human_size(size)}, over "
+                               f"{human_size(max_bytes)}")
             res = self._run(["cat-file", "blob", f"{commit}:{path}"], cwd=mirror, check=False)
         return res.stdout if res.returncode == 0 else None
 

@@ -160,3 +160,26 @@ def split_patches(diff: str) -> dict[str, str]:
     if current is not None:
         out[current] = "\n".join(lines).rstrip("\n")
     return out
+
+
+def left_on_server(listing: bytes, what: str) -> None:
+    """Raise :class:`~bot.github.gitcmd.GitError` when ``listing`` (``git ls-tree COMMIT --
+    PATH`` of a file git could not read, ``what``) names a blob: the tree has the file but
+    the mirror lacks its content, which a partial fetch (``--filter=blob:none``) left on the
+    server; a later fetch of a commit reusing it does not bring it (the server counts it as
+    the mirror's).  Such a file must never read as absent: a trusted keys file read as
+    absent would mean "verify no signature"."""
+    from bot.github.gitcmd import GitError
+
+    if b" blob " in listing:
+        raise GitError(f"{what} is not in the mirror (a partial fetch left its content on "
+                       "the server)")
+
+
+def human_size(n: float) -> str:
+    """``n`` bytes for a message: ``512 bytes``, ``1.5 KiB``, ``3.0 MiB``, ``2.1 GiB``."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
