@@ -301,19 +301,20 @@ def test_a_closed_pull_is_pruned_from_the_mirror(github_double: Any, mirrors: Gi
 
 def test_a_file_a_partial_fetch_left_on_the_server_is_an_error_not_absent(
         github_double: Any, mirrors: GitMirrors) -> None:
-    """A pull request's head is fetched without file contents; once it is merged, fetching the
-    default branch does not bring them either (the server counts them as the mirror's, its
-    commits being "have"s).  Reading such a file (trusted-keys.pem at the default branch)
-    must fail loudly: taken as absent, the review would verify no signature at all."""
+    """A pull request's head is fetched without file contents: reading one of its files
+    (a trusted-keys.pem) must fail loudly, never read as absent (taken as absent, the review
+    would verify no signature at all).  Once the head is merged, the default branch's full
+    fetch brings the contents: git's negotiation counts them as the mirror's (its commits
+    are "have"s), so the fetch backfills them by id."""
     d = github_double
     d.add_repo(REPO, {"campaigns/h3/campaign.toml": "id = 'h3'\n"})
     pull = d.add_pull(REPO, 2, {"campaigns/h3/trusted-keys.pem": "KEY\n"})
     mirrors.fetch(remote(d), REPO, ["refs/heads/main"])
     mirrors.fetch(remote(d), REPO, ["refs/pull/2/head"], blobs=False)
+    assert mirrors.read_file(REPO, pull.head_sha, "campaigns/h3/absent.pem") is None
+    with pytest.raises(GitError, match="campaigns/h3/trusted-keys.pem .* not in the mirror"):
+        mirrors.read_file(REPO, pull.head_sha, "campaigns/h3/trusted-keys.pem")
     merged = d.set_branch(REPO, "main", {}, parent="topic")  # merged: main moves to the head
     assert mirrors.fetch(remote(d), REPO, ["refs/heads/main"])["refs/heads/main"] == merged
     assert mirrors.read_file(REPO, merged, "campaigns/h3/campaign.toml") == b"id = 'h3'\n"
-    assert mirrors.read_file(REPO, merged, "campaigns/h3/absent.pem") is None
-    with pytest.raises(GitError, match="campaigns/h3/trusted-keys.pem .* not in the mirror"):
-        mirrors.read_file(REPO, merged, "campaigns/h3/trusted-keys.pem")
-    assert pull.head_sha
+    assert mirrors.read_file(REPO, merged, "campaigns/h3/trusted-keys.pem") == b"KEY\n"
