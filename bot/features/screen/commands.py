@@ -449,32 +449,24 @@ def run_command(
 
 def run_from_command(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
                      budget: bool) -> None:
-    """Entry from the command framework (:mod:`bot.commands`): resolve the repository's
-    campaign directories and ``[screen]`` settings, then run the command, replying through
-    the framework's one-reply-per-command plumbing (:meth:`CommandContext.reply`)."""
-    repo_config = cmd_ctx.config
-    assert repo_config is not None  # both commands are ``needs_config``: never None here
-    ref = cmd_ctx.gh.get_default_branch()
-    cfg = ScreenConfig(tuple(find_campaign_dirs(cmd_ctx.gh, repo_config, ref)),
-                       repo_config.screen)
-
-    def say(kind: str, **kw: Any) -> None:
-        cmd_ctx.reply("screen_reply.md.j2", **reply_context(kind, **kw))
-
-    ctx = CommentContext(cmd_ctx.event.repo_full_name or "", cmd_ctx.number, cmd_ctx.login,
-                         cmd_ctx.comment_id, cmd_ctx.event.installation_id, cmd_ctx.is_pull)
+    """Entry from the command framework (:mod:`bot.commands`) of ``/screen`` and
+    ``/campaign budget``: as :func:`run_revisions`, running :func:`run_budget_sync` or
+    :func:`run_sync`."""
     if budget:
-        run_budget_sync(rt, cmd_ctx.gh, ctx, args, cfg, say)
+        run_revisions(rt, cmd_ctx, args, lambda rt_, gh, ctx, a, cfg, say, _how:
+                      run_budget_sync(rt_, gh, ctx, a, cfg, say))
     else:
-        run_sync(rt, cmd_ctx.gh, ctx, args, cfg, say, cmd_ctx.admitted_as)
+        run_revisions(rt, cmd_ctx, args, run_sync)
 
 
 def run_revisions(rt: Runtime, cmd_ctx: CommandContext, args: tuple[str, ...],
                   fn: Callable[..., None]) -> None:
-    """Entry of ``/compare`` and ``/bisect`` from the command framework: as
-    :func:`run_from_command`, then ``fn(rt, gh, ctx, args, config, say, admitted_as)``."""
+    """Entry from the command framework (:mod:`bot.commands`; ``/compare`` and ``/bisect``
+    call it directly): resolve the repository's campaign directories and ``[screen]``
+    settings, then run ``fn(rt, gh, ctx, args, config, say, admitted_as)``, replying through
+    the framework's one-reply-per-command plumbing (:meth:`CommandContext.reply`)."""
     repo_config = cmd_ctx.config
-    assert repo_config is not None  # both commands are ``needs_config``
+    assert repo_config is not None  # every such command is ``needs_config``: never None here
     ref = cmd_ctx.gh.get_default_branch()
     cfg = ScreenConfig(tuple(find_campaign_dirs(cmd_ctx.gh, repo_config, ref)),
                        repo_config.screen)
