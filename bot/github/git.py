@@ -239,13 +239,16 @@ class GitMirrors:
     # ------------------------------------------------------------------- fetching
 
     def fetch(self, remote: GitRemote, repo: str, refs: Sequence[str],
-              shas: Sequence[str] = (), *, blobs: bool = True) -> dict[str, str]:
+              shas: Sequence[str] = (), *, blobs: bool = True, backfill: bool = True
+              ) -> dict[str, str]:
         """Fetch remote ``refs`` (full names: ``refs/heads/main``, ``refs/pull/7/head``) and
         commits ``shas`` into ``repo``'s mirror in one ``git fetch``; returns ``ref -> commit
         SHA`` as fetched.  With ``blobs=False`` only commits and trees come (a partial fetch,
         ``--filter=blob:none``): a pull request's files stay on the server until
         :meth:`fetch_blobs` asks for those of its campaign folders, so a huge file beside them
         costs no transfer (a server without filter support sends everything, as git does).
+        ``backfill``: a full fetch also brings the files of a fetched commit first fetched
+        partially (:meth:`_backfill`); off where only trees are read (committing evidence).
         Raises :class:`GitError` naming what failed (a ref that does not exist,
         authentication, the network) or :class:`GitTimeout`."""
         specs = [f"+{r}:{_local(r)}" for r in refs] + list(shas)
@@ -255,7 +258,7 @@ class GitMirrors:
                            "--no-write-fetch-head", "--no-auto-gc",
                            *([] if blobs else ["--filter=blob:none"]), remote.url, *specs],
                           cwd=path, remote=remote)
-                if blobs and any((path / "objects" / "pack").glob("*.promisor")):
+                if blobs and backfill and any((path / "objects" / "pack").glob("*.promisor")):
                     self._backfill(path, remote, [_local(r) for r in refs] + list(shas))
                 self._maybe_repack(path)
             return self._local_refs(path, refs)

@@ -271,12 +271,13 @@ def _commit(git: GitMirrors, remote: Any, repo: str, pr: PullInfo, files: dict[s
         if out.fork:
             tip = git.remote_ref(remote, repo, ref)
             base_ref = f"refs/heads/{pr.base_ref}"
-            got = git.fetch(remote, repo, [ref] if tip else [base_ref])
+            # trees only are read here (a huge file beside the campaign stays on the server)
+            got = git.fetch(remote, repo, [ref] if tip else [base_ref], backfill=False)
             parent = got[ref] if tip else got[base_ref]
             tip = got.get(ref)
         else:
             try:
-                tip = git.fetch(remote, repo, [ref])[ref]
+                tip = git.fetch(remote, repo, [ref], backfill=False)[ref]
             except GitError as exc:
                 out.message = (f"the pull request's head branch {out.branch} cannot be read "
                                f"({exc})")
