@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +36,7 @@ from test_screen_service_e2e import (
     cli,
     keys,  # noqa: F401 - the module-scoped key pair fixture
     start_service,
+    stop_service,
     tree_at,
 )
 from webhook_helpers import wait_for
@@ -63,21 +62,6 @@ def fast_candidate(sequential: bool, auto: bool = False) -> Any:
     return update
 
 
-def _stop(env: Env, double: Any) -> None:
-    env.runner.stopped = True
-    for ev in env.runner.release.values():
-        ev.set()
-    env.proc.send_signal(signal.SIGTERM)
-    try:
-        env.proc.wait(20)
-    except subprocess.TimeoutExpired:
-        env.proc.kill()
-    double.dispatch_hooks.clear()
-    double.cancel_hooks.clear()
-    double.push_hooks.clear()
-    assert not env.runner.errors, env.runner.errors
-
-
 @pytest.fixture
 def sequential_service(github_double: Any, tmp_path: Path,
                        keys: tuple[Path, Path]) -> Iterator[Env]:  # noqa: F811
@@ -87,7 +71,7 @@ def sequential_service(github_double: Any, tmp_path: Path,
     try:
         yield env
     finally:
-        _stop(env, github_double)
+        stop_service(env, github_double)
 
 
 @pytest.fixture
@@ -99,7 +83,7 @@ def auto_service(github_double: Any, tmp_path: Path,
     try:
         yield env
     finally:
-        _stop(env, github_double)
+        stop_service(env, github_double)
 
 
 @pytest.fixture
@@ -111,7 +95,7 @@ def fixed_service(github_double: Any, tmp_path: Path,
     try:
         yield env
     finally:
-        _stop(env, github_double)
+        stop_service(env, github_double)
 
 
 def _done(e: Env, n: int, timeout: float = 180) -> Any:

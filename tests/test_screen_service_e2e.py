@@ -498,18 +498,24 @@ def service(github_double: Any, tmp_path: Path, keys: tuple[Path, Path],
     finally:
         (tmp_path / "calls.txt").write_text("\n".join(
             f"{c.method} {c.path} {c.status}" for c in github_double.calls))
-        env.runner.stopped = True
-        for ev in env.runner.release.values():
-            ev.set()
-        env.proc.send_signal(signal.SIGTERM)
-        try:
-            env.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            env.proc.kill()
-        github_double.dispatch_hooks.clear()
-        github_double.cancel_hooks.clear()
-        github_double.push_hooks.clear()
-        assert not env.runner.errors, env.runner.errors
+        stop_service(env, github_double)
+
+
+def stop_service(env: Env, double: Any) -> None:
+    """Stop ``serve`` (SIGTERM, then SIGKILL after 20 s) and the runner double, drop the
+    double's hooks, and fail on any error the runner double recorded."""
+    env.runner.stopped = True
+    for ev in env.runner.release.values():
+        ev.set()
+    env.proc.send_signal(signal.SIGTERM)
+    try:
+        env.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        env.proc.kill()
+    double.dispatch_hooks.clear()
+    double.cancel_hooks.clear()
+    double.push_hooks.clear()
+    assert not env.runner.errors, env.runner.errors
 
 
 def receipts_of(double: Any, run_id: int) -> list[dict[str, Any]]:
