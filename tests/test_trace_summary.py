@@ -140,7 +140,10 @@ def test_two_traces_one_rank_refused(tmp_path: Path) -> None:
 
 
 def _run(*args: object) -> tuple[int, str]:
-    r = CliRunner().invoke(_APP, ["trace", *map(str, args)], terminal_width=200)
+    # COLUMNS as well: rich takes the width from it where it is set (pytest-xdist's workers
+    # set 80), and the table's headers are asserted whole
+    r = CliRunner().invoke(_APP, ["trace", *map(str, args)], terminal_width=200,
+                           env={"COLUMNS": "200"})
     return r.exit_code, r.stdout + r.stderr
 
 
